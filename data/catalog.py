@@ -1,0 +1,34 @@
+"""The datasets the app knows: shape, classes and normalisation statistics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """Static facts about a dataset; images reach the models as ``channels`` x 32 x 32."""
+
+    name: str
+    channels: int
+    num_classes: int
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+    pad_to_32: bool  # 28x28 MNIST-family images are zero-padded to 32x32
+
+
+_MNIST_LIKE = {"channels": 1, "num_classes": 10, "pad_to_32": True}
+_CIFAR_MEAN, _CIFAR_STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
+_CIFAR100_MEAN, _CIFAR100_STD = (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)
+
+DATASETS: dict[str, DatasetInfo] = {
+    "fashion-mnist": DatasetInfo("fashion-mnist", mean=(0.2860,), std=(0.3530,), **_MNIST_LIKE),
+    "fashion-mnist-mini": DatasetInfo("fashion-mnist-mini", mean=(0.2860,), std=(0.3530,), **_MNIST_LIKE),
+    "mnist": DatasetInfo("mnist", mean=(0.1307,), std=(0.3081,), **_MNIST_LIKE),
+    "cifar10": DatasetInfo("cifar10", 3, 10, _CIFAR_MEAN, _CIFAR_STD, pad_to_32=False),
+    "cifar100": DatasetInfo("cifar100", 3, 100, _CIFAR100_MEAN, _CIFAR100_STD, pad_to_32=False),
+    "cifar100-coarse": DatasetInfo("cifar100-coarse", 3, 20, _CIFAR100_MEAN, _CIFAR100_STD, pad_to_32=False),
+    "synthetic": DatasetInfo("synthetic", 1, 4, mean=(0.5,), std=(0.25,), pad_to_32=False),
+}
+
+DATASET_NAMES: tuple[str, ...] = tuple(DATASETS)

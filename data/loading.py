@@ -1,0 +1,144 @@
+"""Find and load a dataset by name, from local files in its standard format, the embedded mini set,
+the synthetic generator or (explicitly, ``data-dir = "hub"``) the Hugging Face hub."""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from data.catalog import DATASETS
+from data.file_formats import read_cifar_pickles, read_idx_pair
+from data.image_data import DatasetSplits, ImageData
+
+#: ``data-dir`` value that loads the dataset from the Hugging Face hub (needs internet).
+HUB = "hub"
+#: Environment variable naming one more folder to search.
+DATA_DIR_ENV = "FEDFT_DATA_DIR"
+_ASSETS = Path(__file__).parent / "assets"
+MINI_FILE = _ASSETS / "fashion_mnist_mini.npz"
+
+
+class DataNotFoundError(FileNotFoundError):
+    """The dataset's files are in none of the places searched."""
+
+
+@dataclass(frozen=True)
+class _Layout:
+    subdirs: tuple[str, ...]  # tried under every search root, "" = the root itself
+    files: tuple[str, ...]  # must all exist
+    how_to_get: str
+
+
+_IDX_FILES = (
+    "train-images-idx3-ubyte.gz",
+    "train-labels-idx1-ubyte.gz",
+    "t10k-images-idx3-ubyte.gz",
+    "t10k-labels-idx1-ubyte.gz",
+)
+_CIFAR10_FILES = tuple(f"data_batch_{i}" for i in range(1, 6)) + ("test_batch",)
+_LAYOUTS = {
+    "fashion-mnist": _Layout(
+        ("fashion-mnist", "fashion_mnist", ""),
+        _IDX_FILES,
+        "on Debian/Ubuntu `sudo apt-get install dataset-fashion-mnist`, or download the four *-ubyte.gz files "
+        "from https://github.com/zalandoresearch/fashion-mnist into <data-dir>/fashion-mnist/",
+    ),
+    "mnist": _Layout(
+        ("mnist", "MNIST/raw", ""),
+        _IDX_FILES,
+        "download the four *-ubyte.gz files of MNIST into <data-dir>/mnist/",
+    ),
+    "cifar10": _Layout(
+        ("cifar-10-batches-py",),
+        _CIFAR10_FILES,
+        "download https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz and extract it into <data-dir>",
+    ),
+    "cifar100": _Layout(
+        ("cifar-100-python",),
+        ("train", "test"),
+        "download https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz and extract it into <data-dir>",
+    ),
+}
+_LAYOUTS["cifar100-coarse"] = _LAYOUTS["cifar100"]
+
+
+def search_roots(data_dir: str) -> list[Path]:
+    """Folders searched, in order: ``data-dir``, ``$FEDFT_DATA_DIR``, ``~/.cache/fedft/data``, ``/usr/share/datasets``."""
+    roots = [data_dir, os.environ.get(DATA_DIR_ENV, ""), str(Path.home() / ".cache" / "fedft" / "data"), "/usr/share/datasets"]
+    return [Path(r).expanduser() for r in roots if r]
+
+
+def _find(name: str, data_dir: str) -> Path:
+    layout = _LAYOUTS[name]
+    tried = []
+    for root in search_roots(data_dir):
+        for sub in layout.subdirs:
+            folder = root / sub if sub else root
+            tried.append(str(folder))
+            if all((folder / f).is_file() for f in layout.files):
+                return folder
+    raise DataNotFoundError(
+        f"dataset '{name}' not found. Looked for {', '.join(layout.files)} in: {'; '.join(tried)}. "
+        f"To get it: {layout.how_to_get}; then set data-dir (or ${DATA_DIR_ENV}) to that folder. "
+        f"On a machine with internet, data-dir = \"{HUB}\" loads it from the Hugging Face hub instead."
+    )
+
+
+def _load_files(name: str, data_dir: str) -> DatasetSplits:
+    folder = _find(name, data_dir)
+    if name in ("fashion-mnist", "mnist"):
+        train = read_idx_pair(folder / _IDX_FILES[0], folder / _IDX_FILES[1])
+        test = read_idx_pair(folder / _IDX_FILES[2], folder / _IDX_FILES[3])
+    elif name == "cifar10":
+        train = read_cifar_pickles([folder / f for f in _CIFAR10_FILES[:5]], "labels")
+        test = read_cifar_pickles([folder / "test_batch"], "labels")
+    else:
+        key = "coarse_labels" if name == "cifar100-coarse" else "fine_labels"
+        train = read_cifar_pickles([folder / "train"], key)
+        test = read_cifar_pickles([folder / "test"], key)
+    return DatasetSplits(train, test)
+
+
+def load_mini() -> DatasetSplits:
+    """The embedded Fashion-MNIST subset (see data/assets/README.md)."""
+    with np.load(MINI_FILE) as arrays:
+        return DatasetSplits(
+            ImageData(arrays["train_images"], arrays["train_labels"].astype(np.int64)),
+            ImageData(arrays["test_images"], arrays["test_labels"].astype(np.int64)),
+        )
+
+
+def make_synthetic(num_train: int = 800, num_test: int = 200, seed: int = 1234) -> DatasetSplits:
+    """Four learnable classes of 1 x 32 x 32 noise images, each with a bright square in its own quadrant."""
+    rng = np.random.default_rng(seed)
+
+    def draw(n: int) -> ImageData:
+        labels = np.arange(n) % 4
+        rng.shuffle(labels)
+        images = rng.integers(0, 96, size=(n, 1, 32, 32)).astype(np.uint8)
+        for c in range(4):
+            row, col = divmod(c, 2)
+            images[labels == c, :, row * 16 + 4 : row * 16 + 12, col * 16 + 4 : col * 16 + 12] += 128
+        return ImageData(images, labels.astype(np.int64))
+
+    return DatasetSplits(draw(num_train), draw(num_test))
+
+
+@functools.lru_cache(maxsize=2)
+def load_dataset(name: str, data_dir: str = "") -> DatasetSplits:
+    """Load a dataset's training and test sets (cached per process)."""
+    if name not in DATASETS:
+        raise ValueError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")
+    if name == "fashion-mnist-mini":
+        return load_mini()
+    if name == "synthetic":
+        return make_synthetic()
+    if data_dir == HUB:
+        from data.hub import load_from_hub
+
+        return load_from_hub(name)
+    return _load_files(name, data_dir)

@@ -1,0 +1,71 @@
+"""A model built as an ordered chain of named stages, splittable at a level (SPEC §2).
+
+FedFT freezes the lower part φ (every stage up to and including the split level) and trains the upper
+part θ (every stage above it). Because φ never changes, its output can be computed once and cached;
+``forward_to`` and ``forward_from`` make that possible without knowing the architecture.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+from torch import nn
+
+#: The level name meaning "freeze nothing": the whole model is θ.
+NO_FREEZE = "none"
+
+
+class SplitModel(nn.Module):
+    """Sequential chain of named stages, splittable after any stage named in ``levels``."""
+
+    def __init__(self, stages: Mapping[str, nn.Module], levels: tuple[str, ...]) -> None:
+        super().__init__()
+        self.stages = nn.ModuleDict(stages)
+        names = list(stages)
+        if any(level not in names[:-1] for level in levels):
+            raise ValueError(f"split levels {levels} must name stages before the last of {names}")
+        #: Names at which the model can be split (frozen up to and including the level).
+        self.levels = levels
+
+    def _check_level(self, level: str) -> int:
+        names = list(self.stages.keys())
+        if level == NO_FREEZE:
+            return -1
+        if level not in self.levels:
+            raise ValueError(f"unknown split level {level!r}; this model has {', '.join((NO_FREEZE, *self.levels))}")
+        return names.index(level)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for stage in self.stages.values():
+            x = stage(x)
+        return x
+
+    def forward_to(self, x: torch.Tensor, level: str) -> torch.Tensor:
+        """Output of the lower part φ: every stage up to and including ``level``."""
+        last = self._check_level(level)
+        for index, stage in enumerate(self.stages.values()):
+            if index > last:
+                break
+            x = stage(x)
+        return x
+
+    def forward_from(self, h: torch.Tensor, level: str) -> torch.Tensor:
+        """Output of the upper part θ applied to features ``h`` taken at ``level``."""
+        last = self._check_level(level)
+        for index, stage in enumerate(self.stages.values()):
+            if index > last:
+                h = stage(h)
+        return h
+
+    def lower_stages(self, level: str) -> list[nn.Module]:
+        """The stages of φ for a split at ``level`` (empty for ``none``)."""
+        last = self._check_level(level)
+        return [stage for index, stage in enumerate(self.stages.values()) if index <= last]
+
+    def upper_state_keys(self, level: str) -> list[str]:
+        """State-dict keys (parameters and buffers) of θ for a split at ``level``, in state-dict order."""
+        last = self._check_level(level)
+        names = list(self.stages.keys())
+        upper = {f"stages.{name}." for name in names[last + 1 :]}
+        return [key for key in self.state_dict() if any(key.startswith(prefix) for prefix in upper)]

@@ -1,0 +1,78 @@
+"""Mini-batch SGD and evaluation over tensors held in memory.
+
+The loops take a ``forward`` callable and the list of parameters to train, so the same code trains a
+whole model (FedAvg), only its upper part θ on cached features (FedFT), or pretrains on the server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+
+Forward = Callable[[torch.Tensor], torch.Tensor]
+Augment = Callable[[torch.Tensor, torch.Generator], torch.Tensor]
+
+
+def proximal_term(params: Sequence[torch.Tensor], anchors: Sequence[torch.Tensor]) -> torch.Tensor:
+    """½‖w − w_t‖² summed over the trained parameters (FedProx multiplies it by μ)."""
+    return 0.5 * sum(((p - a) ** 2).sum() for p, a in zip(params, anchors, strict=True))
+
+
+def train_epochs(
+    forward: Forward,
+    params: Sequence[torch.nn.Parameter],
+    inputs: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    momentum: float = 0.0,
+    weight_decay: float = 0.0,
+    proximal_mu: float = 0.0,
+    generator: torch.Generator | None = None,
+    augment: Augment | None = None,
+) -> float:
+    """Train ``params`` with SGD for ``epochs`` passes over shuffled mini-batches; return the mean loss.
+
+    With ``proximal_mu`` > 0 the FedProx term μ/2·‖w − w_t‖² is added, w_t being ``params`` at entry.
+    """
+    generator = generator or torch.Generator().manual_seed(0)
+    optimizer = torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
+    anchors = [p.detach().clone() for p in params] if proximal_mu > 0 else []
+    total, count = 0.0, 0
+    for _ in range(epochs):
+        order = torch.randperm(len(labels), generator=generator)
+        for start in range(0, len(order), batch_size):
+            batch = order[start : start + batch_size]
+            x = inputs[batch]
+            if augment is not None:
+                x = augment(x, generator)
+            loss = F.cross_entropy(forward(x), labels[batch])
+            if proximal_mu > 0:
+                loss = loss + proximal_mu * proximal_term(params, anchors)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            total += loss.item() * len(batch)
+            count += len(batch)
+    return total / max(count, 1)
+
+
+@torch.no_grad()
+def predict_logits(forward: Forward, inputs: torch.Tensor, batch_size: int) -> torch.Tensor:
+    """Logits for all inputs, computed in batches."""
+    return torch.cat([forward(inputs[i : i + batch_size]) for i in range(0, len(inputs), batch_size)])
+
+
+@torch.no_grad()
+def evaluate(forward: Forward, inputs: torch.Tensor, labels: torch.Tensor, batch_size: int) -> tuple[float, float]:
+    """Mean cross-entropy loss and accuracy (fraction in [0, 1])."""
+    if len(labels) == 0:
+        return float("nan"), float("nan")
+    logits = predict_logits(forward, inputs, batch_size)
+    loss = F.cross_entropy(logits, labels).item()
+    accuracy = (logits.argmax(dim=1) == labels).float().mean().item()
+    return loss, accuracy

@@ -1,0 +1,34 @@
+"""Central evaluation of the global model on the test set, after every round."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from flwr.app import ArrayRecord, MetricRecord
+
+from data.federated import load_test_set
+from data.transforms import to_model_input
+from models.training import evaluate
+from run_config import RunConfig, build_model_for, federated_split
+
+EvaluateFn = Callable[[int, ArrayRecord], MetricRecord]
+#: (server round, loss, accuracy) -> None
+OnEvaluated = Callable[[int, float, float], None]
+
+
+def make_central_evaluation(config: RunConfig, on_evaluated: OnEvaluated) -> EvaluateFn:
+    """An ``evaluate_fn`` for ``Strategy.start``: test-set loss and accuracy of the global model."""
+    split = federated_split(config)
+    test = load_test_set(split)
+    inputs, labels = to_model_input(test.images, split.info), torch.from_numpy(test.labels)
+    model = build_model_for(config)
+
+    def evaluate_fn(server_round: int, arrays: ArrayRecord) -> MetricRecord:
+        model.load_state_dict(arrays.to_torch_state_dict())
+        model.eval()
+        loss, accuracy = evaluate(model, inputs, labels, config.eval_batch_size)
+        on_evaluated(server_round, loss, accuracy)
+        return MetricRecord({"loss": loss, "accuracy": accuracy})
+
+    return evaluate_fn

@@ -1,0 +1,120 @@
+"""The results contract: ``<results-dir>/<run-name>/`` with config.json, rounds.jsonl, summary.json
+and model.pt (a plain state dict, loadable with ``torch.load`` alone)."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from datetime import datetime
+from logging import INFO
+from pathlib import Path
+from typing import Any
+
+import torch
+from flwr.common.logger import log
+
+from run_config import RunConfig
+
+CONFIG_FILE, ROUNDS_FILE, SUMMARY_FILE, MODEL_FILE = "config.json", "rounds.jsonl", "summary.json", "model.pt"
+
+
+def run_directory(config: RunConfig, now: datetime | None = None) -> Path:
+    """``<results-dir>/<run-name>``; an empty run-name becomes ``<method>-<dataset>-<timestamp>``."""
+    name = config.run_name or f"{config.method}-{config.dataset}-{(now or datetime.now()).strftime('%Y%m%d-%H%M%S')}"
+    return Path(config.results_dir).expanduser().resolve() / name
+
+
+def learning_efficiency(best_accuracy: float, total_client_seconds: float) -> float:
+    """Best accuracy in percent per second of local training summed over all clients and rounds (SPEC §1)."""
+    return 100.0 * best_accuracy / total_client_seconds if total_client_seconds > 0 else float("nan")
+
+
+def _json_safe(value: Any) -> Any:
+    """NaN and infinities are not JSON; write them as null."""
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+class RunRecorder:
+    """Collects each round from the strategy and the central evaluation, and writes the results files."""
+
+    def __init__(self, directory: Path, config: RunConfig) -> None:
+        self.directory = directory
+        self.config = config
+        self.rounds: list[dict[str, Any]] = []
+        self.initial_accuracy: float | None = None
+        self._pending: dict[str, Any] = {}
+        self._round_start = 0.0
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / ROUNDS_FILE).write_text("")
+        (directory / CONFIG_FILE).write_text(json.dumps(config.to_dict(), indent=2) + "\n")
+
+    def round_started(self, server_round: int, cohort: list[int], bytes_down: int) -> None:
+        self._round_start = time.perf_counter()
+        self._pending = {"round": server_round, "clients": list(cohort), "bytes_down": bytes_down}
+
+    def replies_received(self, server_round: int, client_stats: list[dict[str, Any]], bytes_up: int) -> None:
+        order = {pid: i for i, pid in enumerate(self._pending.get("clients", []))}
+        stats = sorted(client_stats, key=lambda s: order.get(s["partition_id"], len(order)))
+        self._pending.update(
+            num_examples=sum(s["num_examples"] for s in stats),
+            client_train_seconds=sum(s["train_seconds"] for s in stats),
+            bytes_up=bytes_up,
+            client_stats=stats,
+        )
+
+    def evaluated(self, server_round: int, loss: float, accuracy: float) -> None:
+        """Central evaluation after a round (round 0 = the initial model) completes that round's record."""
+        if server_round == 0:
+            self.initial_accuracy = accuracy
+            log(INFO, "initial model: accuracy %.4f, loss %.4f", accuracy, loss)
+            return
+        record = {
+            "round": server_round,
+            "accuracy": accuracy,
+            "loss": loss,
+            "clients": self._pending.get("clients", []),
+            "num_examples": self._pending.get("num_examples", 0),
+            "client_train_seconds": self._pending.get("client_train_seconds", 0.0),
+            "bytes_down": self._pending.get("bytes_down", 0),
+            "bytes_up": self._pending.get("bytes_up", 0),
+            "wall_seconds": time.perf_counter() - self._round_start,
+            "client_stats": self._pending.get("client_stats", []),
+        }
+        self.rounds.append(record)
+        with (self.directory / ROUNDS_FILE).open("a") as handle:
+            handle.write(json.dumps({k: _json_safe(v) for k, v in record.items()}) + "\n")
+        log(
+            INFO,
+            "round %d: accuracy %.4f, loss %.4f, %.1f s (clients trained %.1f s)",
+            server_round,
+            accuracy,
+            loss,
+            record["wall_seconds"],
+            record["client_train_seconds"],
+        )
+        self._pending = {}
+
+    def summary(self) -> dict[str, Any]:
+        best = max(self.rounds, key=lambda r: r["accuracy"], default=None)
+        total_seconds = sum(r["client_train_seconds"] for r in self.rounds)
+        return {
+            "method": self.config.method,
+            "rounds": len(self.rounds),
+            "initial_accuracy": self.initial_accuracy,
+            "best_accuracy": best["accuracy"] if best else None,
+            "best_round": best["round"] if best else None,
+            "final_accuracy": self.rounds[-1]["accuracy"] if self.rounds else None,
+            "total_client_train_seconds": total_seconds,
+            "learning_efficiency": learning_efficiency(best["accuracy"], total_seconds) if best else None,
+            "total_bytes_down": sum(r["bytes_down"] for r in self.rounds),
+            "total_bytes_up": sum(r["bytes_up"] for r in self.rounds),
+        }
+
+    def finish(self, state_dict: dict[str, torch.Tensor]) -> dict[str, Any]:
+        """Write summary.json and the final global model; return the summary."""
+        torch.save(state_dict, self.directory / MODEL_FILE)
+        summary = {k: _json_safe(v) for k, v in self.summary().items()}
+        (self.directory / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
+        log(INFO, "results written to %s", self.directory)
+        return summary

@@ -1,0 +1,1 @@
+"""Run the app in Flower's simulation engine on a SuperLink this process owns and stops."""

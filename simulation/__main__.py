@@ -1,0 +1,37 @@
+"""``python -m simulation [--num-supernodes N] [--run-config "key=value ..."]``: one simulated run."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+
+from simulation.local_run import run_simulation
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m simulation", description=__doc__)
+    parser.add_argument("--num-supernodes", type=int, default=10, help="simulated clients (default 10)")
+    parser.add_argument("--cpus-per-client", type=int, default=1, help="Ray CPUs per ClientApp (default 1)")
+    parser.add_argument("--run-config", default="", help='overrides, e.g. "num-server-rounds=5 dataset=\'fashion-mnist\'"')
+    args = parser.parse_args(argv)
+    overrides: dict[str, object] = {}
+    for item in shlex.split(args.run_config):
+        key, _, value = item.partition("=")
+        overrides[key] = _parse_value(value)
+    return run_simulation(overrides, num_supernodes=args.num_supernodes, cpus_per_client=args.cpus_per_client)
+
+
+def _parse_value(text: str) -> object:
+    if text in ("true", "false"):
+        return text == "true"
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,178 @@
+"""Start a private local SuperLink, submit ``flwr run`` to it, and stop it by PID afterwards.
+
+``flwr run .`` alone starts a detached SuperLink that keeps running after the run and whose PID it does
+not report. Here the SuperLink is our own child process, with its own ``FLWR_HOME`` and ports, stopped
+(with everything it started) when the run ends or fails.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+PROJECT_DIR = Path(__file__).resolve().parents[1]
+CONNECTION = "fedft-local"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _children(pid: int) -> list[int]:
+    """All descendants of ``pid``, read from /proc (Linux)."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            parents.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def stop_process_tree(process: subprocess.Popen, grace: float = 10.0) -> None:
+    """SIGTERM ``process`` and its descendants by PID, then SIGKILL whatever is left after ``grace``."""
+    pids = [*_children(process.pid), process.pid]
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        pass
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    process.wait()
+
+
+@dataclass(frozen=True)
+class LocalSuperLink:
+    """A running SuperLink in simulation mode."""
+
+    address: str
+    env: Mapping[str, str]
+    process: subprocess.Popen
+
+
+def _wait_for_port(port: int, process: subprocess.Popen, log_file: Path, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"flower-superlink exited with code {process.returncode}; see {log_file}")
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise RuntimeError(f"flower-superlink did not open port {port} within {timeout:.0f} s; see {log_file}")
+
+
+@contextmanager
+def local_superlink(flwr_home: Path, cwd: Path = PROJECT_DIR) -> Iterator[LocalSuperLink]:
+    """A private simulation SuperLink on free loopback ports, stopped by PID on exit.
+
+    The ServerApp runs in ``cwd``, so a relative ``results-dir`` is taken from there.
+    """
+    flwr_home.mkdir(parents=True, exist_ok=True)
+    port, health = free_port(), free_port()
+    bin_dir = Path(sys.executable).parent
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",  # flower-superexec, flwr-serverapp, ...
+        "FLWR_HOME": str(flwr_home),
+        "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
+        "FLWR_DISABLE_UPDATE_CHECK": "1",
+        "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0",
+    }
+    address = f"127.0.0.1:{port}"
+    (flwr_home / "config.toml").write_text(
+        f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\naddress = "{address}"\ninsecure = true\n'
+    )
+    log_file = flwr_home / "superlink.log"
+    command = [
+        str(bin_dir / "flower-superlink"),
+        "--insecure",
+        "--simulation",
+        "--isolation=subprocess",
+        "--disable-runtime-dependency-installation",
+        "--host=127.0.0.1",
+        f"--port={port}",
+        f"--health-server-address=127.0.0.1:{health}",
+        f"--database={flwr_home / 'state.db'}",
+    ]
+    with log_file.open("ab") as log:
+        process = subprocess.Popen(
+            command, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+        _wait_for_port(port, process, log_file)
+        yield LocalSuperLink(address, env, process)
+    finally:
+        stop_process_tree(process)
+
+
+def run_config_arg(overrides: Mapping[str, object]) -> str:
+    """``--run-config`` text: strings quoted, booleans lower-case, numbers as they are."""
+
+    def fmt(value: object) -> str:
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, str):
+            return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return repr(value)
+
+    return " ".join(f"{key}={fmt(value)}" for key, value in overrides.items())
+
+
+def run_simulation(
+    overrides: Mapping[str, object],
+    *,
+    num_supernodes: int,
+    cpus_per_client: int = 1,
+    flwr_home: Path | None = None,
+    project_dir: Path = PROJECT_DIR,
+    stream_to=None,
+    timeout: float | None = None,
+) -> int:
+    """Run the app once in simulation; return ``flwr run``'s exit code. Output goes to ``stream_to``."""
+    flwr_home = flwr_home or project_dir / ".flwr-home"
+    with local_superlink(flwr_home, cwd=project_dir) as link:
+        command = [
+            str(Path(sys.executable).parent / "flwr"),
+            "run",
+            str(project_dir),
+            CONNECTION,
+            "--stream",
+            "--federation-config",
+            f"num-supernodes={num_supernodes} client-resources-num-cpus={cpus_per_client}",
+        ]
+        if overrides:
+            command += ["--run-config", run_config_arg(overrides)]
+        run = subprocess.Popen(command, env=dict(link.env), stdout=stream_to, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            return run.wait(timeout=timeout)
+        finally:
+            if run.poll() is None:
+                stop_process_tree(run)

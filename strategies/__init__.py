@@ -1,0 +1,1 @@
+"""Server-side strategies: cohort selection by partition id and aggregation of the trained arrays."""

@@ -1,0 +1,98 @@
+"""FedAvg whose cohorts are chosen by partition id, reproducibly, and whose rounds are observable.
+
+Flower's FedAvg samples transport node ids, which are random per run, and may sample before all nodes
+have connected. This subclass overrides only ``configure_train`` (wait for the population, pick
+partition ids with a selection function, address their nodes) and ``aggregate_train`` (report each
+client's statistics to an observer, then let FedAvg compute the weighted mean); Flower's
+``Strategy.start`` runs the rounds unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import FedAvg
+
+from strategies.client_population import ClientPopulation
+
+#: (available partition ids, server round) -> the cohort, in selection order
+SelectCohort = Callable[[list[int], int], list[int]]
+#: server round -> values added to the round's train ConfigRecord (e.g. a decayed learning rate)
+RoundConfig = Callable[[int], dict[str, Any]]
+
+
+class RoundObserver(Protocol):
+    """Receives what happens in each round (the results recorder implements it)."""
+
+    def round_started(self, server_round: int, cohort: list[int], bytes_down: int) -> None: ...
+
+    def replies_received(self, server_round: int, client_stats: list[dict[str, Any]], bytes_up: int) -> None: ...
+
+
+def client_stats_of(reply: Message) -> dict[str, Any]:
+    """A reply's MetricRecord as a dict with snake_case keys (``train-seconds`` -> ``train_seconds``)."""
+    return {key.replace("-", "_"): value for key, value in reply.content["metrics"].items()}
+
+
+def mean_train_loss(contents: list[RecordDict], weight_key: str) -> MetricRecord:
+    """Example-weighted mean of the clients' ``train-loss`` (the only metric worth averaging)."""
+    weights = [c["metrics"][weight_key] for c in contents]
+    losses = [c["metrics"]["train-loss"] for c in contents]
+    total = sum(weights)
+    return MetricRecord({"train-loss": sum(w * l for w, l in zip(weights, losses)) / total if total else 0.0})
+
+
+class CohortFedAvg(FedAvg):
+    """FedAvg with partition-id cohorts chosen by ``select`` and per-round reports to ``observer``."""
+
+    def __init__(
+        self,
+        *,
+        population: ClientPopulation,
+        select: SelectCohort,
+        observer: RoundObserver,
+        round_config: RoundConfig | None = None,
+        fraction_evaluate: float = 0.0,
+    ) -> None:
+        super().__init__(
+            fraction_evaluate=fraction_evaluate,
+            min_train_nodes=1,
+            min_evaluate_nodes=1 if fraction_evaluate > 0 else 0,
+            min_available_nodes=1,
+            arrayrecord_key="arrays",
+            configrecord_key="config",
+            train_metrics_aggr_fn=mean_train_loss,
+        )
+        self.population = population
+        self.select = select
+        self.observer = observer
+        self.round_config = round_config or (lambda server_round: {})
+
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        """Wait for the clients, select a cohort by partition id and send it the arrays."""
+        cohort = self.select(self.population.available(grid), server_round)
+        round_config = ConfigRecord({**config, **self.round_config(server_round), "server-round": server_round})
+        record = RecordDict({self.arrayrecord_key: arrays, self.configrecord_key: round_config})
+        self.observer.round_started(server_round, cohort, arrays.count_bytes() * len(cohort))
+        return [
+            Message(content=record, message_type=MessageType.TRAIN, dst_node_id=self.population.node_of(pid))
+            for pid in cohort
+        ]
+
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        """Report the clients' statistics, then aggregate with FedAvg's weighted mean."""
+        replies = list(replies)
+        ok = [r for r in replies if not r.has_error()]
+        self.observer.replies_received(
+            server_round,
+            [client_stats_of(r) for r in ok],
+            sum(r.content[self.arrayrecord_key].count_bytes() for r in ok),
+        )
+        return super().aggregate_train(server_round, replies)
