@@ -3,7 +3,10 @@ the synthetic generator or (explicitly, ``data-dir = "hub"``) the Hugging Face h
 
 from __future__ import annotations
 
+import base64
 import functools
+import io
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +22,7 @@ HUB = "hub"
 #: Environment variable naming one more folder to search.
 DATA_DIR_ENV = "FEDFT_DATA_DIR"
 _ASSETS = Path(__file__).parent / "assets"
-MINI_FILE = _ASSETS / "fashion_mnist_mini.npz"
+MINI_FILE = _ASSETS / "fashion_mnist_mini.json"
 
 
 class DataNotFoundError(FileNotFoundError):
@@ -105,7 +108,8 @@ def _load_files(name: str, data_dir: str) -> DatasetSplits:
 
 def load_mini() -> DatasetSplits:
     """The embedded Fashion-MNIST subset (see data/assets/README.md)."""
-    with np.load(MINI_FILE) as arrays:
+    npz = base64.b85decode(json.loads(MINI_FILE.read_text())["npz_base85"])
+    with np.load(io.BytesIO(npz)) as arrays:
         return DatasetSplits(
             ImageData(arrays["train_images"], arrays["train_labels"].astype(np.int64)),
             ImageData(arrays["test_images"], arrays["test_labels"].astype(np.int64)),

@@ -68,8 +68,8 @@ class Setting:
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("method", str, "Training method preset (see Methods).", _one_of("fedavg")),
-    Setting("dataset", str, "Dataset name.", _one_of(*DATASET_NAMES)),
-    Setting("data-dir", str, "Folder holding the dataset files; empty searches the well-known places."),
+    Setting("dataset", str, f"Dataset: {', '.join(DATASET_NAMES)} (see Data).", _one_of(*DATASET_NAMES)),
+    Setting("data-dir", str, "Folder holding the dataset files; empty searches the well-known places; `hub` downloads from Hugging Face (needs internet)."),
     Setting("model", str, f"Model: {MODEL_NAMES_HELP}.", _model),
     Setting("dropout", float, "Dropout inside WRN blocks.", _below_one),
     Setting("partitioner", str, "How training data is split over clients.", _one_of("dirichlet", "pathological", "iid")),
@@ -91,7 +91,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("eval-batch-size", int, "Batch size for evaluation passes.", _positive),
     Setting("round-timeout", float, "Seconds the server waits for a round's replies.", _positive),
     Setting("node-wait-seconds", float, "Seconds the server waits for all clients to connect before round 1.", _non_negative),
-    Setting("results-dir", str, "Folder for run results (relative paths are taken from the project folder)."),
+    Setting("results-dir", str, "Folder for run results; a relative path is taken from the SuperLink's working folder (the project folder under `make run`)."),
     Setting("run-name", str, "Results sub-folder; empty makes one from method, dataset and time."),
 )
 

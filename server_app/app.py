@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from logging import ERROR, INFO
 
+import torch
+
 from flwr.app import ArrayRecord, ConfigRecord, Context
 from flwr.common.logger import log
 from flwr.serverapp import Grid, ServerApp
@@ -17,6 +19,8 @@ from server_app.results import RunRecorder, run_directory
 from strategies.client_population import ClientPopulation
 from strategies.cohort_fedavg import CohortFedAvg
 from strategies.random_selection import cohort_size, select_random
+
+torch.set_flush_denormal(True)  # see client_app/app.py
 
 app = ServerApp()
 

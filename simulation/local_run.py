@@ -7,6 +7,7 @@ not report. Here the SuperLink is our own child process, with its own ``FLWR_HOM
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -172,7 +173,24 @@ def run_simulation(
             command += ["--run-config", run_config_arg(overrides)]
         run = subprocess.Popen(command, env=dict(link.env), stdout=stream_to, stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            return run.wait(timeout=timeout)
+            code = run.wait(timeout=timeout)
         finally:
             if run.poll() is None:
                 stop_process_tree(run)
+        # `flwr run --stream` exits 0 even when the ServerApp failed; the SuperLink knows better.
+        return code or (0 if run_statuses(link) == ["finished:completed"] else 1)
+
+
+def run_statuses(link: LocalSuperLink) -> list[str]:
+    """Status of every run the SuperLink has seen (``finished:completed``, ``finished:failed``, ...)."""
+    listing = subprocess.run(
+        [str(Path(sys.executable).parent / "flwr"), "ls", CONNECTION, "--format", "json"],
+        env=dict(link.env),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    try:
+        return [run["status"] for run in json.loads(listing.stdout)["runs"]]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        return [f"unknown: {listing.stdout.strip()[:200]} {listing.stderr.strip()[:200]}"]

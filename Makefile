@@ -1,0 +1,28 @@
+# Two commands for a fresh machine:  `make run` (set up + default federated run), `make test` (set up + tests).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+NUM_SUPERNODES ?= 10
+RUN_CONFIG ?=
+
+.PHONY: setup run test clean
+
+setup: $(STAMP)
+
+# torch is installed first, pinned, so that nothing pulls the multi-GB CUDA build from the registry.
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+run: setup
+	$(BIN)/python -m simulation --num-supernodes $(NUM_SUPERNODES) --run-config "$(RUN_CONFIG)"
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) .flwr-home .pytest_cache

@@ -1,0 +1,47 @@
+"""An in-process stand-in for Flower's Grid: each message is answered by a Python function."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import torch
+from flwr.app import ArrayRecord, Message, MetricRecord, RecordDict
+from flwr.supercore.task_identity import TaskIdentity
+
+# Flower stamps messages with the identity of the running task; tests run outside any task.
+TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 1
+
+Respond = Callable[[Message], Message]
+
+
+def identify_reply(partition_of: dict[int, int], num_partitions: int) -> Respond:
+    """A responder answering ``query.identify`` like the ClientApp does."""
+
+    def respond(msg: Message) -> Message:
+        pid = partition_of[msg.metadata.dst_node_id]
+        identity = MetricRecord({"partition-id": pid, "num-partitions": num_partitions})
+        return Message(RecordDict({"identity": identity}), reply_to=msg)
+
+    return respond
+
+
+def train_reply(msg: Message, arrays: dict[str, torch.Tensor], metrics: dict[str, float | int]) -> Message:
+    """A training reply carrying ``arrays`` and ``metrics``."""
+    return Message(RecordDict({"arrays": ArrayRecord(arrays), "metrics": MetricRecord(metrics)}), reply_to=msg)
+
+
+class FakeGrid:
+    """Connected node ids, and a responder per message type; records every message sent."""
+
+    def __init__(self, node_ids: Iterable[int], responders: dict[str, Respond]) -> None:
+        self.node_ids = list(node_ids)
+        self.responders = responders
+        self.sent: list[Message] = []
+
+    def get_node_ids(self) -> list[int]:
+        return list(self.node_ids)
+
+    def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> list[Message]:
+        messages = list(messages)
+        self.sent += messages
+        return [self.responders[m.metadata.message_type](m) for m in messages]

@@ -1,0 +1,143 @@
+"""Loaders on tiny files written in the real formats, the embedded mini set, and missing data."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from data.catalog import DATASETS
+from data.federated import FederatedSplit, load_client_partition, load_public_split, partition_sizes
+from data.file_formats import DataFormatError, read_idx, write_idx
+from data.loading import DataNotFoundError, load_dataset
+
+RNG = np.random.default_rng(0)
+
+
+def write_mnist_like(folder: Path, n_train: int = 40, n_test: int = 10) -> tuple[np.ndarray, np.ndarray]:
+    folder.mkdir(parents=True, exist_ok=True)
+    train_x = RNG.integers(0, 256, (n_train, 28, 28), dtype=np.uint8)
+    train_y = (np.arange(n_train) % 10).astype(np.uint8)
+    write_idx(folder / "train-images-idx3-ubyte.gz", train_x)
+    write_idx(folder / "train-labels-idx1-ubyte.gz", train_y)
+    write_idx(folder / "t10k-images-idx3-ubyte.gz", RNG.integers(0, 256, (n_test, 28, 28), dtype=np.uint8))
+    write_idx(folder / "t10k-labels-idx1-ubyte.gz", (np.arange(n_test) % 10).astype(np.uint8))
+    return train_x, train_y
+
+
+def write_cifar_batch(path: Path, n: int, label_key: bytes, num_labels: int, extra: dict | None = None) -> np.ndarray:
+    data = RNG.integers(0, 256, (n, 3072), dtype=np.uint8)
+    batch = {b"data": data, label_key: [i % num_labels for i in range(n)], **(extra or {})}
+    with path.open("wb") as handle:
+        pickle.dump(batch, handle)
+    return data
+
+
+def test_idx_round_trip(tmp_path: Path) -> None:
+    array = RNG.integers(0, 256, (3, 4, 5), dtype=np.uint8)
+    write_idx(tmp_path / "a.gz", array)
+    assert np.array_equal(read_idx(tmp_path / "a.gz"), array)
+
+
+def test_truncated_idx_is_a_format_error(tmp_path: Path) -> None:
+    write_idx(tmp_path / "a.gz", np.zeros((3, 4), dtype=np.uint8))
+    import gzip
+
+    raw = gzip.decompress((tmp_path / "a.gz").read_bytes())
+    (tmp_path / "b").write_bytes(raw[:-2])
+    with pytest.raises(DataFormatError, match="header says"):
+        read_idx(tmp_path / "b")
+
+
+@pytest.mark.parametrize("name", ["fashion-mnist", "mnist"])
+def test_mnist_family_from_idx_files(tmp_path: Path, name: str) -> None:
+    train_x, train_y = write_mnist_like(tmp_path / name)
+    splits = load_dataset.__wrapped__(name, str(tmp_path))
+    assert splits.train.images.shape == (40, 1, 28, 28) and splits.test.images.shape == (10, 1, 28, 28)
+    assert np.array_equal(splits.train.images[:, 0], train_x)
+    assert np.array_equal(splits.train.labels, train_y)
+
+
+def test_cifar10_from_python_pickles(tmp_path: Path) -> None:
+    folder = tmp_path / "cifar-10-batches-py"
+    folder.mkdir()
+    first = write_cifar_batch(folder / "data_batch_1", 6, b"labels", 10)
+    for i in range(2, 6):
+        write_cifar_batch(folder / f"data_batch_{i}", 6, b"labels", 10)
+    write_cifar_batch(folder / "test_batch", 4, b"labels", 10)
+    splits = load_dataset.__wrapped__("cifar10", str(tmp_path))
+    assert splits.train.images.shape == (30, 3, 32, 32) and len(splits.test) == 4
+    # CIFAR rows are 1024 red, then green, then blue values, each row-major.
+    assert np.array_equal(splits.train.images[0, 1].ravel(), first[0, 1024:2048])
+
+
+@pytest.mark.parametrize(("name", "num_labels"), [("cifar100", 100), ("cifar100-coarse", 20)])
+def test_cifar100_fine_and_coarse_labels(tmp_path: Path, name: str, num_labels: int) -> None:
+    folder = tmp_path / "cifar-100-python"
+    folder.mkdir()
+    for split, n in (("train", 120), ("test", 30)):
+        fine = [i % 100 for i in range(n)]
+        coarse = [i % 20 for i in range(n)]
+        data = RNG.integers(0, 256, (n, 3072), dtype=np.uint8)
+        with (folder / split).open("wb") as handle:
+            pickle.dump({b"data": data, b"fine_labels": fine, b"coarse_labels": coarse}, handle)
+    splits = load_dataset.__wrapped__(name, str(tmp_path))
+    assert splits.train.labels.max() == num_labels - 1
+    assert DATASETS[name].num_classes == num_labels
+
+
+def test_missing_dataset_says_where_it_looked_and_how_to_get_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(DataNotFoundError) as err:
+        load_dataset.__wrapped__("cifar10", str(tmp_path / "nowhere"))
+    message = str(err.value)
+    assert str(tmp_path / "nowhere" / "cifar-10-batches-py") in message
+    assert "cifar-10-python.tar.gz" in message and "data-dir" in message
+
+
+def test_corrupt_cifar_batch_is_a_format_error(tmp_path: Path) -> None:
+    folder = tmp_path / "cifar-100-python"
+    folder.mkdir()
+    (folder / "train").write_bytes(b"not a pickle")
+    (folder / "test").write_bytes(b"not a pickle")
+    with pytest.raises(DataFormatError, match="cannot read CIFAR batch"):
+        load_dataset.__wrapped__("cifar100", str(tmp_path))
+
+
+def test_embedded_mini_is_balanced_real_fashion_mnist() -> None:
+    splits = load_dataset("fashion-mnist-mini")
+    assert splits.train.images.shape == (6000, 1, 28, 28) and splits.test.images.shape == (1000, 1, 28, 28)
+    assert np.array_equal(np.bincount(splits.train.labels), np.full(10, 600))
+    assert np.array_equal(np.bincount(splits.test.labels), np.full(10, 100))
+    assert 60 < splits.train.images.mean() < 90  # Fashion-MNIST's mean pixel is about 72.9
+
+
+def test_synthetic_is_deterministic() -> None:
+    a, b = load_dataset.__wrapped__("synthetic"), load_dataset.__wrapped__("synthetic")
+    assert np.array_equal(a.train.images, b.train.images) and a.train.labels.max() == 3
+
+
+def _split(**kw) -> FederatedSplit:
+    base = dict(
+        dataset="fashion-mnist-mini", data_dir="", partitioner="dirichlet", dirichlet_alpha=0.5,
+        min_partition_size=10, self_balancing=False, classes_per_client=2, public_fraction=0.1, seed=0,
+    )
+    return FederatedSplit(**{**base, **kw})
+
+
+def test_clients_never_see_the_servers_public_split() -> None:
+    split = _split()
+    public = load_public_split(split)
+    assert len(public) == 600
+    public_rows = {img.tobytes() for img in public.images}
+    for pid in range(5):
+        part = load_client_partition(split, pid, 5)
+        assert not public_rows & {img.tobytes() for img in part.images}
+    assert sum(partition_sizes(split, 5)) == 5400
+
+
+def test_partition_id_out_of_range() -> None:
+    with pytest.raises(ValueError, match="partition-id 5 is outside"):
+        load_client_partition(_split(), 5, 5)

@@ -1,0 +1,58 @@
+"""The results contract: config.json, rounds.jsonl, summary.json, model.pt."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from server_app.results import RunRecorder, learning_efficiency, run_directory
+from tests.conftest import make_config
+
+
+def stats(pid: int, n: int, seconds: float) -> dict:
+    return {"partition_id": pid, "num_examples": n, "num_local": 2 * n, "train_seconds": seconds}
+
+
+def test_recorder_writes_every_contract_field(tmp_path: Path) -> None:
+    config = make_config(results_dir=str(tmp_path), run_name="r")
+    recorder = RunRecorder(run_directory(config), config)
+    recorder.evaluated(0, 2.3, 0.1)
+    recorder.round_started(1, [2, 0], 1000)
+    recorder.replies_received(1, [stats(0, 10, 1.5), stats(2, 30, 2.5)], 900)
+    recorder.evaluated(1, 1.0, 0.6)
+    recorder.round_started(2, [1], 500)
+    recorder.replies_received(2, [stats(1, 20, 4.0)], 450)
+    recorder.evaluated(2, 1.2, 0.5)
+    summary = recorder.finish({"w": torch.ones(2)})
+
+    run = tmp_path / "r"
+    assert json.loads((run / "config.json").read_text())["results-dir"] == str(tmp_path)
+    first, second = [json.loads(line) for line in (run / "rounds.jsonl").read_text().splitlines()]
+    assert first["round"] == 1 and first["accuracy"] == 0.6 and first["loss"] == 1.0
+    assert first["clients"] == [2, 0]
+    assert [s["partition_id"] for s in first["client_stats"]] == [2, 0]  # selection order
+    assert first["num_examples"] == 40 and first["client_train_seconds"] == 4.0
+    assert first["bytes_down"] == 1000 and first["bytes_up"] == 900 and first["wall_seconds"] >= 0
+    assert second["clients"] == [1]
+    on_disk = json.loads((run / "summary.json").read_text())
+    assert on_disk == summary
+    assert on_disk["best_accuracy"] == 0.6 and on_disk["best_round"] == 1 and on_disk["final_accuracy"] == 0.5
+    assert on_disk["total_client_train_seconds"] == 8.0
+    assert on_disk["learning_efficiency"] == pytest.approx(100 * 0.6 / 8.0)
+    assert on_disk["initial_accuracy"] == 0.1 and on_disk["rounds"] == 2 and on_disk["method"] == "fedavg"
+    assert torch.equal(torch.load(run / "model.pt")["w"], torch.ones(2))
+
+
+def test_learning_efficiency_without_training_time_is_nan() -> None:
+    assert learning_efficiency(0.5, 0.0) != learning_efficiency(0.5, 0.0)
+
+
+def test_empty_run_name_is_generated(tmp_path: Path) -> None:
+    from datetime import datetime
+
+    config = make_config(results_dir=str(tmp_path), run_name="")
+    path = run_directory(config, now=datetime(2026, 1, 2, 3, 4, 5))
+    assert path == tmp_path / "fedavg-fashion-mnist-mini-20260102-030405"
