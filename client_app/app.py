@@ -1,23 +1,33 @@
-"""The ClientApp: thin Flower handlers around the local data and the local update."""
+"""The ClientApp: thin Flower handlers around the local data and the local update.
+
+Messages carry θ (``arrays``) every round and φ (``frozen``) only until this node holds it; the node keeps
+φ in ``context.state``, which Flower persists across rounds, and replies with θ alone.
+"""
 
 from __future__ import annotations
 
 import functools
 
 import torch
-
-from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
+from client_app.feature_cache import PROCESS_CACHE, fingerprint
 from client_app.local_data import load_local_data
 from client_app.local_update import local_update
+from models import NO_FREEZE, SplitModel
 from models.training import evaluate as evaluate_model
 from run_config import RunConfig, build_model_for, federated_split, parse_run_config
+from strategies.partial_model import merge_state, split_state
 
 # A freshly initialised model computes with denormal floats for a while, about 2x slower on CPU.
 torch.set_flush_denormal(True)
 
 app = ClientApp()
+
+
+class MissingFrozenPartError(RuntimeError):
+    """θ arrived but this node holds no φ; the server resends φ after this error."""
 
 
 @functools.lru_cache(maxsize=4)
@@ -33,6 +43,24 @@ def _partition(context: Context) -> tuple[int, int]:
     return int(context.node_config["partition-id"]), int(context.node_config["num-partitions"])
 
 
+def _load_global_model(msg: Message, context: Context, config: RunConfig) -> tuple[SplitModel, str]:
+    """The full global model from the received θ and the held φ (stored first if it came along)."""
+    model = build_model_for(config)
+    if "frozen" in msg.content:
+        frozen = msg.content["frozen"]
+        context.state["frozen"] = frozen
+        context.state["frozen-info"] = ConfigRecord({"fingerprint": fingerprint(frozen.to_torch_state_dict())})
+    trained = msg.content["arrays"].to_torch_state_dict()
+    if config.freeze == NO_FREEZE:
+        model.load_state_dict(trained)
+        return model, ""
+    if "frozen" not in context.state:
+        raise MissingFrozenPartError("this node holds no frozen part φ; it will be sent with the next request")
+    frozen = context.state["frozen"].to_torch_state_dict()
+    model.load_state_dict(merge_state(frozen, trained, model.state_dict().keys()))
+    return model, str(context.state["frozen-info"]["fingerprint"])
+
+
 @app.query("identify")
 def identify(msg: Message, context: Context) -> Message:
     """Tell the server which partition this node holds (node ids are not stable, partition ids are)."""
@@ -43,13 +71,14 @@ def identify(msg: Message, context: Context) -> Message:
 
 @app.train()
 def train(msg: Message, context: Context) -> Message:
-    """Load the received model, train it locally, send it back with the round's statistics."""
+    """Select local data, train θ, send θ back with the round's statistics."""
     config = _config(context)
     partition_id, num_partitions = _partition(context)
-    data = load_local_data(federated_split(config), partition_id, num_partitions)
-    model = build_model_for(config)
-    model.load_state_dict(msg.content["arrays"].to_torch_state_dict())
+    split = federated_split(config)
+    data = load_local_data(split, partition_id, num_partitions)
+    model, phi_fingerprint = _load_global_model(msg, context, config)
     round_config = msg.content["config"]
+    PROCESS_CACHE.resize(config.feature_cache_mb * 2**20)
     result = local_update(
         model,
         data,
@@ -57,7 +86,10 @@ def train(msg: Message, context: Context) -> Message:
         server_round=int(round_config["server-round"]),
         partition_id=partition_id,
         learning_rate=float(round_config["learning-rate"]),
+        cache=PROCESS_CACHE if config.feature_cache else None,
+        cache_key=(split, partition_id, num_partitions, config.freeze, phi_fingerprint),
     )
+    _, trained = split_state(model.state_dict(), model.upper_state_keys(config.freeze))
     metrics = MetricRecord(
         {
             "partition-id": partition_id,
@@ -65,19 +97,22 @@ def train(msg: Message, context: Context) -> Message:
             "num-local": result.num_local,
             "train-loss": result.train_loss,
             "train-seconds": result.train_seconds,
+            "selection-seconds": result.selection_seconds,
+            "cache-seconds": result.cache_seconds,
+            "selected-entropy-mean": result.selected_entropy_mean,
+            "local-entropy-mean": result.local_entropy_mean,
         }
     )
-    return Message(RecordDict({"arrays": ArrayRecord(model.state_dict()), "metrics": metrics}), reply_to=msg)
+    return Message(RecordDict({"arrays": ArrayRecord(trained), "metrics": metrics}), reply_to=msg)
 
 
 @app.evaluate()
 def evaluate(msg: Message, context: Context) -> Message:
-    """Evaluate the received model on this client's local data."""
+    """Evaluate the received global model on this client's local data."""
     config = _config(context)
     partition_id, num_partitions = _partition(context)
     data = load_local_data(federated_split(config), partition_id, num_partitions)
-    model = build_model_for(config)
-    model.load_state_dict(msg.content["arrays"].to_torch_state_dict())
+    model, _ = _load_global_model(msg, context, config)
     model.eval()
     loss, accuracy = evaluate_model(model, data.inputs, data.labels, config.eval_batch_size)
     metrics = MetricRecord({"eval-loss": loss, "eval-acc": accuracy, "num-examples": len(data)})

@@ -1,17 +1,26 @@
-"""One client's work in a round: local SGD on the received model."""
+"""One client's work in a round (SPEC §4): frozen features, data selection, local SGD on θ.
+
+With ``freeze = none`` this is FedAvg's (or FedProx's) update of the whole model. Otherwise φ (the stages
+up to the split level) is frozen in eval mode and θ is trained; φ(x) is taken from the feature cache when
+possible, so later rounds run only θ. The entropy pass uses the received model in eval mode, once,
+before training; the chosen subset is kept for all epochs of the round.
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from client_app.data_selection import hardened_entropy, select_samples
+from client_app.feature_cache import FeatureCache
 from client_app.local_data import LocalData
 from data.transforms import random_crop_flip
-from models import SplitModel
-from models.training import train_epochs
+from models import NO_FREEZE, SplitModel
+from models.training import predict_logits, train_epochs
 from run_config import RunConfig
 
 
@@ -19,10 +28,15 @@ from run_config import RunConfig
 class UpdateResult:
     """What the client reports about its round."""
 
-    num_examples: int  # samples trained on (the aggregation weight)
+    num_examples: int  # samples trained on: the aggregation weight (the selected count)
     num_local: int  # samples the client holds
     train_loss: float
-    train_seconds: float
+    train_seconds: float  # all the round's work except building the feature cache; the entropy pass
+    #                       counts only where it selects (data-selection = entropy)
+    selection_seconds: float  # the entropy pass and the selection
+    cache_seconds: float  # one-off computation of φ(x) for the cache (0 when it was cached)
+    selected_entropy_mean: float
+    local_entropy_mean: float
 
 
 def round_seed(seed: int, server_round: int, partition_id: int) -> int:
@@ -30,25 +44,83 @@ def round_seed(seed: int, server_round: int, partition_id: int) -> int:
     return int(np.random.SeedSequence([seed, server_round, partition_id]).generate_state(1)[0])
 
 
+@torch.no_grad()
+def frozen_features(model: SplitModel, inputs: torch.Tensor, level: str, batch_size: int) -> torch.Tensor:
+    """φ(x) for every input, φ in eval mode."""
+    return torch.cat([model.forward_to(inputs[i : i + batch_size], level) for i in range(0, len(inputs), batch_size)])
+
+
 def local_update(
-    model: SplitModel, data: LocalData, config: RunConfig, *, server_round: int, partition_id: int, learning_rate: float
+    model: SplitModel,
+    data: LocalData,
+    config: RunConfig,
+    *,
+    server_round: int,
+    partition_id: int,
+    learning_rate: float,
+    cache: FeatureCache | None = None,
+    cache_key: Hashable = None,
 ) -> UpdateResult:
-    """Train the whole model for ``local-epochs`` on all local data (FedAvg's client update)."""
+    """Select local samples and train θ on them for ``local-epochs``; ``model`` is updated in place."""
     start = time.perf_counter()
+    level = config.freeze
     seed = round_seed(config.seed, server_round, partition_id)
+    generator = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)  # dropout masks
-    model.train()
+    model.set_frozen(level)
+
+    cache_seconds = 0.0
+    use_cache = level != NO_FREEZE and cache is not None and not config.augment
+    if use_cache:
+        inputs = cache.get(cache_key)
+        if inputs is None:
+            tick = time.perf_counter()
+            inputs = frozen_features(model, data.inputs, level, config.eval_batch_size)
+            cache_seconds = time.perf_counter() - tick
+            cache.put(cache_key, inputs)
+
+        def forward(h: torch.Tensor) -> torch.Tensor:
+            return model.forward_from(h, level)
+
+    else:
+        inputs = data.inputs
+
+        def forward(x: torch.Tensor) -> torch.Tensor:
+            with torch.no_grad():
+                h = model.forward_to(x, level)
+            return model.forward_from(h, level)
+
+    tick = time.perf_counter()
+    model.eval()
+    entropies = hardened_entropy(predict_logits(forward, inputs, config.eval_batch_size), config.temperature)
+    chosen = select_samples(config.data_selection, entropies, config.selection_fraction, generator)
+    selection_seconds = time.perf_counter() - tick
+
+    model.set_frozen(level)
     loss = train_epochs(
-        model,
-        list(model.parameters()),
-        data.inputs,
-        data.labels,
+        forward,
+        model.upper_parameters(level),
+        inputs[chosen],
+        data.labels[chosen],
         epochs=config.local_epochs,
         batch_size=config.batch_size,
         lr=learning_rate,
         momentum=config.momentum,
         weight_decay=config.weight_decay,
-        generator=torch.Generator().manual_seed(seed),
+        proximal_mu=config.proximal_mu,
+        generator=generator,
         augment=random_crop_flip if config.augment else None,
     )
-    return UpdateResult(len(data), len(data), loss, time.perf_counter() - start)
+    train_seconds = time.perf_counter() - start - cache_seconds
+    if config.data_selection != "entropy":  # the entropy pass was only measured, not needed
+        train_seconds -= selection_seconds
+    return UpdateResult(
+        num_examples=len(chosen),
+        num_local=len(data),
+        train_loss=loss,
+        train_seconds=train_seconds,
+        selection_seconds=selection_seconds,
+        cache_seconds=cache_seconds,
+        selected_entropy_mean=float(entropies[chosen].mean()),
+        local_entropy_mean=float(entropies.mean()),
+    )

@@ -63,6 +63,28 @@ class SplitModel(nn.Module):
         last = self._check_level(level)
         return [stage for index, stage in enumerate(self.stages.values()) if index <= last]
 
+    def upper_stages(self, level: str) -> list[nn.Module]:
+        """The stages of θ for a split at ``level`` (all of them for ``none``)."""
+        last = self._check_level(level)
+        return [stage for index, stage in enumerate(self.stages.values()) if index > last]
+
+    def upper_parameters(self, level: str) -> list[nn.Parameter]:
+        """θ's trainable parameters."""
+        return [p for stage in self.upper_stages(level) for p in stage.parameters()]
+
+    def set_frozen(self, level: str) -> None:
+        """Freeze φ: no gradients, eval mode (BatchNorm statistics fixed, dropout off); θ in train mode."""
+        self.train()
+        for stage in self.lower_stages(level):
+            stage.eval()
+            for p in stage.parameters():
+                p.requires_grad_(False)
+
+    def classifier_keys(self) -> list[str]:
+        """State keys of the final Linear layer (re-initialised when pretraining used other classes)."""
+        name = [n for n, m in self.named_modules() if isinstance(m, nn.Linear)][-1]
+        return [k for k in self.state_dict() if k.startswith(name + ".")]
+
     def upper_state_keys(self, level: str) -> list[str]:
         """State-dict keys (parameters and buffers) of θ for a split at ``level``, in state-dict order."""
         last = self._check_level(level)

@@ -15,6 +15,7 @@ from typing import Any
 
 from data.catalog import DATASET_NAMES
 from models.registry import MODEL_NAMES_HELP, parse_model_name
+from run_config.presets import METHODS, resolve_presets
 
 
 class ConfigError(ValueError):
@@ -58,16 +59,30 @@ def _model(v: str) -> str | None:
 
 @dataclass(frozen=True)
 class Setting:
-    """One key of ``[tool.flwr.app.config]``."""
+    """One key of ``[tool.flwr.app.config]``; ``auto`` keys may be ``"auto"`` (set by the method preset)."""
 
     key: str
     type: type
     help: str
     check: Check | None = None
+    auto: bool = False
 
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting("method", str, "Training method preset (see Methods).", _one_of("fedavg")),
+    Setting("method", str, "Method preset (see Methods): sets the `auto` keys below.", _one_of(*METHODS)),
+    Setting("freeze", str, "Split level: φ up to it is frozen, θ above it is trained and sent (`none` = full model).", _one_of("none", "low", "mid", "up"), auto=True),
+    Setting("data-selection", str, "Client data each round: `all`, `random` (new subset each round) or `entropy` (highest hardened-softmax entropy).", _one_of("all", "random", "entropy"), auto=True),
+    Setting("selection-fraction", float, "P_ds: share of local samples trained on with `random`/`entropy` (at least one).", _fraction, auto=True),
+    Setting("temperature", float, "ρ of the hardened softmax for entropy ranking (< 1 hardens).", _positive),
+    Setting("proximal-mu", float, "FedProx μ: adds μ/2·‖w − w_t‖² on the trained parameters (0 = off).", _non_negative, auto=True),
+    Setting("pretrain", str, "Initial weights: `public` (pretrain on the server's held-out split), `dataset` (on `pretrain-dataset`), `checkpoint` (`pretrain-checkpoint`) or `none`.", _one_of("public", "dataset", "checkpoint", "none")),
+    Setting("pretrain-dataset", str, "Source dataset for `pretrain = \"dataset\"` (its whole training set; the classifier is re-initialised).", _one_of(*DATASET_NAMES)),
+    Setting("pretrain-checkpoint", str, "State-dict file for `pretrain = \"checkpoint\"`."),
+    Setting("pretrain-epochs", int, "Server pretraining epochs.", _positive),
+    Setting("pretrain-learning-rate", float, "Server pretraining SGD learning rate (momentum 0.9, weight decay 5e-4, batch `batch-size`).", _positive),
+    Setting("pretrain-cache-dir", str, "Where pretrained weights are cached; empty = `~/.cache/fedft/pretrained`."),
+    Setting("feature-cache", bool, "Clients keep φ(x) of their data across rounds instead of recomputing it."),
+    Setting("feature-cache-mb", int, "Per-process memory cap of the feature cache (least recently used clients are evicted).", _positive),
     Setting("dataset", str, f"Dataset: {', '.join(DATASET_NAMES)} (see Data).", _one_of(*DATASET_NAMES)),
     Setting("data-dir", str, "Folder holding the dataset files; empty searches the well-known places; `hub` downloads from Hugging Face (needs internet)."),
     Setting("model", str, f"Model: {MODEL_NAMES_HELP}.", _model),
@@ -101,9 +116,22 @@ def _attr(key: str) -> str:
 
 @dataclass(frozen=True)
 class RunConfig:
-    """The validated run configuration, with attribute names in snake_case."""
+    """The validated run configuration, presets resolved, with attribute names in snake_case."""
 
     method: str
+    freeze: str
+    data_selection: str
+    selection_fraction: float
+    temperature: float
+    proximal_mu: float
+    pretrain: str
+    pretrain_dataset: str
+    pretrain_checkpoint: str
+    pretrain_epochs: int
+    pretrain_learning_rate: float
+    pretrain_cache_dir: str
+    feature_cache: bool
+    feature_cache_mb: int
     dataset: str
     data_dir: str
     model: str
@@ -141,9 +169,8 @@ def _coerce(setting: Setting, value: Any) -> Any:
     if expected is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
     if expected is not bool and isinstance(value, bool) or not isinstance(value, expected):
-        raise ConfigError(
-            f"run config '{setting.key}' must be of type {expected.__name__}, got {type(value).__name__} {value!r}"
-        )
+        allowed = f'{expected.__name__} or "auto"' if setting.auto else expected.__name__
+        raise ConfigError(f"run config '{setting.key}' must be of type {allowed}, got {type(value).__name__} {value!r}")
     if expected is float and not math.isfinite(value):
         raise ConfigError(f"run config '{setting.key}' must be a finite number, got {value!r}")
     return value
@@ -151,11 +178,16 @@ def _coerce(setting: Setting, value: Any) -> Any:
 
 def parse_run_config(run_config: Mapping[str, Any]) -> RunConfig:
     """Validate Flower's ``context.run_config`` and return a ``RunConfig``; raise ``ConfigError``."""
+    missing = [s.key for s in SETTINGS if s.key not in run_config]
+    if missing:
+        raise ConfigError(f"run config '{missing[0]}' is missing; add it to [tool.flwr.app.config]")
+    method = run_config["method"]
+    if method not in METHODS:
+        raise ConfigError(f"run config 'method' = {method!r} is invalid: it must be one of {', '.join(METHODS)}")
+    resolved = resolve_presets({s.key: run_config[s.key] for s in SETTINGS})
     values: dict[str, Any] = {}
     for setting in SETTINGS:
-        if setting.key not in run_config:
-            raise ConfigError(f"run config '{setting.key}' is missing; add it to [tool.flwr.app.config]")
-        value = _coerce(setting, run_config[setting.key])
+        value = _coerce(setting, resolved[setting.key])
         problem = setting.check(value) if setting.check else None
         if problem:
             raise ConfigError(f"run config '{setting.key}' = {value!r} is invalid: it {problem}")

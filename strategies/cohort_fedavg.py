@@ -1,10 +1,10 @@
 """FedAvg whose cohorts are chosen by partition id, reproducibly, and whose rounds are observable.
 
 Flower's FedAvg samples transport node ids, which are random per run, and may sample before all nodes
-have connected. This subclass overrides only ``configure_train`` (wait for the population, pick
-partition ids with a selection function, address their nodes) and ``aggregate_train`` (report each
-client's statistics to an observer, then let FedAvg compute the weighted mean); Flower's
-``Strategy.start`` runs the rounds unchanged.
+have connected. This subclass overrides only ``configure_train`` / ``configure_evaluate`` (wait for the
+population, pick partition ids, address their nodes) and ``aggregate_train`` (report each client's
+statistics to an observer, then let FedAvg compute the weighted mean); Flower's ``Strategy.start`` runs
+the rounds unchanged. What each client receives goes through one hook, ``records_for``.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg
 
 from strategies.client_population import ClientPopulation
+from strategies.random_selection import cohort_size, select_random
 
 #: (available partition ids, server round) -> the cohort, in selection order
 SelectCohort = Callable[[list[int], int], list[int]]
@@ -56,6 +57,7 @@ class CohortFedAvg(FedAvg):
         observer: RoundObserver,
         round_config: RoundConfig | None = None,
         fraction_evaluate: float = 0.0,
+        seed: int = 0,
     ) -> None:
         super().__init__(
             fraction_evaluate=fraction_evaluate,
@@ -70,6 +72,20 @@ class CohortFedAvg(FedAvg):
         self.select = select
         self.observer = observer
         self.round_config = round_config or (lambda server_round: {})
+        self.seed = seed
+
+    def records_for(self, partition_id: int, arrays: ArrayRecord) -> dict[str, ArrayRecord]:
+        """The array records sent to one client (subclasses add to it)."""
+        return {self.arrayrecord_key: arrays}
+
+    def _messages(
+        self, cohort: list[int], arrays: ArrayRecord, config: ConfigRecord, message_type: str
+    ) -> list[Message]:
+        messages = []
+        for pid in cohort:
+            content = RecordDict({**self.records_for(pid, arrays), self.configrecord_key: config})
+            messages.append(Message(content=content, message_type=message_type, dst_node_id=self.population.node_of(pid)))
+        return messages
 
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
@@ -77,12 +93,22 @@ class CohortFedAvg(FedAvg):
         """Wait for the clients, select a cohort by partition id and send it the arrays."""
         cohort = self.select(self.population.available(grid), server_round)
         round_config = ConfigRecord({**config, **self.round_config(server_round), "server-round": server_round})
-        record = RecordDict({self.arrayrecord_key: arrays, self.configrecord_key: round_config})
-        self.observer.round_started(server_round, cohort, arrays.count_bytes() * len(cohort))
-        return [
-            Message(content=record, message_type=MessageType.TRAIN, dst_node_id=self.population.node_of(pid))
-            for pid in cohort
-        ]
+        messages = self._messages(cohort, arrays, round_config, MessageType.TRAIN)
+        bytes_down = sum(r.count_bytes() for m in messages for r in m.content.array_records.values())
+        self.observer.round_started(server_round, cohort, bytes_down)
+        return messages
+
+    def configure_evaluate(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        """Federated evaluation on a seeded random ``fraction_evaluate`` of the clients (none at 0)."""
+        if self.fraction_evaluate == 0.0:
+            return []
+        available = self.population.available(grid)
+        size = cohort_size(len(available), self.fraction_evaluate)
+        cohort = select_random(available, size, self.seed + 1, server_round)
+        round_config = ConfigRecord({**config, "server-round": server_round})
+        return self._messages(cohort, arrays, round_config, MessageType.EVALUATE)
 
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]

@@ -6,9 +6,14 @@ import json
 import os
 from pathlib import Path
 
-import pytest
+import math
 
+import pytest
+from flwr.app import ArrayRecord
+
+from models import LeNet5
 from simulation.local_run import run_simulation
+from strategies.partial_model import split_state
 
 ROUND_FIELDS = {
     "round", "accuracy", "loss", "clients", "num_examples", "client_train_seconds",
@@ -54,8 +59,8 @@ def simulate(tmp_path: Path, overrides: dict, num_supernodes: int = 3) -> tuple[
 @pytest.mark.e2e
 def test_fedavg_run_writes_the_results_contract(tmp_path: Path) -> None:
     overrides = {
-        "model": "lenet5", "num-server-rounds": 2, "local-epochs": 1, "learning-rate": 0.05,
-        "momentum": 0.9, "run-name": "e2e", "partitioner": "iid",
+        "method": "fedavg", "pretrain": "none", "model": "lenet5", "num-server-rounds": 2, "local-epochs": 1,
+        "learning-rate": 0.05, "momentum": 0.9, "run-name": "e2e", "partitioner": "iid",
     }
     code, log = simulate(tmp_path, overrides)
     assert code == 0, log[-3000:]
@@ -71,7 +76,7 @@ def test_fedavg_run_writes_the_results_contract(tmp_path: Path) -> None:
         assert [s["partition_id"] for s in record["client_stats"]] == record["clients"]
         assert all(CLIENT_FIELDS <= set(s) for s in record["client_stats"])
         assert record["num_examples"] == 5400  # 6,000 mini training images less the 10% public split
-        assert record["bytes_down"] == record["bytes_up"] > 3 * 61_706 * 4  # three full LeNet-5 models
+        assert record["bytes_down"] == record["bytes_up"] == 3 * ArrayRecord(LeNet5(1, 10).state_dict()).count_bytes()
         assert 0.0 <= record["accuracy"] <= 1.0 and record["client_train_seconds"] > 0
 
     summary = json.loads((run / "summary.json").read_text())
@@ -81,6 +86,30 @@ def test_fedavg_run_writes_the_results_contract(tmp_path: Path) -> None:
     assert summary["initial_accuracy"] < 0.2 and summary["best_accuracy"] > 0.5
     assert (run / "model.pt").stat().st_size > 0
     assert "round 1: accuracy" in log and "round 2: accuracy" in log
+
+
+@pytest.mark.e2e
+def test_fedft_eds_sends_theta_only_and_phi_once(tmp_path: Path) -> None:
+    overrides = {
+        "method": "fedft-eds", "model": "lenet5", "pretrain-epochs": 2, "pretrain-cache-dir": str(tmp_path / "cache"),
+        "num-server-rounds": 2, "local-epochs": 2, "run-name": "eds", "partitioner": "iid",
+    }
+    code, log = simulate(tmp_path, overrides)
+    assert code == 0, log[-3000:]
+    run = tmp_path / "results" / "eds"
+    first, second = [json.loads(line) for line in (run / "rounds.jsonl").read_text().splitlines()]
+    frozen, trained = split_state(LeNet5(1, 10).state_dict(), LeNet5(1, 10).upper_state_keys("mid"))
+    theta_bytes, phi_bytes = ArrayRecord(trained).count_bytes(), ArrayRecord(frozen).count_bytes()
+    assert first["bytes_down"] == 3 * (theta_bytes + phi_bytes)  # φ goes to each client once...
+    assert second["bytes_down"] == 3 * theta_bytes  # ...and never again
+    assert first["bytes_up"] == second["bytes_up"] == 3 * theta_bytes  # replies carry θ only
+    for stats in first["client_stats"] + second["client_stats"]:
+        assert stats["num_local"] == 1800 and stats["num_examples"] == math.ceil(0.1 * 1800)
+        assert stats["selected_entropy_mean"] > stats["local_entropy_mean"] > 0
+        assert stats["selection_seconds"] > 0 and stats["cache_seconds"] >= 0
+    assert first["num_examples"] == 3 * 180
+    assert (tmp_path / "cache").is_dir() and len(list((tmp_path / "cache").glob("*.pt"))) == 1
+    assert "pretraining epoch 2/2" in log
 
 
 @pytest.mark.e2e

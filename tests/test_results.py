@@ -42,7 +42,7 @@ def test_recorder_writes_every_contract_field(tmp_path: Path) -> None:
     assert on_disk["best_accuracy"] == 0.6 and on_disk["best_round"] == 1 and on_disk["final_accuracy"] == 0.5
     assert on_disk["total_client_train_seconds"] == 8.0
     assert on_disk["learning_efficiency"] == pytest.approx(100 * 0.6 / 8.0)
-    assert on_disk["initial_accuracy"] == 0.1 and on_disk["rounds"] == 2 and on_disk["method"] == "fedavg"
+    assert on_disk["initial_accuracy"] == 0.1 and on_disk["rounds"] == 2 and on_disk["method"] == "fedft-eds"
     assert torch.equal(torch.load(run / "model.pt")["w"], torch.ones(2))
 
 
@@ -55,4 +55,4 @@ def test_empty_run_name_is_generated(tmp_path: Path) -> None:
 
     config = make_config(results_dir=str(tmp_path), run_name="")
     path = run_directory(config, now=datetime(2026, 1, 2, 3, 4, 5))
-    assert path == tmp_path / "fedavg-fashion-mnist-mini-20260102-030405"
+    assert path == tmp_path / "fedft-eds-fashion-mnist-mini-20260102-030405"

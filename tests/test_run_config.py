@@ -13,9 +13,37 @@ from run_config.defaults import load_defaults, markdown_table
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
-def test_defaults_parse(defaults: dict) -> None:
+def test_defaults_parse_to_fedft_eds(defaults: dict) -> None:
     config = parse_run_config(defaults)
-    assert config.dataset == "fashion-mnist-mini" and config.to_dict() == defaults
+    assert config.dataset == "fashion-mnist-mini" and config.method == "fedft-eds"
+    resolved = {"freeze": "mid", "data-selection": "entropy", "selection-fraction": 0.1, "proximal-mu": 0.0}
+    assert config.to_dict() == {**defaults, **resolved}
+
+
+@pytest.mark.parametrize(
+    ("method", "freeze", "selection", "fraction", "mu"),
+    [
+        ("fedavg", "none", "all", 1.0, 0.0),
+        ("fedprox", "none", "all", 1.0, 0.01),
+        ("fedavg-rds", "none", "random", 0.1, 0.0),
+        ("fedprox-rds", "none", "random", 0.1, 0.01),
+        ("fedft-all", "mid", "all", 1.0, 0.0),
+        ("fedft-rds", "mid", "random", 0.1, 0.0),
+        ("fedft-eds", "mid", "entropy", 0.1, 0.0),
+    ],
+)
+def test_method_presets(defaults: dict, method: str, freeze: str, selection: str, fraction: float, mu: float) -> None:
+    defaults["method"] = method
+    config = parse_run_config(defaults)
+    assert (config.freeze, config.data_selection, config.selection_fraction, config.proximal_mu) == (
+        freeze, selection, fraction, mu
+    )
+
+
+def test_explicit_values_override_the_preset(defaults: dict) -> None:
+    defaults.update({"method": "fedft-eds", "selection-fraction": 0.5, "freeze": "up", "proximal-mu": 0.1})
+    config = parse_run_config(defaults)
+    assert (config.selection_fraction, config.freeze, config.proximal_mu, config.data_selection) == (0.5, "up", 0.1, "entropy")
 
 
 def test_settings_and_pyproject_and_dataclass_agree(defaults: dict) -> None:
@@ -40,6 +68,16 @@ def test_settings_and_pyproject_and_dataclass_agree(defaults: dict) -> None:
         ("augment", "yes", "'augment' must be of type bool, got str"),
         ("local-epochs", True, "'local-epochs' must be of type int, got bool"),
         ("momentum", float("nan"), "'momentum' must be a finite number"),
+        ("method", "fedsgd", "'method' = 'fedsgd' is invalid: it must be one of fedavg, fedprox"),
+        ("temperature", 0.0, "'temperature' = 0.0 is invalid: it must be > 0"),
+        ("temperature", -1.0, "'temperature' = -1.0 is invalid"),
+        ("selection-fraction", 0.0, "'selection-fraction' = 0.0 is invalid: it must be in (0, 1]"),
+        ("selection-fraction", 1.2, "'selection-fraction' = 1.2 is invalid"),
+        ("selection-fraction", "half", "'selection-fraction' must be of type float or \"auto\", got str 'half'"),
+        ("freeze", "top", "'freeze' = 'top' is invalid: it must be one of 'none', 'low', 'mid', 'up'"),
+        ("data-selection", "loss", "'data-selection' = 'loss' is invalid"),
+        ("proximal-mu", -0.5, "'proximal-mu' = -0.5 is invalid: it must be >= 0"),
+        ("pretrain", "imagenet", "'pretrain' = 'imagenet' is invalid"),
     ],
 )
 def test_invalid_values_name_the_key(defaults: dict, key: str, value: object, expected: str) -> None:

@@ -1,0 +1,53 @@
+"""Which local samples a client trains on in a round (SPEC §4, FedFT-EDS step 2).
+
+``entropy`` keeps the ⌈P·n⌉ samples whose hardened-softmax entropy is highest under the received model;
+``random`` draws a uniform subset of the same size (RDS); ``all`` keeps everything.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+def hardened_entropy(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Shannon entropy (nats) of softmax(z / ρ) for each row of ``logits``.
+
+    ρ < 1 hardens the distribution: confident samples drop to near-zero entropy and only the uncertain
+    ones stand out. Computed from log-softmax, so very small ρ does not overflow.
+    """
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    log_p = torch.log_softmax(logits.double() / temperature, dim=1)
+    return -(log_p.exp() * log_p).sum(dim=1)
+
+
+def selection_size(num_samples: int, fraction: float) -> int:
+    """⌈P·n⌉, at least one sample (P·n is rounded to 9 decimals first, so 0.1·30 is 3, not 4)."""
+    return min(num_samples, max(1, math.ceil(round(fraction * num_samples, 9))))
+
+
+def select_by_entropy(entropies: torch.Tensor, size: int) -> torch.Tensor:
+    """Indices of the ``size`` highest entropies, highest first; ties keep the lower index first."""
+    return torch.argsort(entropies, descending=True, stable=True)[:size]
+
+
+def select_random(num_samples: int, size: int, generator: torch.Generator) -> torch.Tensor:
+    """A uniform random subset of ``size`` indices (sorted)."""
+    return torch.randperm(num_samples, generator=generator)[:size].sort().values
+
+
+def select_samples(
+    policy: str, entropies: torch.Tensor, fraction: float, generator: torch.Generator
+) -> torch.Tensor:
+    """The indices to train on this round under ``policy`` (``all``, ``random`` or ``entropy``)."""
+    n = len(entropies)
+    if policy == "all":
+        return torch.arange(n)
+    size = selection_size(n, fraction)
+    if policy == "entropy":
+        return select_by_entropy(entropies, size)
+    if policy == "random":
+        return select_random(n, size, generator)
+    raise ValueError(f"unknown data-selection policy {policy!r}")

@@ -1,0 +1,45 @@
+"""Partial-model aggregation for FedFT (SPEC §4): θ travels every round, φ once per client.
+
+The strategy's global arrays are θ only, so Flower's FedAvg mean over the replies (weighted by the
+clients' ``num-examples``, which FedFT clients set to their *selected* sample count) is exactly
+Equation 5 of the paper. φ is attached to a client's message until that client has replied once
+successfully; an error reply makes the server send φ again next time (a restarted device, say).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from flwr.app import ArrayRecord, Message, MetricRecord
+
+from strategies.cohort_fedavg import CohortFedAvg
+
+FROZEN_KEY = "frozen"
+
+
+class PartialModelFedAvg(CohortFedAvg):
+    """CohortFedAvg over θ, delivering the frozen part φ to each client once."""
+
+    def __init__(self, *, frozen: ArrayRecord, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.frozen = frozen
+        self.holding_frozen: set[int] = set()
+
+    def records_for(self, partition_id: int, arrays: ArrayRecord) -> dict[str, ArrayRecord]:
+        records = super().records_for(partition_id, arrays)
+        if len(self.frozen) and partition_id not in self.holding_frozen:
+            records[FROZEN_KEY] = self.frozen
+        return records
+
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        replies = list(replies)
+        for reply in replies:
+            pid = self.population.partition_of.get(reply.metadata.src_node_id)
+            if reply.has_error():
+                self.holding_frozen.discard(pid)
+            else:
+                self.holding_frozen.add(pid)
+        return super().aggregate_train(server_round, replies)
