@@ -19,9 +19,10 @@ from run_config import RunConfig
 CONFIG_FILE, ROUNDS_FILE, SUMMARY_FILE, MODEL_FILE = "config.json", "rounds.jsonl", "summary.json", "model.pt"
 
 
-def run_directory(config: RunConfig, now: datetime | None = None) -> Path:
+def run_directory(config: RunConfig, now: datetime | None = None, method: str | None = None) -> Path:
     """``<results-dir>/<run-name>``; an empty run-name becomes ``<method>-<dataset>-<timestamp>``."""
-    name = config.run_name or f"{config.method}-{config.dataset}-{(now or datetime.now()).strftime('%Y%m%d-%H%M%S')}"
+    stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
+    name = config.run_name or f"{method or config.method}-{config.dataset}-{stamp}"
     return Path(config.results_dir).expanduser().resolve() / name
 
 
@@ -38,9 +39,10 @@ def _json_safe(value: Any) -> Any:
 class RunRecorder:
     """Collects each round from the strategy and the central evaluation, and writes the results files."""
 
-    def __init__(self, directory: Path, config: RunConfig) -> None:
+    def __init__(self, directory: Path, config: RunConfig, method: str | None = None) -> None:
         self.directory = directory
         self.config = config
+        self.method = method or config.method
         self.rounds: list[dict[str, Any]] = []
         self.initial_accuracy: float | None = None
         self._pending: dict[str, Any] = {}
@@ -99,7 +101,7 @@ class RunRecorder:
         best = max(self.rounds, key=lambda r: r["accuracy"], default=None)
         total_seconds = sum(r["client_train_seconds"] for r in self.rounds)
         return {
-            "method": self.config.method,
+            "method": self.method,
             "rounds": len(self.rounds),
             "initial_accuracy": self.initial_accuracy,
             "best_accuracy": best["accuracy"] if best else None,

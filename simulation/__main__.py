@@ -18,11 +18,12 @@ def main(argv: list[str] | None = None) -> int:
     overrides: dict[str, object] = {}
     for item in shlex.split(args.run_config):
         key, _, value = item.partition("=")
-        overrides[key] = _parse_value(value)
+        overrides[key] = parse_value(value)
     return run_simulation(overrides, num_supernodes=args.num_supernodes, cpus_per_client=args.cpus_per_client)
 
 
-def _parse_value(text: str) -> object:
+def parse_value(text: str) -> object:
+    """A --run-config value as Flower reads it: bool, int, float, else string (quotes removed)."""
     if text in ("true", "false"):
         return text == "true"
     for cast in (int, float):

@@ -94,6 +94,8 @@ def _wait_for_port(port: int, process: subprocess.Popen, log_file: Path, timeout
 def local_superlink(flwr_home: Path, cwd: Path = PROJECT_DIR) -> Iterator[LocalSuperLink]:
     """A private simulation SuperLink on free loopback ports, stopped by PID on exit.
 
+    Its state lives in memory, so ``flwr ls`` lists only the runs of this SuperLink.
+
     The ServerApp runs in ``cwd``, so a relative ``results-dir`` is taken from there.
     """
     flwr_home.mkdir(parents=True, exist_ok=True)
@@ -121,7 +123,6 @@ def local_superlink(flwr_home: Path, cwd: Path = PROJECT_DIR) -> Iterator[LocalS
         "--host=127.0.0.1",
         f"--port={port}",
         f"--health-server-address=127.0.0.1:{health}",
-        f"--database={flwr_home / 'state.db'}",
     ]
     with log_file.open("ab") as log:
         process = subprocess.Popen(

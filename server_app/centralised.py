@@ -1,0 +1,87 @@
+"""Centralised training on the pooled client data: the upper bound of the papers' tables.
+
+    python -m server_app.centralised [--epochs 30] [--num-partitions 10] [--run-config "key=value ..."]
+
+It uses the app's configuration (pyproject defaults plus overrides), starts from the same initial weights
+as the federated methods (``pretrain``), trains the whole model on the union of all clients' training
+data (the server's public split stays out, as in federated runs) and evaluates on the test set after
+every epoch. Results are written in the federated format (one ``rounds.jsonl`` line per epoch,
+``method = "centralised"``), so the same tools read them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shlex
+import time
+
+import numpy as np
+import torch
+from flwr.common.logger import log
+
+from data.federated import load_client_partition, load_test_set
+from data.image_data import ImageData
+from data.transforms import random_crop_flip, to_model_input
+from models.training import evaluate, train_epochs
+from run_config import build_model_for, federated_split, parse_run_config
+from run_config.defaults import load_defaults
+from server_app.pretraining import check_source, initial_state
+from server_app.results import RunRecorder, run_directory
+from simulation.__main__ import parse_value
+
+METHOD = "centralised"
+
+
+def pooled_training_data(config, num_partitions: int) -> ImageData:
+    """The union of every client's partition."""
+    split = federated_split(config)
+    parts = [load_client_partition(split, pid, num_partitions) for pid in range(num_partitions)]
+    return ImageData(np.concatenate([p.images for p in parts]), np.concatenate([p.labels for p in parts]))
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(prog="python -m server_app.centralised", description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=30)
+    parser.add_argument("--num-partitions", type=int, default=10, help="clients whose data is pooled (default 10)")
+    parser.add_argument("--run-config", default="", help="overrides, as for flwr run")
+    args = parser.parse_args(argv)
+    values = load_defaults()
+    for item in shlex.split(args.run_config):
+        key, _, text = item.partition("=")
+        if key not in values:
+            parser.error(f"unknown run-config key {key!r}")
+        values[key] = parse_value(text)
+    config = parse_run_config(values)
+    check_source(config)
+    torch.set_flush_denormal(True)
+
+    split = federated_split(config)
+    pool, test = pooled_training_data(config, args.num_partitions), load_test_set(split)
+    inputs, labels = to_model_input(pool.images, split.info), torch.from_numpy(pool.labels)
+    test_inputs, test_labels = to_model_input(test.images, split.info), torch.from_numpy(test.labels)
+    model = build_model_for(config)
+    model.load_state_dict(initial_state(config))
+    recorder = RunRecorder(run_directory(config, method=METHOD), config, method=METHOD)
+    recorder.evaluated(0, *evaluate(model.eval(), test_inputs, test_labels, config.eval_batch_size))
+    generator = torch.Generator().manual_seed(config.seed)
+    for epoch in range(1, args.epochs + 1):
+        recorder.round_started(epoch, [], 0)
+        tick = time.perf_counter()
+        model.train()
+        loss = train_epochs(model, list(model.parameters()), inputs, labels, epochs=1, batch_size=config.batch_size,
+                            lr=config.learning_rate, momentum=config.momentum, weight_decay=config.weight_decay,
+                            generator=generator, augment=random_crop_flip if config.augment else None)
+        seconds = time.perf_counter() - tick
+        stats = {"partition_id": -1, "num_examples": len(labels), "num_local": len(labels), "train_loss": loss,
+                 "train_seconds": seconds}
+        recorder.replies_received(epoch, [stats], 0)
+        model.eval()
+        test_loss, accuracy = evaluate(model, test_inputs, test_labels, config.eval_batch_size)
+        recorder.evaluated(epoch, test_loss, accuracy)
+    return recorder.finish(model.state_dict())
+
+
+if __name__ == "__main__":
+    logging.getLogger("flwr").setLevel(logging.INFO)
+    log(logging.INFO, "%s", main())

@@ -1,0 +1,94 @@
+"""The client's round: φ stays bitwise frozen, the cache changes nothing but speed, counts are the selected ones."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import torch
+
+from client_app.data_selection import hardened_entropy, select_by_entropy
+from client_app.feature_cache import FeatureCache
+from client_app.local_data import LocalData
+from client_app.local_update import local_update
+from models import WideResNet
+from tests.conftest import make_config
+
+torch.set_flush_denormal(True)
+
+
+def tiny_setup(n: int = 60) -> tuple[WideResNet, LocalData]:
+    torch.manual_seed(0)
+    model = WideResNet(10, 1, in_channels=1, num_classes=4, dropout=0.3)
+    data = LocalData(torch.randn(n, 1, 32, 32), torch.randint(0, 4, (n,)))
+    return model, data
+
+
+def config(**kw):
+    return make_config(dataset="synthetic", model="wrn-10-1", local_epochs=2, batch_size=16, eval_batch_size=32, **kw)
+
+
+def test_phi_parameters_and_batchnorm_buffers_are_bitwise_unchanged() -> None:
+    model, data = tiny_setup()
+    lower_before = {k: v.clone() for k, v in model.state_dict().items() if k not in set(model.upper_state_keys("mid"))}
+    upper_before = {k: v.clone() for k, v in model.state_dict().items() if k in set(model.upper_state_keys("mid"))}
+    for cache in (None, FeatureCache(2**30)):
+        local_update(model, data, config(method="fedft-eds"), server_round=1, partition_id=0, learning_rate=0.1,
+                     cache=cache, cache_key="k")
+    after = model.state_dict()
+    assert all(torch.equal(after[k], v) for k, v in lower_before.items())  # running stats included
+    assert any(not torch.equal(after[k], v) for k, v in upper_before.items())
+
+
+def test_cache_gives_the_same_selection_and_update_as_recomputation() -> None:
+    model, data = tiny_setup()
+    cached_model, plain_model = copy.deepcopy(model), copy.deepcopy(model)
+    cache = FeatureCache(2**30)
+    cfg = config(method="fedft-eds", selection_fraction=0.25)
+    a = local_update(cached_model, data, cfg, server_round=3, partition_id=1, learning_rate=0.1, cache=cache, cache_key="k")
+    b = local_update(plain_model, data, cfg, server_round=3, partition_id=1, learning_rate=0.1, cache=None)
+    assert a.cache_seconds > 0 and b.cache_seconds == 0
+    assert a.selected_entropy_mean == b.selected_entropy_mean and a.num_examples == b.num_examples == 15
+    for (name, x), (_, y) in zip(cached_model.state_dict().items(), plain_model.state_dict().items()):
+        torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6, msg=name)
+    again = local_update(copy.deepcopy(model), data, cfg, server_round=4, partition_id=1, learning_rate=0.1,
+                         cache=cache, cache_key="k")
+    assert again.cache_seconds == 0  # second round: features come from the cache
+
+
+def test_entropy_selection_matches_a_direct_computation_on_the_received_model() -> None:
+    model, data = tiny_setup()
+    received = copy.deepcopy(model).eval()
+    with torch.no_grad():
+        h = hardened_entropy(received(data.inputs), 0.1)
+    expected = select_by_entropy(h, math.ceil(0.1 * len(data)))
+    result = local_update(model, data, config(method="fedft-eds"), server_round=1, partition_id=0, learning_rate=0.1)
+    assert result.num_examples == 6 and result.num_local == 60
+    assert math.isclose(result.selected_entropy_mean, float(h[expected].mean()), rel_tol=1e-6)
+    assert math.isclose(result.local_entropy_mean, float(h.mean()), rel_tol=1e-6)
+
+
+def test_fedavg_trains_every_parameter_on_all_data() -> None:
+    model, data = tiny_setup()
+    before = copy.deepcopy(model.state_dict())
+    result = local_update(model, data, config(method="fedavg"), server_round=1, partition_id=0, learning_rate=0.1)
+    assert result.num_examples == 60 and result.cache_seconds == 0
+    assert not torch.equal(model.state_dict()["stages.stem.weight"], before["stages.stem.weight"])
+
+
+def test_random_selection_is_redrawn_each_round() -> None:
+    model, data = tiny_setup()
+    cfg = config(method="fedft-rds", selection_fraction=0.5)
+    sizes = [local_update(copy.deepcopy(model), data, cfg, server_round=r, partition_id=0, learning_rate=0.1)
+             for r in (1, 2)]
+    assert [s.num_examples for s in sizes] == [30, 30]
+    assert sizes[0].selected_entropy_mean != sizes[1].selected_entropy_mean
+
+
+def test_same_seed_same_round_gives_identical_updates() -> None:
+    model, data = tiny_setup()
+    m1, m2 = copy.deepcopy(model), copy.deepcopy(model)
+    cfg = config(method="fedprox")
+    local_update(m1, data, cfg, server_round=2, partition_id=5, learning_rate=0.1)
+    local_update(m2, data, cfg, server_round=2, partition_id=5, learning_rate=0.1)
+    assert all(torch.equal(a, b) for a, b in zip(m1.state_dict().values(), m2.state_dict().values()))

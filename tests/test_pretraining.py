@@ -1,0 +1,92 @@
+"""Pretraining: sources, head adaptation, the cache, and bad sources named at start."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from models import LeNet5
+from run_config import ConfigError
+from server_app.pretraining import cache_path, check_source, initial_state
+from tests.conftest import make_config
+
+
+def cfg(tmp_path: Path, **kw):
+    base = dict(dataset="synthetic", model="lenet5", pretrain_epochs=2, pretrain_cache_dir=str(tmp_path), seed=3)
+    return make_config(**{**base, **kw})
+
+
+def test_none_is_the_seeded_random_initialisation(tmp_path: Path) -> None:
+    a, b = initial_state(cfg(tmp_path, pretrain="none")), initial_state(cfg(tmp_path, pretrain="none"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert not list(tmp_path.iterdir())
+
+
+def test_public_pretraining_changes_weights_and_is_cached(tmp_path: Path) -> None:
+    config = cfg(tmp_path, pretrain="public", public_fraction=0.2)
+    scratch = initial_state(cfg(tmp_path, pretrain="none"))
+    first = initial_state(config)
+    assert cache_path(config).is_file()
+    assert not torch.equal(first["stages.low.0.weight"], scratch["stages.low.0.weight"])
+    cache_path(config).write_bytes(b"")  # prove the second call reads the cache: a broken file fails
+    with pytest.raises(Exception):
+        initial_state(config)
+
+
+def test_cache_key_covers_seed_and_recipe(tmp_path: Path) -> None:
+    base = cfg(tmp_path, pretrain="public")
+    assert cache_path(base) != cache_path(cfg(tmp_path, pretrain="public", seed=4))
+    assert cache_path(base) != cache_path(cfg(tmp_path, pretrain="public", pretrain_epochs=3))
+    assert cache_path(base) != cache_path(cfg(tmp_path, pretrain="public", pretrain_learning_rate=0.01))
+    assert cache_path(base) == cache_path(cfg(tmp_path, pretrain="public", learning_rate=0.5))  # FL settings don't matter
+
+
+def test_other_dataset_keeps_features_and_reinitialises_the_classifier(tmp_path: Path) -> None:
+    config = cfg(tmp_path, dataset="fashion-mnist-mini", pretrain="dataset", pretrain_dataset="synthetic", pretrain_epochs=1)
+    state = initial_state(config)
+    fresh = initial_state(cfg(tmp_path, dataset="fashion-mnist-mini", pretrain="none"))
+    head = set(LeNet5(1, 10).classifier_keys())
+    assert head == {"stages.head.weight", "stages.head.bias"}
+    assert state["stages.head.weight"].shape == (10, 84)  # the target's 10 classes, not the source's 4
+    assert all(torch.equal(state[k], fresh[k]) for k in head)
+    assert not torch.equal(state["stages.low.0.weight"], fresh["stages.low.0.weight"])
+
+
+def test_checkpoint_source(tmp_path: Path) -> None:
+    model = LeNet5(1, 4)
+    torch.nn.init.constant_(model.stages["head"].bias, 0.25)
+    path = tmp_path / "ckpt.pt"
+    torch.save(model.state_dict(), path)
+    state = initial_state(cfg(tmp_path, pretrain="checkpoint", pretrain_checkpoint=str(path)))
+    assert torch.equal(state["stages.head.bias"], torch.full((4,), 0.25))
+
+
+def test_checkpoint_for_another_model_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "ckpt.pt"
+    torch.save(LeNet5(1, 7).state_dict(), path)
+    with pytest.raises(ConfigError, match="'pretrain-checkpoint' does not fit model 'lenet5'"):
+        initial_state(cfg(tmp_path, pretrain="checkpoint", pretrain_checkpoint=str(path)))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"pretrain": "checkpoint", "pretrain_checkpoint": "/nonexistent.pt"}, "'pretrain-checkpoint' = '/nonexistent.pt' is not a readable file"),
+        ({"pretrain": "public", "public_fraction": 0.0}, "set 'public-fraction' > 0"),
+        ({"pretrain": "dataset", "pretrain_dataset": "cifar10"}, "'pretrain-dataset' = 'cifar10' has 3-channel images"),
+    ],
+)
+def test_unusable_sources_are_named_at_start(tmp_path: Path, overrides: dict, message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        check_source(cfg(tmp_path, **overrides))
+    assert message in str(err.value)
+
+
+def test_missing_source_dataset_names_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    config = cfg(tmp_path, dataset="fashion-mnist-mini", pretrain="dataset", pretrain_dataset="mnist",
+                 data_dir=str(tmp_path / "none"))
+    with pytest.raises(ConfigError, match="'pretrain-dataset' = 'mnist' cannot be loaded"):
+        initial_state(config)
