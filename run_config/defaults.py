@@ -6,7 +6,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from run_config.schema import SETTINGS
+from run_config.schema import SETTINGS, RunConfig, parse_run_config
 
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 
@@ -15,6 +15,13 @@ def load_defaults(pyproject: Path = PYPROJECT) -> dict[str, Any]:
     """The app's default run config, exactly as Flower reads it."""
     with pyproject.open("rb") as handle:
         return dict(tomllib.load(handle)["tool"]["flwr"]["app"]["config"])
+
+
+def default_config(**overrides: Any) -> RunConfig:
+    """The default configuration with overrides given as snake_case keywords (for tools and tests)."""
+    values = load_defaults()
+    values.update({key.replace("_", "-"): value for key, value in overrides.items()})
+    return parse_run_config(values)
 
 
 def _fmt(value: Any) -> str:

@@ -113,8 +113,13 @@ class CohortFedAvg(FedAvg):
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        """Report the clients' statistics, then aggregate with FedAvg's weighted mean."""
-        replies = list(replies)
+        """Report the clients' statistics, then aggregate with FedAvg's weighted mean.
+
+        Replies are put in partition-id order first: float sums depend on the order of their terms, and
+        arrival order varies from run to run.
+        """
+        partition = self.population.partition_of
+        replies = sorted(replies, key=lambda r: partition.get(r.metadata.src_node_id, -1))
         ok = [r for r in replies if not r.has_error()]
         self.observer.replies_received(
             server_round,

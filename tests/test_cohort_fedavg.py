@@ -65,6 +65,6 @@ def test_aggregate_train_is_the_example_weighted_mean_and_reports_stats() -> Non
     np.testing.assert_allclose(arrays["w"].numpy(), [(30 * 1 + 10 * 5) / 40, (30 * 2 + 10 * 6) / 40])
     assert metrics["train-loss"] == pytest.approx((30 * 1.0 + 10 * 3.0) / 40)
     (_, stats, bytes_up), = observer.replies
-    assert [s["partition_id"] for s in stats] == [3, 0]
-    assert stats[0] == {"partition_id": 3, "num_examples": 30, "num_local": 300, "train_loss": 1.0, "train_seconds": 2.0}
+    assert [s["partition_id"] for s in stats] == [0, 3]  # aggregated in partition-id order
+    assert stats[1] == {"partition_id": 3, "num_examples": 30, "num_local": 300, "train_loss": 1.0, "train_seconds": 2.0}
     assert bytes_up == sum(r.content["arrays"].count_bytes() for r in replies)

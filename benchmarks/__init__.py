@@ -1,0 +1,1 @@
+"""Benchmarks: commands that measure, and write what they measured to benchmarks/results/."""
