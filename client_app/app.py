@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
 from client_app.feature_cache import PROCESS_CACHE, fingerprint
+from client_app.label_counts import label_count_vector, privatise
 from client_app.local_data import load_local_data
 from client_app.local_update import local_update
 from models import NO_FREEZE, SplitModel
@@ -67,6 +69,18 @@ def identify(msg: Message, context: Context) -> Message:
     partition_id, num_partitions = _partition(context)
     identity = MetricRecord({"partition-id": partition_id, "num-partitions": num_partitions})
     return Message(RecordDict({"identity": identity}), reply_to=msg)
+
+
+@app.query("label_counts")
+def label_counts(msg: Message, context: Context) -> Message:
+    """Send this client's label counts once (FedEntOpt), with Laplace noise when ``label-dp-epsilon`` > 0."""
+    config = _config(context)
+    partition_id, num_partitions = _partition(context)
+    split = federated_split(config)
+    labels = load_local_data(split, partition_id, num_partitions).labels.numpy()
+    rng = np.random.default_rng([config.seed, partition_id, 0xD9])
+    counts = privatise(label_count_vector(labels, split.info.num_classes), config.label_dp_epsilon, rng)
+    return Message(RecordDict({"label-counts": ConfigRecord({"counts": counts.tolist()})}), reply_to=msg)
 
 
 @app.train()

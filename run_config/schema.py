@@ -45,6 +45,10 @@ def _fraction_or_zero(v: float) -> str | None:
     return None if 0 <= v <= 1 else "must be in [0, 1]"
 
 
+def _open_fraction(v: float) -> str | None:
+    return None if 0 < v < 1 else "must be in (0, 1)"
+
+
 def _below_one(v: float) -> str | None:
     return None if 0 <= v < 1 else "must be in [0, 1)"
 
@@ -95,6 +99,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("public-fraction", float, "Share of the training set held out on the server (never given to clients).", _below_one),
     Setting("seed", int, "Seed for partitions, model initialisation, cohorts and local training.", _non_negative),
     Setting("num-server-rounds", int, "Federated rounds.", _positive),
+    Setting("client-selection", str, "How each round's cohort is chosen: `random` or `fedentopt` (maximal label entropy).", _one_of("random", "fedentopt")),
+    Setting("fedentopt-buffer", float, "FedEntOpt's FIFO buffer Q as a share of the clients (needs 0 < Q ≤ K − M).", _open_fraction),
+    Setting("label-dp-epsilon", float, "ε of the Laplace noise clients add to their label counts (0 = exact counts).", _non_negative),
+    Setting("lr-decay", float, "Learning-rate factor per round: round t uses learning-rate · lr-decay^(t−1).", _fraction),
     Setting("fraction-train", float, "Share of the clients that train each round.", _fraction),
     Setting("fraction-evaluate", float, "Share of the clients that evaluate the global model on their local data each round (0 = off).", _fraction_or_zero),
     Setting("local-epochs", int, "Local epochs E per round.", _positive),
@@ -144,6 +152,10 @@ class RunConfig:
     public_fraction: float
     seed: int
     num_server_rounds: int
+    client_selection: str
+    fedentopt_buffer: float
+    label_dp_epsilon: float
+    lr_decay: float
     fraction_train: float
     fraction_evaluate: float
     local_epochs: int

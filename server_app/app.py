@@ -18,6 +18,9 @@ from server_app.central_evaluation import make_central_evaluation
 from server_app.pretraining import check_source, initial_state
 from server_app.results import RunRecorder, run_directory
 from strategies.client_population import ClientPopulation
+from strategies.cohort_fedavg import SelectCohort
+from strategies.fedentopt_selection import FedEntOptSelector, buffer_capacity
+from strategies.label_counts import LabelCountRegistry
 from strategies.partial_fedavg import PartialModelFedAvg
 from strategies.partial_model import merge_state, split_state
 from strategies.random_selection import cohort_size, select_random
@@ -31,11 +34,26 @@ class RunSetupError(RuntimeError):
     """The run cannot start; the message says why."""
 
 
-def _random_cohorts(config: RunConfig):
-    def select(available: list[int], server_round: int) -> list[int]:
-        return select_random(available, cohort_size(len(available), config.fraction_train), config.seed, server_round)
+def cohort_policy(config: RunConfig, label_counts: LabelCountRegistry, num_clients: int) -> SelectCohort:
+    """The configured client selection; FedEntOpt's buffer is checked against the population (0 < Q ≤ K − M)."""
 
-    return select
+    def size(num_available: int) -> int:
+        return cohort_size(num_available, config.fraction_train)
+
+    if config.client_selection == "random":
+        return lambda available, server_round: select_random(available, size(len(available)), config.seed, server_round)
+    capacity, per_round = buffer_capacity(config.fedentopt_buffer, num_clients), size(num_clients)
+    if not 0 < capacity <= num_clients - per_round:
+        raise ConfigError(
+            f"run config 'fedentopt-buffer' = {config.fedentopt_buffer} gives a buffer of Q = {capacity} clients; "
+            f"it must hold 1 to K − M = {num_clients - per_round} ({num_clients} clients, {per_round} per round)"
+        )
+    return FedEntOptSelector(label_counts.counts, size, capacity, config.seed)
+
+
+def learning_rate_schedule(config: RunConfig):
+    """Round t trains with learning-rate · lr-decay^(t−1) (FedEntOpt's paper decays by 0.98 per round)."""
+    return lambda server_round: {"learning-rate": config.learning_rate * config.lr_decay ** (server_round - 1)}
 
 
 @app.main()
@@ -53,18 +71,23 @@ def main(grid: Grid, context: Context) -> None:
         order = list(state)
         frozen, trained = split_state(state, build_model_for(config).upper_state_keys(config.freeze))
         evaluate_fn = make_central_evaluation(config, frozen, recorder.evaluated)
+        label_counts = LabelCountRegistry(split.info.num_classes, noisy=config.label_dp_epsilon > 0)
+        select = cohort_policy(config, label_counts, population.expected)
     except (ConfigError, DataNotFoundError, DataFormatError, PartitioningError) as err:
         log(ERROR, "cannot start the run: %s", err)
         raise RunSetupError(str(err)) from None
     log(INFO, "%d clients connected; partition sizes %s", num_clients, sizes)
-    log(INFO, "method %s: freeze %s, data-selection %s (P_ds %.2f); θ has %d of %d arrays",
-        config.method, config.freeze, config.data_selection, config.selection_fraction, len(trained), len(order))
+    log(INFO, "method %s: freeze %s, data-selection %s (P_ds %.2f), client-selection %s; θ has %d of %d arrays",
+        config.method, config.freeze, config.data_selection, config.selection_fraction, config.client_selection,
+        len(trained), len(order))
 
     strategy = PartialModelFedAvg(
         frozen=ArrayRecord(frozen),
         population=population,
-        select=_random_cohorts(config),
+        label_counts=label_counts,
+        select=select,
         observer=recorder,
+        round_config=learning_rate_schedule(config),
         fraction_evaluate=config.fraction_evaluate,
         seed=config.seed,
     )
@@ -73,7 +96,8 @@ def main(grid: Grid, context: Context) -> None:
         initial_arrays=ArrayRecord(trained),
         num_rounds=config.num_server_rounds,
         timeout=config.round_timeout,
-        train_config=ConfigRecord({"learning-rate": config.learning_rate}),
+        train_config=ConfigRecord(),
         evaluate_fn=evaluate_fn,
     )
+    recorder.write_label_counts(label_counts.as_json())
     recorder.finish(merge_state(frozen, result.arrays.to_torch_state_dict(), order))

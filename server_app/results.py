@@ -17,6 +17,7 @@ from flwr.common.logger import log
 from run_config import RunConfig
 
 CONFIG_FILE, ROUNDS_FILE, SUMMARY_FILE, MODEL_FILE = "config.json", "rounds.jsonl", "summary.json", "model.pt"
+LABEL_COUNTS_FILE = "label_counts.json"
 
 
 def run_directory(config: RunConfig, now: datetime | None = None, method: str | None = None) -> Path:
@@ -36,6 +37,11 @@ def _json_safe(value: Any) -> Any:
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
+def _mean(values) -> float | None:
+    present = [v for v in values if v is not None]
+    return sum(present) / len(present) if present else None
+
+
 class RunRecorder:
     """Collects each round from the strategy and the central evaluation, and writes the results files."""
 
@@ -51,9 +57,10 @@ class RunRecorder:
         (directory / ROUNDS_FILE).write_text("")
         (directory / CONFIG_FILE).write_text(json.dumps(config.to_dict(), indent=2) + "\n")
 
-    def round_started(self, server_round: int, cohort: list[int], bytes_down: int) -> None:
+    def round_started(self, server_round: int, cohort: list[int], bytes_down: int, **fields: Any) -> None:
+        """A round's cohort (in selection order), the bytes sent, and per-round fields such as cohort metrics."""
         self._round_start = time.perf_counter()
-        self._pending = {"round": server_round, "clients": list(cohort), "bytes_down": bytes_down}
+        self._pending = {"round": server_round, "clients": list(cohort), "bytes_down": bytes_down, "fields": fields}
 
     def replies_received(self, server_round: int, client_stats: list[dict[str, Any]], bytes_up: int) -> None:
         order = {pid: i for i, pid in enumerate(self._pending.get("clients", []))}
@@ -82,6 +89,7 @@ class RunRecorder:
             "bytes_up": self._pending.get("bytes_up", 0),
             "wall_seconds": time.perf_counter() - self._round_start,
             "client_stats": self._pending.get("client_stats", []),
+            **self._pending.get("fields", {}),
         }
         self.rounds.append(record)
         with (self.directory / ROUNDS_FILE).open("a") as handle:
@@ -111,7 +119,13 @@ class RunRecorder:
             "learning_efficiency": learning_efficiency(best["accuracy"], total_seconds) if best else None,
             "total_bytes_down": sum(r["bytes_down"] for r in self.rounds),
             "total_bytes_up": sum(r["bytes_up"] for r in self.rounds),
+            "mean_cohort_label_entropy": _mean(r.get("cohort_label_entropy") for r in self.rounds),
+            "mean_last10_accuracy": _mean(r["accuracy"] for r in self.rounds[-10:]),
         }
+
+    def write_label_counts(self, counts: dict[str, list[float]]) -> None:
+        """The label counts the server used (partition id -> counts)."""
+        (self.directory / LABEL_COUNTS_FILE).write_text(json.dumps(counts, indent=1) + "\n")
 
     def finish(self, state_dict: dict[str, torch.Tensor]) -> dict[str, Any]:
         """Write summary.json and the final global model; return the summary."""

@@ -17,6 +17,8 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg
 
 from strategies.client_population import ClientPopulation
+from strategies.label_counts import LabelCountRegistry
+from strategies.label_entropy import label_entropy_bits, labels_covered
 from strategies.random_selection import cohort_size, select_random
 
 #: (available partition ids, server round) -> the cohort, in selection order
@@ -28,7 +30,7 @@ RoundConfig = Callable[[int], dict[str, Any]]
 class RoundObserver(Protocol):
     """Receives what happens in each round (the results recorder implements it)."""
 
-    def round_started(self, server_round: int, cohort: list[int], bytes_down: int) -> None: ...
+    def round_started(self, server_round: int, cohort: list[int], bytes_down: int, **fields: Any) -> None: ...
 
     def replies_received(self, server_round: int, client_stats: list[dict[str, Any]], bytes_up: int) -> None: ...
 
@@ -53,6 +55,7 @@ class CohortFedAvg(FedAvg):
         self,
         *,
         population: ClientPopulation,
+        label_counts: LabelCountRegistry,
         select: SelectCohort,
         observer: RoundObserver,
         round_config: RoundConfig | None = None,
@@ -69,6 +72,7 @@ class CohortFedAvg(FedAvg):
             train_metrics_aggr_fn=mean_train_loss,
         )
         self.population = population
+        self.label_counts = label_counts
         self.select = select
         self.observer = observer
         self.round_config = round_config or (lambda server_round: {})
@@ -87,15 +91,29 @@ class CohortFedAvg(FedAvg):
             messages.append(Message(content=content, message_type=message_type, dst_node_id=self.population.node_of(pid)))
         return messages
 
+    def available(self, grid: Grid) -> list[int]:
+        """Connected clients whose label counts the server holds (new clients are asked first)."""
+        connected = self.population.available(grid)
+        self.label_counts.collect(grid, {pid: self.population.node_of(pid) for pid in connected})
+        return self.label_counts.usable(connected)
+
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
         """Wait for the clients, select a cohort by partition id and send it the arrays."""
-        cohort = self.select(self.population.available(grid), server_round)
+        cohort = self.select(self.available(grid), server_round)
         round_config = ConfigRecord({**config, **self.round_config(server_round), "server-round": server_round})
         messages = self._messages(cohort, arrays, round_config, MessageType.TRAIN)
         bytes_down = sum(r.count_bytes() for m in messages for r in m.content.array_records.values())
-        self.observer.round_started(server_round, cohort, bytes_down)
+        cohort_counts = self.label_counts.total(cohort)
+        self.observer.round_started(
+            server_round,
+            cohort,
+            bytes_down,
+            cohort_label_entropy=float(label_entropy_bits(cohort_counts)),
+            cohort_labels_covered=labels_covered(cohort_counts),
+            learning_rate=float(round_config["learning-rate"]) if "learning-rate" in round_config else None,
+        )
         return messages
 
     def configure_evaluate(
@@ -104,7 +122,7 @@ class CohortFedAvg(FedAvg):
         """Federated evaluation on a seeded random ``fraction_evaluate`` of the clients (none at 0)."""
         if self.fraction_evaluate == 0.0:
             return []
-        available = self.population.available(grid)
+        available = self.available(grid)
         size = cohort_size(len(available), self.fraction_evaluate)
         cohort = select_random(available, size, self.seed + 1, server_round)
         round_config = ConfigRecord({**config, "server-round": server_round})

@@ -5,8 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 import torch
-from flwr.app import ArrayRecord, Message, MetricRecord, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 from flwr.supercore.task_identity import TaskIdentity
+
+from strategies.client_population import IDENTIFY
+from strategies.label_counts import LABEL_COUNTS
 
 # Flower stamps messages with the identity of the running task; tests run outside any task.
 TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 1
@@ -23,6 +26,22 @@ def identify_reply(partition_of: dict[int, int], num_partitions: int) -> Respond
         return Message(RecordDict({"identity": identity}), reply_to=msg)
 
     return respond
+
+
+def label_counts_reply(partition_of: dict[int, int], counts: dict[int, list[float]]) -> Respond:
+    """A responder answering ``query.label_counts`` with ``counts[partition id]``."""
+
+    def respond(msg: Message) -> Message:
+        values = counts[partition_of[msg.metadata.dst_node_id]]
+        return Message(RecordDict({"label-counts": ConfigRecord({"counts": [float(v) for v in values]})}), reply_to=msg)
+
+    return respond
+
+
+def client_responders(partition_of: dict[int, int], counts: dict[int, list[float]] | None = None) -> dict[str, Respond]:
+    """identify and label-count responders for ``partition_of`` (node id -> partition id)."""
+    counts = counts or {pid: [1.0, 1.0] for pid in partition_of.values()}
+    return {IDENTIFY: identify_reply(partition_of, len(partition_of)), LABEL_COUNTS: label_counts_reply(partition_of, counts)}
 
 
 def train_reply(msg: Message, arrays: dict[str, torch.Tensor], metrics: dict[str, float | int]) -> Message:

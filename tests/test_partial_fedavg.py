@@ -5,9 +5,10 @@ from __future__ import annotations
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Error, Message
 
-from strategies.client_population import IDENTIFY, ClientPopulation
+from strategies.client_population import ClientPopulation
+from strategies.label_counts import LabelCountRegistry
 from strategies.partial_fedavg import FROZEN_KEY, PartialModelFedAvg
-from tests.fake_grid import FakeGrid, identify_reply, train_reply
+from tests.fake_grid import FakeGrid, client_responders, train_reply
 from tests.test_cohort_fedavg import Observer
 
 NODES = {11: 0, 22: 1, 33: 2}
@@ -18,10 +19,11 @@ def make(frozen: dict) -> tuple[PartialModelFedAvg, Observer, FakeGrid]:
     strategy = PartialModelFedAvg(
         frozen=ArrayRecord(frozen),
         population=ClientPopulation(wait_seconds=0),
+        label_counts=LabelCountRegistry(num_classes=2, noisy=False),
         select=lambda available, rnd: available,
         observer=observer,
     )
-    return strategy, observer, FakeGrid(NODES, {IDENTIFY: identify_reply(NODES, 3)})
+    return strategy, observer, FakeGrid(NODES, client_responders(NODES))
 
 
 def reply(msg: Message, theta: torch.Tensor, n: int) -> Message:

@@ -78,6 +78,11 @@ def test_settings_and_pyproject_and_dataclass_agree(defaults: dict) -> None:
         ("data-selection", "loss", "'data-selection' = 'loss' is invalid"),
         ("proximal-mu", -0.5, "'proximal-mu' = -0.5 is invalid: it must be >= 0"),
         ("pretrain", "imagenet", "'pretrain' = 'imagenet' is invalid"),
+        ("client-selection", "greedy", "'client-selection' = 'greedy' is invalid: it must be one of 'random', 'fedentopt'"),
+        ("fedentopt-buffer", 0.0, "'fedentopt-buffer' = 0.0 is invalid: it must be in (0, 1)"),
+        ("fedentopt-buffer", 1.0, "'fedentopt-buffer' = 1.0 is invalid"),
+        ("label-dp-epsilon", -0.5, "'label-dp-epsilon' = -0.5 is invalid: it must be >= 0"),
+        ("lr-decay", 0.0, "'lr-decay' = 0.0 is invalid: it must be in (0, 1]"),
     ],
 )
 def test_invalid_values_name_the_key(defaults: dict, key: str, value: object, expected: str) -> None:

@@ -1,0 +1,75 @@
+"""FedEntOpt's client selection (Lutz et al., Algorithm 1; SPEC §6).
+
+The first client is drawn uniformly from the available clients that are not in the FIFO buffer B; each
+next one maximises the entropy (bits) of the cohort's combined label counts L + l⁽ʲ⁾. Every selected client
+is appended to B at once, the oldest leaving when B holds Q; the clients in B at any step cannot be chosen,
+so recently selected clients sit out for a while.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+
+from strategies.label_entropy import label_entropy_bits
+
+
+def select_fedentopt(
+    counts: Mapping[int, np.ndarray],
+    available: Sequence[int],
+    size: int,
+    buffer: deque[int],
+    capacity: int,
+    rng: np.random.Generator,
+) -> list[int]:
+    """Select up to ``size`` partition ids from ``available``; ``buffer`` is updated in place.
+
+    Candidates are scanned in ascending partition id, so an entropy tie goes to the lowest id. Fewer than
+    ``size`` are returned when the buffer leaves fewer candidates.
+    """
+    if capacity < 1:
+        raise ValueError(f"buffer capacity must be >= 1, got {capacity}")
+    ids = np.array(sorted(available), dtype=np.int64)
+    if len(ids) == 0:
+        return []
+    matrix = np.stack([np.asarray(counts[i], dtype=np.float64) for i in ids])
+    candidate = np.ones(len(ids), dtype=bool)
+    total = np.zeros(matrix.shape[1])
+    chosen: list[int] = []
+    for _ in range(size):
+        candidate &= ~np.isin(ids, np.fromiter(buffer, dtype=np.int64, count=len(buffer)))
+        open_rows = np.flatnonzero(candidate)
+        if len(open_rows) == 0:
+            break
+        if chosen:
+            row = open_rows[np.argmax(label_entropy_bits(total + matrix[open_rows]))]
+        else:
+            row = open_rows[rng.integers(len(open_rows))]
+        if len(buffer) >= capacity:
+            buffer.popleft()
+        buffer.append(int(ids[row]))
+        total += matrix[row]
+        chosen.append(int(ids[row]))
+        candidate[row] = False
+    return chosen
+
+
+def buffer_capacity(fraction: float, num_clients: int) -> int:
+    """Q as a share of the K clients, rounded."""
+    return int(round(fraction * num_clients))
+
+
+class FedEntOptSelector:
+    """Algorithm 1 as a selection policy for ``CohortFedAvg``: holds the buffer and the seeded generator."""
+
+    def __init__(self, counts: Mapping[int, np.ndarray], cohort_size: Callable[[int], int], capacity: int, seed: int) -> None:
+        self.counts = counts
+        self.cohort_size = cohort_size
+        self.capacity = capacity
+        self.buffer: deque[int] = deque()
+        self.rng = np.random.default_rng([seed, 0xE17])
+
+    def __call__(self, available: list[int], server_round: int) -> list[int]:
+        return select_fedentopt(self.counts, available, self.cohort_size(len(available)), self.buffer, self.capacity, self.rng)
