@@ -13,7 +13,16 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from strategies.label_entropy import label_entropy_bits
+
+
+def _entropies_with(total: np.ndarray, matrix: np.ndarray) -> np.ndarray:
+    """H((L + l_j) / ‖L + l_j‖₁) in bits for every row j, as log₂ s − Σ_c T_c log₂ T_c / s with T = L + l_j."""
+    t = matrix + total
+    s = t.sum(axis=1)
+    t_log_t = t * np.log2(t + (t == 0))  # 0 · log 0 = 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        h = np.log2(s) - t_log_t.sum(axis=1) / s
+    return np.where(s > 0, h, 0.0)
 
 
 def select_fedentopt(
@@ -26,8 +35,8 @@ def select_fedentopt(
 ) -> list[int]:
     """Select up to ``size`` partition ids from ``available``; ``buffer`` is updated in place.
 
-    Candidates are scanned in ascending partition id, so an entropy tie goes to the lowest id. Fewer than
-    ``size`` are returned when the buffer leaves fewer candidates.
+    Candidates are scanned in ascending partition id, so an entropy tie (within 1e-12 bits) goes to the
+    lowest id. Fewer than ``size`` are returned when the buffer leaves fewer candidates.
     """
     if capacity < 1:
         raise ValueError(f"buffer capacity must be >= 1, got {capacity}")
@@ -35,18 +44,20 @@ def select_fedentopt(
     if len(ids) == 0:
         return []
     matrix = np.stack([np.asarray(counts[i], dtype=np.float64) for i in ids])
-    candidate = np.ones(len(ids), dtype=bool)
+    # Line 5 of Algorithm 1, A <- A \ B: the clients picked below enter B and are masked as they are
+    # picked, and clients leaving B during this round do not return to A, so B is applied once here.
+    candidate = ~np.isin(ids, np.fromiter(buffer, dtype=np.int64, count=len(buffer)))
     total = np.zeros(matrix.shape[1])
     chosen: list[int] = []
     for _ in range(size):
-        candidate &= ~np.isin(ids, np.fromiter(buffer, dtype=np.int64, count=len(buffer)))
-        open_rows = np.flatnonzero(candidate)
-        if len(open_rows) == 0:
+        if not candidate.any():
             break
         if chosen:
-            row = open_rows[np.argmax(label_entropy_bits(total + matrix[open_rows]))]
+            scores = np.where(candidate, _entropies_with(total, matrix), -np.inf)
+            row = int(np.flatnonzero(scores >= scores.max() - 1e-12)[0])
         else:
-            row = open_rows[rng.integers(len(open_rows))]
+            open_rows = np.flatnonzero(candidate)
+            row = int(open_rows[rng.integers(len(open_rows))])
         if len(buffer) >= capacity:
             buffer.popleft()
         buffer.append(int(ids[row]))

@@ -113,6 +113,32 @@ def test_fedft_eds_sends_theta_only_and_phi_once(tmp_path: Path) -> None:
 
 
 @pytest.mark.e2e
+def test_fedentopt_selects_with_a_buffer_and_keeps_theta_only_messages(tmp_path: Path) -> None:
+    overrides = {
+        "method": "fedft-eds", "model": "lenet5", "pretrain": "none", "client-selection": "fedentopt",
+        "fraction-train": 0.5, "fedentopt-buffer": 0.25, "label-dp-epsilon": 0.5, "partitioner": "pathological",
+        "classes-per-client": 2, "num-server-rounds": 2, "local-epochs": 1, "run-name": "entopt", "lr-decay": 0.5,
+    }
+    code, log = simulate(tmp_path, overrides, num_supernodes=4)
+    assert code == 0, log[-3000:]
+    run = tmp_path / "results" / "entopt"
+    counts = json.loads((run / "label_counts.json").read_text())
+    assert sorted(counts) == ["0", "1", "2", "3"]
+    assert all(len(v) == 10 and min(v) >= 0 for v in counts.values())
+    assert any(v != round(v) for vec in counts.values() for v in vec)  # Laplace noise reached the server
+    first, second = [json.loads(line) for line in (run / "rounds.jsonl").read_text().splitlines()]
+    assert len(first["clients"]) == len(second["clients"]) == 2
+    assert first["clients"][-1] not in second["clients"]  # Q = 1: the last selected client sits out a round
+    assert second["learning_rate"] == pytest.approx(0.5 * first["learning_rate"])
+    for record in (first, second):
+        assert record["cohort_labels_covered"] >= 2 and 0 < record["cohort_label_entropy"] <= math.log2(10)
+    _, trained = split_state(LeNet5(1, 10).state_dict(), LeNet5(1, 10).upper_state_keys("mid"))
+    assert first["bytes_up"] == second["bytes_up"] == 2 * ArrayRecord(trained).count_bytes()
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["mean_cohort_label_entropy"] == pytest.approx((first["cohort_label_entropy"] + second["cohort_label_entropy"]) / 2)
+
+
+@pytest.mark.e2e
 def test_invalid_config_stops_before_training_naming_the_key(tmp_path: Path) -> None:
     code, log = simulate(tmp_path, {"fraction-train": 1.5, "run-name": "bad"}, num_supernodes=2)
     assert code != 0
