@@ -40,13 +40,14 @@ def select_fedentopt(
     """
     if capacity < 1:
         raise ValueError(f"buffer capacity must be >= 1, got {capacity}")
-    ids = np.array(sorted(available), dtype=np.int64)
+    # Line 5 of Algorithm 1, A <- A \ B: the clients picked below enter B and are masked as they are
+    # picked, and clients leaving B during this round do not return to A, so B is applied once here.
+    blocked = set(buffer)
+    ids = np.array(sorted(k for k in available if k not in blocked), dtype=np.int64)
     if len(ids) == 0:
         return []
     matrix = np.stack([np.asarray(counts[i], dtype=np.float64) for i in ids])
-    # Line 5 of Algorithm 1, A <- A \ B: the clients picked below enter B and are masked as they are
-    # picked, and clients leaving B during this round do not return to A, so B is applied once here.
-    candidate = ~np.isin(ids, np.fromiter(buffer, dtype=np.int64, count=len(buffer)))
+    candidate = np.ones(len(ids), dtype=bool)
     total = np.zeros(matrix.shape[1])
     chosen: list[int] = []
     for _ in range(size):
