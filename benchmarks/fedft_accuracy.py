@@ -11,11 +11,10 @@ Runs are resumable: a preset whose summary.json exists is not run again. Writes 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from run_config.presets import METHODS
-from simulation.local_run import run_simulation
+from benchmarks.cells import run_cells
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -26,26 +25,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--methods", nargs="+", default=list(METHODS))
     parser.add_argument("--results-dir", type=Path, default=Path("benchmarks/results/fedft_accuracy"))
     args = parser.parse_args(argv)
-    rows = []
-    for alpha in args.alphas:
-        for method in args.methods:
-            name = f"{method}-a{alpha}"
-            summary_file = args.results_dir / name / "summary.json"
-            if not summary_file.exists():
-                overrides = {"method": method, "dataset": args.dataset, "dirichlet-alpha": alpha,
-                             "num-server-rounds": args.rounds, "results-dir": str(args.results_dir.resolve()),
-                             "run-name": name}
-                args.results_dir.mkdir(parents=True, exist_ok=True)
-                with (args.results_dir / f"{name}.log").open("wb") as log:
-                    code = run_simulation(overrides, num_supernodes=10, stream_to=log)
-                if code != 0:
-                    print(f"{name}: failed, see {args.results_dir / (name + '.log')}")
-                    continue
-            summary = json.loads(summary_file.read_text())
-            rows.append((alpha, method, summary))
-            print(f"{name}: best {summary['best_accuracy']:.4f} (round {summary['best_round']}), "
-                  f"client seconds {summary['total_client_train_seconds']:.1f}, LE {summary['learning_efficiency']:.3f}",
-                  flush=True)
+    cells = {
+        f"{method}-a{alpha}": {"method": method, "dataset": args.dataset, "dirichlet-alpha": alpha,
+                               "num-server-rounds": args.rounds}
+        for alpha in args.alphas for method in args.methods
+    }
+    summaries = run_cells(cells, args.results_dir, num_supernodes=10)
+    rows = [(alpha, method, summaries[f"{method}-a{alpha}"])
+            for alpha in args.alphas for method in args.methods if f"{method}-a{alpha}" in summaries]
     lines = [f"{args.dataset}, 10 clients, full participation, {args.rounds} rounds, WRN-16-1, pretrained on the public split",
              "", "| α | method | initial acc. | best acc. (round) | final acc. | client seconds | learning efficiency | MB down + up |",
              "|---|---|---|---|---|---|---|---|"]

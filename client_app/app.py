@@ -7,6 +7,7 @@ Messages carry θ (``arrays``) every round and φ (``frozen``) only until this n
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -92,7 +93,8 @@ def train(msg: Message, context: Context) -> Message:
     data = load_local_data(split, partition_id, num_partitions)
     model, phi_fingerprint = _load_global_model(msg, context, config)
     round_config = msg.content["config"]
-    PROCESS_CACHE.resize(config.feature_cache_mb * 2**20)
+    cache_dir = Path(config.feature_cache_dir).expanduser() if config.feature_cache_dir else None
+    PROCESS_CACHE.configure(config.feature_cache_mb * 2**20, cache_dir)
     result = local_update(
         model,
         data,

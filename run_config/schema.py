@@ -87,6 +87,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("pretrain-cache-dir", str, "Where pretrained weights are cached; empty = `~/.cache/fedft/pretrained`."),
     Setting("feature-cache", bool, "Clients keep φ(x) of their data across rounds instead of recomputing it."),
     Setting("feature-cache-mb", int, "Per-process memory cap of the feature cache (least recently used clients are evicted).", _positive),
+    Setting("feature-cache-dir", str, "Folder where cached features also go, so they outlive the process (a deployed SuperNode runs each round in a new one); empty = memory only."),
     Setting("dataset", str, f"Dataset: {', '.join(DATASET_NAMES)} (see Data).", _one_of(*DATASET_NAMES)),
     Setting("data-dir", str, "Folder holding the dataset files; empty searches the well-known places; `hub` downloads from Hugging Face (needs internet)."),
     Setting("model", str, f"Model: {MODEL_NAMES_HELP}.", _model),
@@ -140,6 +141,7 @@ class RunConfig:
     pretrain_cache_dir: str
     feature_cache: bool
     feature_cache_mb: int
+    feature_cache_dir: str
     dataset: str
     data_dir: str
     model: str

@@ -46,7 +46,8 @@ def simulate(tmp_path: Path, overrides: dict, num_supernodes: int = 3) -> tuple[
     log = tmp_path / "run.log"
     with log.open("wb") as out:
         code = run_simulation(
-            {"results-dir": str(tmp_path / "results"), "node-wait-seconds": 60.0, **overrides},
+            {"results-dir": str(tmp_path / "results"), "feature-cache-dir": str(tmp_path / "features"),
+             "node-wait-seconds": 60.0, **overrides},
             num_supernodes=num_supernodes,
             flwr_home=flwr_home,
             stream_to=out,
@@ -110,6 +111,7 @@ def test_fedft_eds_sends_theta_only_and_phi_once(tmp_path: Path) -> None:
     assert first["num_examples"] == 3 * 180
     assert (tmp_path / "cache").is_dir() and len(list((tmp_path / "cache").glob("*.pt"))) == 1
     assert "pretraining epoch 2/2" in log
+    assert len(list((tmp_path / "features").glob("*.pt"))) == 3  # one feature file per client
 
 
 @pytest.mark.e2e
