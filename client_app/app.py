@@ -18,6 +18,7 @@ from client_app.feature_cache import PROCESS_CACHE, fingerprint
 from client_app.label_counts import label_count_vector, privatise
 from client_app.local_data import load_local_data
 from client_app.local_update import local_update
+from client_app.threads import use_threads
 from models import NO_FREEZE, SplitModel
 from models.training import evaluate as evaluate_model
 from run_config import RunConfig, build_model_for, federated_split, parse_run_config
@@ -39,7 +40,9 @@ def _parse(items: tuple) -> RunConfig:
 
 
 def _config(context: Context) -> RunConfig:
-    return _parse(tuple(sorted(context.run_config.items())))
+    config = _parse(tuple(sorted(context.run_config.items())))
+    use_threads(config.client_threads)
+    return config
 
 
 def _partition(context: Context) -> tuple[int, int]:
@@ -117,6 +120,7 @@ def train(msg: Message, context: Context) -> Message:
             "cache-seconds": result.cache_seconds,
             "selected-entropy-mean": result.selected_entropy_mean,
             "local-entropy-mean": result.local_entropy_mean,
+            "threads": torch.get_num_threads(),
         }
     )
     return Message(RecordDict({"arrays": ArrayRecord(trained), "metrics": metrics}), reply_to=msg)

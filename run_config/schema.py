@@ -112,6 +112,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("momentum", float, "Local SGD momentum.", _below_one),
     Setting("weight-decay", float, "Local SGD weight decay.", _non_negative),
     Setting("augment", bool, "Random crop (pad 4) and horizontal flip during local training (the papers use none)."),
+    Setting("client-threads", int, "Torch threads per ClientApp; 0 = the CPUs Ray gave the client in simulation, all cores on a device.", _non_negative),
     Setting("eval-batch-size", int, "Batch size for evaluation passes.", _positive),
     Setting("round-timeout", float, "Seconds the server waits for a round's replies.", _positive),
     Setting("node-wait-seconds", float, "Seconds the server waits for all clients to connect before round 1.", _non_negative),
@@ -166,6 +167,7 @@ class RunConfig:
     momentum: float
     weight_decay: float
     augment: bool
+    client_threads: int
     eval_batch_size: int
     round_timeout: float
     node_wait_seconds: float

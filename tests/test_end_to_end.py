@@ -76,6 +76,7 @@ def test_fedavg_run_writes_the_results_contract(tmp_path: Path) -> None:
         assert sorted(record["clients"]) == [0, 1, 2]
         assert [s["partition_id"] for s in record["client_stats"]] == record["clients"]
         assert all(CLIENT_FIELDS <= set(s) for s in record["client_stats"])
+        assert all(s["threads"] == 1 for s in record["client_stats"])  # one Ray CPU each, one torch thread
         assert record["num_examples"] == 5400  # 6,000 mini training images less the 10% public split
         assert record["bytes_down"] == record["bytes_up"] == 3 * ArrayRecord(LeNet5(1, 10).state_dict()).count_bytes()
         assert 0.0 <= record["accuracy"] <= 1.0 and record["client_train_seconds"] > 0
