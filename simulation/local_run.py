@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -47,6 +48,39 @@ def _children(pid: int) -> list[int]:
             found.append(child)
             todo.append(child)
     return found
+
+
+#: Environment variable set, with a fresh value, on every process of one local SuperLink and its runs.
+RUN_MARKER = "FEDFT_LOCAL_SUPERLINK_ID"
+
+
+def processes_marked(marker: str) -> list[int]:
+    """PIDs of live processes (not this one) whose environment holds ``RUN_MARKER=marker``."""
+    needle = f"{RUN_MARKER}={marker}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if needle in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def stop_marked(marker: str, timeout: float = 30.0) -> None:
+    """Stop, by PID, every process carrying ``marker``: Ray's daemons detach from the SuperLink's tree."""
+    deadline = time.monotonic() + timeout
+    signal_to_send = signal.SIGTERM
+    while (pids := processes_marked(marker)) and time.monotonic() < deadline:
+        for pid in pids:
+            try:
+                os.kill(pid, signal_to_send)
+            except ProcessLookupError:
+                pass
+        time.sleep(1.0)
+        signal_to_send = signal.SIGKILL  # whatever ignored SIGTERM for a second
 
 
 def stop_process_tree(process: subprocess.Popen, grace: float = 10.0) -> None:
@@ -108,6 +142,7 @@ def local_superlink(flwr_home: Path, cwd: Path = PROJECT_DIR) -> Iterator[LocalS
         "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
         "FLWR_DISABLE_UPDATE_CHECK": "1",
         "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0",
+        RUN_MARKER: uuid.uuid4().hex,
     }
     address = f"127.0.0.1:{port}"
     (flwr_home / "config.toml").write_text(
@@ -133,6 +168,7 @@ def local_superlink(flwr_home: Path, cwd: Path = PROJECT_DIR) -> Iterator[LocalS
         yield LocalSuperLink(address, env, process)
     finally:
         stop_process_tree(process)
+        stop_marked(env[RUN_MARKER])
 
 
 def run_config_arg(overrides: Mapping[str, object]) -> str:
