@@ -8,7 +8,6 @@ Before selecting a cohort the server asks every node it has not seen yet for its
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from logging import INFO, WARNING
 
@@ -67,7 +66,3 @@ class ClientPopulation:
             log(INFO, "waiting for clients: %d of %s connected", len(known), self.expected or "?")
             time.sleep(1.0)
 
-
-def partition_ids_of(replies: Iterable[Message], population: ClientPopulation) -> list[int]:
-    """Partition ids of the nodes that sent ``replies``."""
-    return [population.partition_of[msg.metadata.src_node_id] for msg in replies]
