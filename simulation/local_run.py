@@ -50,6 +50,15 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _signal_all(pids: list[int], sig: signal.Signals) -> None:
+    """Send ``sig`` to each PID; those already gone are skipped."""
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
 #: Environment variable set, with a fresh value, on every process of one local SuperLink and its runs.
 RUN_MARKER = "FEDFT_LOCAL_SUPERLINK_ID"
 
@@ -74,11 +83,7 @@ def stop_marked(marker: str, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     signal_to_send = signal.SIGTERM
     while (pids := processes_marked(marker)) and time.monotonic() < deadline:
-        for pid in pids:
-            try:
-                os.kill(pid, signal_to_send)
-            except ProcessLookupError:
-                pass
+        _signal_all(pids, signal_to_send)
         time.sleep(1.0)
         signal_to_send = signal.SIGKILL  # whatever ignored SIGTERM for a second
 
@@ -86,20 +91,12 @@ def stop_marked(marker: str, timeout: float = 30.0) -> None:
 def stop_process_tree(process: subprocess.Popen, grace: float = 10.0) -> None:
     """SIGTERM ``process`` and its descendants by PID, then SIGKILL whatever is left after ``grace``."""
     pids = [*_children(process.pid), process.pid]
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
+    _signal_all(pids, signal.SIGTERM)
     try:
         process.wait(timeout=grace)
     except subprocess.TimeoutExpired:
         pass
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    _signal_all(pids, signal.SIGKILL)
     process.wait()
 
 
