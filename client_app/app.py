@@ -14,6 +14,7 @@ import torch
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
+from client_app import fault_injection
 from client_app.feature_cache import PROCESS_CACHE, fingerprint
 from client_app.label_counts import label_count_vector, privatise
 from client_app.local_data import load_local_data
@@ -22,6 +23,7 @@ from client_app.threads import use_threads
 from models import NO_FREEZE, SplitModel
 from models.training import evaluate as evaluate_model
 from run_config import RunConfig, build_model_for, federated_split, parse_run_config
+from run_config.fail_partitions import parse_fail_partitions
 from strategies.partial_model import merge_state, split_state
 
 # A freshly initialised model computes with denormal floats for a while, about 2x slower on CPU.
@@ -92,6 +94,8 @@ def train(msg: Message, context: Context) -> Message:
     """Select local data, train θ, send θ back with the round's statistics."""
     config = _config(context)
     partition_id, num_partitions = _partition(context)
+    fault = parse_fail_partitions(config.fail_partitions).get(partition_id)
+    fault_injection.before_training(fault, config.round_timeout)
     split = federated_split(config)
     data = load_local_data(split, partition_id, num_partitions)
     model, phi_fingerprint = _load_global_model(msg, context, config)
@@ -123,6 +127,7 @@ def train(msg: Message, context: Context) -> Message:
             "threads": torch.get_num_threads(),
         }
     )
+    trained = fault_injection.corrupt(trained, fault)
     return Message(RecordDict({"arrays": ArrayRecord(trained), "metrics": metrics}), reply_to=msg)
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from data.catalog import DATASET_NAMES
 from models.registry import MODEL_NAMES_HELP, parse_model_name
+from run_config.fail_partitions import parse_fail_partitions
 from run_config.presets import METHODS, resolve_presets
 
 
@@ -51,6 +52,14 @@ def _open_fraction(v: float) -> str | None:
 
 def _below_one(v: float) -> str | None:
     return None if 0 <= v < 1 else "must be in [0, 1)"
+
+
+def _fault_list(v: str) -> str | None:
+    try:
+        parse_fail_partitions(v)
+    except ValueError as err:
+        return f"lists 'partition:mode' pairs separated by commas: {err}"
+    return None
 
 
 def _model(v: str) -> str | None:
@@ -114,7 +123,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("augment", bool, "Random crop (pad 4) and horizontal flip during local training (the papers use none)."),
     Setting("client-threads", int, "Torch threads per ClientApp; 0 = the CPUs Ray gave the client in simulation, all cores on a device.", _non_negative),
     Setting("eval-batch-size", int, "Batch size for evaluation passes.", _positive),
-    Setting("round-timeout", float, "Seconds the server waits for a round's replies.", _positive),
+    Setting("round-timeout", float, "Seconds the server waits for a round's replies; later replies are dropped.", _positive),
+    Setting("min-train-nodes", int, "Sound updates a round needs to be aggregated; with fewer the round is skipped and the global model kept.", _positive),
+    Setting("resume", bool, "Go on from the checkpoint in `<results-dir>/<run-name>/` (needs a `run-name`); without one the run starts afresh."),
+    Setting("fail-partitions", str, "Testing only: `partition:mode` pairs (`raise`, `hang`, `garbage`), e.g. `\"2:raise,5:hang\"`, make those clients fail every round.", _fault_list),
     Setting("node-wait-seconds", float, "Seconds the server waits for all clients to connect before round 1.", _non_negative),
     Setting("results-dir", str, "Folder for run results; a relative path is taken from the SuperLink's working folder (the project folder under `make run`)."),
     Setting("run-name", str, "Results sub-folder; empty makes one from method, dataset and time."),
@@ -170,6 +182,9 @@ class RunConfig:
     client_threads: int
     eval_batch_size: int
     round_timeout: float
+    min_train_nodes: int
+    resume: bool
+    fail_partitions: str
     node_wait_seconds: float
     results_dir: str
     run_name: str
@@ -208,4 +223,6 @@ def parse_run_config(run_config: Mapping[str, Any]) -> RunConfig:
         if problem:
             raise ConfigError(f"run config '{setting.key}' = {value!r} is invalid: it {problem}")
         values[_attr(setting.key)] = value
+    if values["resume"] and not values["run_name"]:
+        raise ConfigError("run config 'resume' = true needs a 'run-name': the run folder holding the checkpoint")
     return RunConfig(**values)

@@ -15,6 +15,7 @@ from data.loading import DataNotFoundError
 from data.partitioning import PartitioningError
 from run_config import ConfigError, RunConfig, build_model_for, federated_split, parse_run_config
 from server_app.central_evaluation import make_central_evaluation
+from server_app.checkpoint import CHECKPOINT_FILE, Checkpoint, CheckpointError, checkpointing, resume_point, save_checkpoint
 from server_app.pretraining import check_source, initial_state
 from server_app.results import RunRecorder, run_directory
 from strategies.client_population import ClientPopulation
@@ -39,6 +40,12 @@ def cohort_policy(config: RunConfig, label_counts: LabelCountRegistry, num_clien
 
     def size(num_available: int) -> int:
         return cohort_size(num_available, config.fraction_train)
+
+    if size(num_clients) < config.min_train_nodes:
+        raise ConfigError(
+            f"run config 'min-train-nodes' = {config.min_train_nodes} exceeds the {size(num_clients)} clients "
+            f"trained per round ({num_clients} clients, fraction-train {config.fraction_train}): every round would be skipped"
+        )
 
     if config.client_selection == "random":
         return lambda available, server_round: select_random(available, size(len(available)), config.seed, server_round)
@@ -66,20 +73,26 @@ def main(grid: Grid, context: Context) -> None:
         population = ClientPopulation(wait_seconds=config.node_wait_seconds)
         num_clients = len(population.available(grid))
         sizes = partition_sizes(split, population.expected)
-        recorder = RunRecorder(run_directory(config), config)
-        state = initial_state(config)
+        directory = run_directory(config)
+        checkpoint = resume_point(directory, config)
+        recorder = RunRecorder(directory, config, resume_from=checkpoint.results if checkpoint else None)
+        state = checkpoint.model if checkpoint else initial_state(config)
         order = list(state)
         frozen, trained = split_state(state, build_model_for(config).upper_state_keys(config.freeze))
-        evaluate_fn = make_central_evaluation(config, frozen, recorder.evaluated)
         label_counts = LabelCountRegistry(split.info.num_classes, noisy=config.label_dp_epsilon > 0)
         select = cohort_policy(config, label_counts, population.expected)
-    except (ConfigError, DataNotFoundError, DataFormatError, PartitioningError) as err:
+        if checkpoint and checkpoint.selection:
+            select.load_state_dict(checkpoint.selection)
+    except (ConfigError, CheckpointError, DataNotFoundError, DataFormatError, PartitioningError) as err:
         log(ERROR, "cannot start the run: %s", err)
         raise RunSetupError(str(err)) from None
+    done = checkpoint.server_round if checkpoint else 0
     log(INFO, "%d clients connected; partition sizes %s", num_clients, sizes)
     log(INFO, "method %s: freeze %s, data-selection %s (P_ds %.2f), client-selection %s; θ has %d of %d arrays",
         config.method, config.freeze, config.data_selection, config.selection_fraction, config.client_selection,
         len(trained), len(order))
+    if done:
+        log(INFO, "resuming after round %d of %d from %s", done, config.num_server_rounds, directory / CHECKPOINT_FILE)
 
     strategy = PartialModelFedAvg(
         frozen=ArrayRecord(frozen),
@@ -89,15 +102,28 @@ def main(grid: Grid, context: Context) -> None:
         observer=recorder,
         round_config=learning_rate_schedule(config),
         fraction_evaluate=config.fraction_evaluate,
+        min_train_nodes=config.min_train_nodes,
         seed=config.seed,
     )
-    result = strategy.start(
-        grid=grid,
-        initial_arrays=ArrayRecord(trained),
-        num_rounds=config.num_server_rounds,
-        timeout=config.round_timeout,
-        train_config=ConfigRecord(),
-        evaluate_fn=evaluate_fn,
-    )
+    strategy.resumed_after = done
+
+    def save(server_round: int, arrays: ArrayRecord) -> None:
+        model = merge_state(frozen, arrays.to_torch_state_dict(), order)
+        selection = select.state_dict() if hasattr(select, "state_dict") else {}
+        checkpoint = Checkpoint(server_round, model, selection, recorder.state(), config.to_dict())
+        save_checkpoint(directory / CHECKPOINT_FILE, checkpoint)
+
+    evaluate_fn = checkpointing(make_central_evaluation(config, frozen, recorder.evaluated), done, save)
+    arrays = ArrayRecord(trained)
+    if done < config.num_server_rounds:
+        result = strategy.start(
+            grid=grid,
+            initial_arrays=arrays,
+            num_rounds=config.num_server_rounds - done,
+            timeout=config.round_timeout,
+            train_config=ConfigRecord(),
+            evaluate_fn=evaluate_fn,
+        )
+        arrays = result.arrays if len(result.arrays) else arrays  # empty when every round was skipped
     recorder.write_label_counts(label_counts.as_json())
-    recorder.finish(merge_state(frozen, result.arrays.to_torch_state_dict(), order))
+    recorder.finish(merge_state(frozen, arrays.to_torch_state_dict(), order))

@@ -14,7 +14,7 @@ import hashlib
 import json
 import os
 import time
-from logging import INFO
+from logging import INFO, WARNING
 from pathlib import Path
 
 import torch
@@ -28,6 +28,7 @@ from data.transforms import to_model_input
 from models import SplitModel, build_model
 from models.training import train_epochs
 from run_config import ConfigError, RunConfig, build_model_for, federated_split
+from server_app.torch_files import load_state_dict
 
 #: Fixed part of the pretraining recipe (the learning rate, epochs and batch size are settings).
 PRETRAIN_MOMENTUM, PRETRAIN_WEIGHT_DECAY = 0.9, 5e-4
@@ -125,7 +126,10 @@ def initial_state(config: RunConfig) -> dict[str, torch.Tensor]:
     if config.pretrain == "none":
         return model.state_dict()
     if config.pretrain == "checkpoint":
-        state = torch.load(Path(config.pretrain_checkpoint).expanduser(), map_location="cpu", weights_only=True)
+        try:
+            state = load_state_dict(Path(config.pretrain_checkpoint).expanduser())
+        except ValueError as err:
+            raise ConfigError(f"run config 'pretrain-checkpoint' = {config.pretrain_checkpoint!r}: {err}") from None
         try:
             model.load_state_dict(state)
         except RuntimeError as err:
@@ -133,8 +137,12 @@ def initial_state(config: RunConfig) -> dict[str, torch.Tensor]:
         return model.state_dict()
     path = cache_path(config)
     if path.is_file():
-        log(INFO, "pretrained weights from cache %s", path)
-        return torch.load(path, map_location="cpu", weights_only=True)
+        try:
+            state = load_state_dict(path)
+            log(INFO, "pretrained weights from cache %s", path)
+            return state
+        except ValueError as err:
+            log(WARNING, "ignoring the pretraining cache: %s; pretraining again", err)
     tick = time.perf_counter()
     state = _pretrained_from_source(config, model)
     log(INFO, "pretraining took %.1f s; caching it at %s", time.perf_counter() - tick, path)

@@ -37,6 +37,10 @@ def _json_safe(value: Any) -> Any:
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
+def _json_line(record: dict[str, Any]) -> str:
+    return json.dumps({k: _json_safe(v) for k, v in record.items()}) + "\n"
+
+
 def _mean(values) -> float | None:
     present = [v for v in values if v is not None]
     return sum(present) / len(present) if present else None
@@ -45,24 +49,35 @@ def _mean(values) -> float | None:
 class RunRecorder:
     """Collects each round from the strategy and the central evaluation, and writes the results files."""
 
-    def __init__(self, directory: Path, config: RunConfig, method: str | None = None) -> None:
+    def __init__(
+        self, directory: Path, config: RunConfig, method: str | None = None, resume_from: dict[str, Any] | None = None
+    ) -> None:
+        """Start the results files; ``resume_from`` (a ``state()``) carries on a run, rewriting the rounds
+        it had finished, so rounds a killed run recorded after its last checkpoint are dropped."""
         self.directory = directory
         self.config = config
         self.method = method or config.method
-        self.rounds: list[dict[str, Any]] = []
-        self.initial_accuracy: float | None = None
+        self.rounds: list[dict[str, Any]] = list(resume_from["rounds"]) if resume_from else []
+        self.initial_accuracy: float | None = resume_from["initial_accuracy"] if resume_from else None
         self._pending: dict[str, Any] = {}
         self._round_start = 0.0
         directory.mkdir(parents=True, exist_ok=True)
-        (directory / ROUNDS_FILE).write_text("")
+        (directory / ROUNDS_FILE).write_text("".join(_json_line(r) for r in self.rounds))
         (directory / CONFIG_FILE).write_text(json.dumps(config.to_dict(), indent=2) + "\n")
+
+    def state(self) -> dict[str, Any]:
+        """What a checkpoint keeps of the results so far."""
+        return {"rounds": list(self.rounds), "initial_accuracy": self.initial_accuracy}
 
     def round_started(self, server_round: int, cohort: list[int], bytes_down: int, **fields: Any) -> None:
         """A round's cohort (in selection order), the bytes sent, and per-round fields such as cohort metrics."""
         self._round_start = time.perf_counter()
         self._pending = {"round": server_round, "clients": list(cohort), "bytes_down": bytes_down, "fields": fields}
 
-    def replies_received(self, server_round: int, client_stats: list[dict[str, Any]], bytes_up: int) -> None:
+    def replies_received(
+        self, server_round: int, client_stats: list[dict[str, Any]], bytes_up: int, **fields: Any
+    ) -> None:
+        """The accepted clients' statistics, the bytes received, and per-round fields such as who failed."""
         order = {pid: i for i, pid in enumerate(self._pending.get("clients", []))}
         stats = sorted(client_stats, key=lambda s: order.get(s["partition_id"], len(order)))
         self._pending.update(
@@ -70,6 +85,7 @@ class RunRecorder:
             client_train_seconds=sum(s["train_seconds"] for s in stats),
             bytes_up=bytes_up,
             client_stats=stats,
+            reply_fields=fields,
         )
 
     def evaluated(self, server_round: int, loss: float, accuracy: float) -> None:
@@ -90,10 +106,11 @@ class RunRecorder:
             "wall_seconds": time.perf_counter() - self._round_start,
             "client_stats": self._pending.get("client_stats", []),
             **self._pending.get("fields", {}),
+            **self._pending.get("reply_fields", {}),
         }
         self.rounds.append(record)
         with (self.directory / ROUNDS_FILE).open("a") as handle:
-            handle.write(json.dumps({k: _json_safe(v) for k, v in record.items()}) + "\n")
+            handle.write(_json_line(record))
         log(
             INFO,
             "round %d: accuracy %.4f, loss %.4f, %.1f s (clients trained %.1f s)",

@@ -2,24 +2,31 @@
 
 Flower's FedAvg samples transport node ids, which are random per run, and may sample before all nodes
 have connected. This subclass overrides only ``configure_train`` / ``configure_evaluate`` (wait for the
-population, pick partition ids, address their nodes) and ``aggregate_train`` (report each client's
-statistics to an observer, then let FedAvg compute the weighted mean); Flower's ``Strategy.start`` runs
-the rounds unchanged. What each client receives goes through one hook, ``records_for``.
+population, pick partition ids, address their nodes) and ``aggregate_train`` (sort the replies into
+accepted, failed, rejected and timed out, report them to an observer, then take FedAvg's weighted mean
+of the accepted ones); Flower's ``Strategy.start`` runs the rounds unchanged. What each client receives
+goes through one hook, ``records_for``; a resumed run numbers its rounds on from ``resumed_after``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from logging import WARNING
 from typing import Any, Protocol
 
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
+from flwr.common.logger import log
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg
+from flwr.serverapp.strategy.strategy_utils import aggregate_arrayrecords
 
+from strategies.client_errors import error_summary
 from strategies.client_population import ClientPopulation
 from strategies.label_counts import LabelCountRegistry
 from strategies.label_entropy import label_entropy_bits, labels_covered
 from strategies.random_selection import cohort_size, select_random
+from strategies.update_validation import ArraySpec, array_specs, rejection_reason
 
 #: (available partition ids, server round) -> the cohort, in selection order
 SelectCohort = Callable[[list[int], int], list[int]]
@@ -32,7 +39,27 @@ class RoundObserver(Protocol):
 
     def round_started(self, server_round: int, cohort: list[int], bytes_down: int, **fields: Any) -> None: ...
 
-    def replies_received(self, server_round: int, client_stats: list[dict[str, Any]], bytes_up: int) -> None: ...
+    def replies_received(
+        self, server_round: int, client_stats: list[dict[str, Any]], bytes_up: int, **fields: Any
+    ) -> None: ...
+
+
+@dataclass
+class RoundReplies:
+    """A training round's replies sorted by what happened to each selected client."""
+
+    accepted: list[Message] = field(default_factory=list)  # in partition-id order
+    failed: dict[int, str] = field(default_factory=dict)  # partition id -> the client's error
+    rejected: dict[int, str] = field(default_factory=dict)  # partition id -> why the update was refused
+    timed_out: list[int] = field(default_factory=list)  # selected, but no reply within round-timeout
+
+    def problems(self) -> dict[str, Any]:
+        """The per-round fields of rounds.jsonl that name who did not count, and why."""
+        return {"failed": _reasons(self.failed), "rejected": _reasons(self.rejected), "timed_out": self.timed_out}
+
+
+def _reasons(by_partition: dict[int, str]) -> list[dict[str, Any]]:
+    return [{"partition_id": pid, "reason": reason} for pid, reason in sorted(by_partition.items())]
 
 
 def client_stats_of(reply: Message) -> dict[str, Any]:
@@ -42,8 +69,9 @@ def client_stats_of(reply: Message) -> dict[str, Any]:
 
 def mean_train_loss(contents: list[RecordDict], weight_key: str) -> MetricRecord:
     """Example-weighted mean of the clients' ``train-loss`` (the only metric worth averaging)."""
-    weights = [c["metrics"][weight_key] for c in contents]
-    losses = [c["metrics"]["train-loss"] for c in contents]
+    reported = [c["metrics"] for c in contents if "train-loss" in c["metrics"]]
+    weights = [m[weight_key] for m in reported]
+    losses = [m["train-loss"] for m in reported]
     total = sum(weights)
     return MetricRecord({"train-loss": sum(w * l for w, l in zip(weights, losses)) / total if total else 0.0})
 
@@ -60,11 +88,12 @@ class CohortFedAvg(FedAvg):
         observer: RoundObserver,
         round_config: RoundConfig | None = None,
         fraction_evaluate: float = 0.0,
+        min_train_nodes: int = 1,
         seed: int = 0,
     ) -> None:
         super().__init__(
             fraction_evaluate=fraction_evaluate,
-            min_train_nodes=1,
+            min_train_nodes=min_train_nodes,
             min_evaluate_nodes=1 if fraction_evaluate > 0 else 0,
             min_available_nodes=1,
             arrayrecord_key="arrays",
@@ -77,6 +106,9 @@ class CohortFedAvg(FedAvg):
         self.observer = observer
         self.round_config = round_config or (lambda server_round: {})
         self.seed = seed
+        self.resumed_after = 0  # rounds finished before this start (a resumed run goes on from there)
+        self._cohort: list[int] = []
+        self._expected: dict[str, ArraySpec] = {}
 
     def records_for(self, partition_id: int, arrays: ArrayRecord) -> dict[str, ArrayRecord]:
         """The array records sent to one client (subclasses add to it)."""
@@ -101,7 +133,9 @@ class CohortFedAvg(FedAvg):
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
         """Wait for the clients, select a cohort by partition id and send it the arrays."""
+        server_round += self.resumed_after
         cohort = self.select(self.available(grid), server_round)
+        self._cohort, self._expected = list(cohort), array_specs(arrays)
         round_config = ConfigRecord({**config, **self.round_config(server_round), "server-round": server_round})
         messages = self._messages(cohort, arrays, round_config, MessageType.TRAIN)
         bytes_down = sum(r.count_bytes() for m in messages for r in m.content.array_records.values())
@@ -122,26 +156,63 @@ class CohortFedAvg(FedAvg):
         """Federated evaluation on a seeded random ``fraction_evaluate`` of the clients (none at 0)."""
         if self.fraction_evaluate == 0.0:
             return []
+        server_round += self.resumed_after
         available = self.available(grid)
         size = cohort_size(len(available), self.fraction_evaluate)
         cohort = select_random(available, size, self.seed + 1, server_round)
         round_config = ConfigRecord({**config, "server-round": server_round})
         return self._messages(cohort, arrays, round_config, MessageType.EVALUATE)
 
+    def sort_replies(self, replies: Iterable[Message]) -> RoundReplies:
+        """Accept sound updates; name the clients that failed, sent a malformed update or did not answer."""
+        partition = self.population.partition_of
+        replies = list(replies)
+        outcome = RoundReplies()
+        for reply in sorted(replies, key=lambda r: partition.get(r.metadata.src_node_id, -1)):
+            pid = partition.get(reply.metadata.src_node_id, -1)
+            if reply.has_error():
+                outcome.failed[pid] = error_summary(reply.error.reason)
+            elif (reason := rejection_reason(reply.content, self._expected, self.arrayrecord_key, self.weighted_by_key)):
+                outcome.rejected[pid] = reason
+            else:
+                outcome.accepted.append(reply)
+        answered = {partition.get(r.metadata.src_node_id, -1) for r in replies}
+        outcome.timed_out = sorted(pid for pid in self._cohort if pid not in answered)
+        return outcome
+
+    def replies_sorted(self, outcome: RoundReplies) -> None:
+        """Hook for subclasses that track per-client state; called once per round before aggregation."""
+
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        """Report the clients' statistics, then aggregate with FedAvg's weighted mean.
+        """FedAvg's example-weighted mean of the accepted updates; the round is skipped (the global model
+        kept) when fewer than ``min_train_nodes`` were accepted.
 
         Replies are put in partition-id order first: float sums depend on the order of their terms, and
         arrival order varies from run to run.
         """
-        partition = self.population.partition_of
-        replies = sorted(replies, key=lambda r: partition.get(r.metadata.src_node_id, -1))
-        ok = [r for r in replies if not r.has_error()]
+        server_round += self.resumed_after
+        replies = list(replies)
+        outcome = self.sort_replies(replies)
+        for kind, reasons in (("failed", outcome.failed), ("was rejected", outcome.rejected)):
+            for pid, reason in reasons.items():
+                log(WARNING, "round %d: client %d %s: %s", server_round, pid, kind, reason)
+        if outcome.timed_out:
+            log(WARNING, "round %d: no reply within the round timeout from clients %s", server_round, outcome.timed_out)
+        self.replies_sorted(outcome)
+        aggregated = len(outcome.accepted) >= self.min_train_nodes
+        received = [record for r in replies if not r.has_error() for record in r.content.array_records.values()]
         self.observer.replies_received(
             server_round,
-            [client_stats_of(r) for r in ok],
-            sum(r.content[self.arrayrecord_key].count_bytes() for r in ok),
+            [client_stats_of(r) for r in outcome.accepted],
+            sum(record.count_bytes() for record in received),
+            aggregated=aggregated,
+            **outcome.problems(),
         )
-        return super().aggregate_train(server_round, replies)
+        if not aggregated:
+            log(WARNING, "round %d skipped: %d sound updates, min-train-nodes is %d; the global model is unchanged",
+                server_round, len(outcome.accepted), self.min_train_nodes)
+            return None, None
+        contents = [r.content for r in outcome.accepted]
+        return aggregate_arrayrecords(contents, self.weighted_by_key), self.train_metrics_aggr_fn(contents, self.weighted_by_key)

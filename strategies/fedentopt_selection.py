@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
-
 
 
 def _entropies_with(total: np.ndarray, matrix: np.ndarray) -> np.ndarray:
@@ -85,3 +85,11 @@ class FedEntOptSelector:
 
     def __call__(self, available: list[int], server_round: int) -> list[int]:
         return select_fedentopt(self.counts, available, self.cohort_size(len(available)), self.buffer, self.capacity, self.rng)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The buffer and the generator's state, for checkpoints."""
+        return {"buffer": list(self.buffer), "rng": self.rng.bit_generator.state}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.buffer = deque(int(pid) for pid in state["buffer"])
+        self.rng.bit_generator.state = state["rng"]

@@ -3,17 +3,17 @@
 The strategy's global arrays are θ only, so Flower's FedAvg mean over the replies (weighted by the
 clients' ``num-examples``, which FedFT clients set to their *selected* sample count) is exactly
 Equation 5 of the paper. φ is attached to a client's message until that client has replied once
-successfully; an error reply makes the server send φ again next time (a restarted device, say).
+successfully; an error reply or a missed deadline makes the server send φ again next time (a restarted
+device, say).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
-from flwr.app import ArrayRecord, Message, MetricRecord
+from flwr.app import ArrayRecord
 
-from strategies.cohort_fedavg import CohortFedAvg
+from strategies.cohort_fedavg import CohortFedAvg, RoundReplies
 
 FROZEN_KEY = "frozen"
 
@@ -32,14 +32,9 @@ class PartialModelFedAvg(CohortFedAvg):
             records[FROZEN_KEY] = self.frozen
         return records
 
-    def aggregate_train(
-        self, server_round: int, replies: Iterable[Message]
-    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        replies = list(replies)
-        for reply in replies:
-            pid = self.population.partition_of.get(reply.metadata.src_node_id)
-            if reply.has_error():
-                self.holding_frozen.discard(pid)
-            else:
-                self.holding_frozen.add(pid)
-        return super().aggregate_train(server_round, replies)
+    def replies_sorted(self, outcome: RoundReplies) -> None:
+        """Clients that replied hold φ now; one that failed or did not answer may not (a restarted device)."""
+        for reply in outcome.accepted:
+            self.holding_frozen.add(self.population.partition_of[reply.metadata.src_node_id])
+        self.holding_frozen.update(outcome.rejected)
+        self.holding_frozen.difference_update(outcome.failed, outcome.timed_out)

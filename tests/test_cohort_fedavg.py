@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from flwr.app import ArrayRecord, ConfigRecord, MessageType
+from flwr.app import ArrayRecord, ConfigRecord, Error, Message, MessageType
 
 from strategies.client_population import ClientPopulation
 from strategies.cohort_fedavg import CohortFedAvg
@@ -22,20 +22,23 @@ class Observer:
         self.started: list[tuple[int, list[int], int]] = []
         self.fields: list[dict[str, Any]] = []
         self.replies: list[tuple[int, list[dict[str, Any]], int]] = []
+        self.reply_fields: list[dict[str, Any]] = []
 
     def round_started(self, server_round: int, cohort: list[int], bytes_down: int, **fields: Any) -> None:
         self.started.append((server_round, cohort, bytes_down))
         self.fields.append(fields)
 
-    def replies_received(self, server_round: int, client_stats: list[dict[str, Any]], bytes_up: int) -> None:
+    def replies_received(self, server_round: int, client_stats: list[dict[str, Any]], bytes_up: int, **fields: Any) -> None:
         self.replies.append((server_round, client_stats, bytes_up))
+        self.reply_fields.append(fields)
 
 
 COUNTS = {0: [5, 0, 0], 1: [0, 5, 0], 2: [0, 0, 5], 3: [5, 5, 0]}
 
 
-def make_strategy(observer: Observer) -> CohortFedAvg:
+def make_strategy(observer: Observer, min_train_nodes: int = 1) -> CohortFedAvg:
     return CohortFedAvg(
+        min_train_nodes=min_train_nodes,
         population=ClientPopulation(wait_seconds=0),
         label_counts=LabelCountRegistry(num_classes=3, noisy=False),
         select=lambda available, rnd: [available[-1], available[0]],  # a fixed, order-revealing policy
@@ -79,3 +82,58 @@ def test_aggregate_train_is_the_example_weighted_mean_and_reports_stats() -> Non
     assert [s["partition_id"] for s in stats] == [0, 3]  # aggregated in partition-id order
     assert stats[1] == {"partition_id": 3, "num_examples": 30, "num_local": 300, "train_loss": 1.0, "train_seconds": 2.0}
     assert bytes_up == sum(r.content["arrays"].count_bytes() for r in replies)
+    assert observer.reply_fields == [{"aggregated": True, "failed": [], "rejected": [], "timed_out": []}]
+
+
+def sound_metrics(pid: int, n: int) -> dict[str, float | int]:
+    return {"partition-id": pid, "num-examples": n, "num-local": n, "train-loss": 1.0, "train-seconds": 1.0}
+
+
+def four_client_round(observer: Observer, min_train_nodes: int = 1):
+    strategy = make_strategy(observer, min_train_nodes)
+    strategy.select = lambda available, rnd: available  # everyone
+    grid = FakeGrid(NODES, client_responders(NODES, COUNTS))
+    messages = list(strategy.configure_train(1, ArrayRecord({"w": torch.zeros(2)}), ConfigRecord(), grid))
+    return strategy, messages
+
+
+def test_failed_malformed_and_missing_replies_are_left_out_and_named() -> None:
+    observer = Observer()
+    strategy, (m0, m1, m2, _) = four_client_round(observer)
+    replies = [
+        train_reply(m0, {"w": torch.tensor([2.0, 4.0])}, sound_metrics(0, 10)),
+        Message(Error(code=0, reason="ClientAppException: boom"), reply_to=m1),
+        train_reply(m2, {"w": torch.tensor([float("nan"), 1.0])}, sound_metrics(2, 1000)),
+        # partition 3 never answers (round timeout)
+    ]
+    arrays, _ = strategy.aggregate_train(1, replies)
+    np.testing.assert_array_equal(arrays["w"].numpy(), [2.0, 4.0])  # only the sound update counts
+    fields, = observer.reply_fields
+    assert fields["aggregated"] is True
+    assert fields["failed"] == [{"partition_id": 1, "reason": "ClientAppException: boom"}]
+    assert fields["rejected"] == [{"partition_id": 2, "reason": "array w holds NaN or infinite values"}]
+    assert fields["timed_out"] == [3]
+    assert [s["partition_id"] for s in observer.replies[0][1]] == [0]
+
+
+def test_round_is_skipped_below_min_train_nodes() -> None:
+    observer = Observer()
+    strategy, (m0, m1, _, _) = four_client_round(observer, min_train_nodes=2)
+    replies = [
+        train_reply(m0, {"w": torch.tensor([2.0, 4.0])}, sound_metrics(0, 10)),
+        train_reply(m1, {"w": torch.tensor([1.0, 1.0])}, {**sound_metrics(1, 10), "num-examples": 0}),
+    ]
+    assert strategy.aggregate_train(1, replies) == (None, None)  # Strategy.start keeps the global model
+    fields, = observer.reply_fields
+    assert fields["aggregated"] is False and fields["timed_out"] == [2, 3]
+    assert fields["rejected"] == [{"partition_id": 1, "reason": "'num-examples' must be a positive integer, got 0"}]
+
+
+def test_resumed_strategy_numbers_rounds_on() -> None:
+    observer = Observer()
+    strategy = make_strategy(observer)
+    strategy.resumed_after = 4
+    grid = FakeGrid(NODES, client_responders(NODES, COUNTS))
+    messages = list(strategy.configure_train(1, ArrayRecord({"w": torch.zeros(2)}), ConfigRecord(), grid))
+    assert messages[0].content["config"]["server-round"] == 5
+    assert observer.started[0][0] == 5

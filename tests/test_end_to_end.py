@@ -9,6 +9,7 @@ from pathlib import Path
 import math
 
 import pytest
+import torch
 from flwr.app import ArrayRecord
 
 from models import LeNet5
@@ -148,3 +149,27 @@ def test_invalid_config_stops_before_training_naming_the_key(tmp_path: Path) -> 
     assert "'fraction-train' = 1.5 is invalid: it must be in (0, 1]" in log
     assert "round 1: accuracy" not in log
     assert not (tmp_path / "results" / "bad" / "rounds.jsonl").exists()
+
+
+@pytest.mark.e2e
+def test_failing_hanging_and_garbage_clients_do_not_stop_or_poison_the_run(tmp_path: Path) -> None:
+    overrides = {
+        "method": "fedft-eds", "model": "lenet5", "pretrain": "none", "num-server-rounds": 2, "local-epochs": 1,
+        "run-name": "faults", "partitioner": "iid", "fail-partitions": "1:raise,2:garbage,3:hang", "round-timeout": 10.0,
+    }
+    code, log = simulate(tmp_path, overrides, num_supernodes=4)
+    assert code == 0, log[-3000:]
+    first, second = [json.loads(line) for line in (tmp_path / "results" / "faults" / "rounds.jsonl").read_text().splitlines()]
+    for record in (first, second):
+        assert record["aggregated"] is True and [s["partition_id"] for s in record["client_stats"]] == [0]
+        assert record["failed"] == [{"partition_id": 1, "reason": "InjectedFault: fail-partitions: this client is set to raise"}]
+        (rejected,) = record["rejected"]
+        assert rejected["partition_id"] == 2 and rejected["reason"].endswith("holds NaN or infinite values")
+        assert record["timed_out"] == [3]
+    # Partitions 0 and 2 answered, so they keep φ; 1 (raised) and 3 (too late) are sent φ again.
+    theta_bytes = first["bytes_up"] // 2
+    phi_bytes = (first["bytes_down"] - 4 * theta_bytes) // 4
+    assert second["bytes_down"] == 4 * theta_bytes + 2 * phi_bytes
+    model = torch.load(tmp_path / "results" / "faults" / "model.pt")
+    assert all(torch.isfinite(v).all() for v in model.values() if v.is_floating_point())
+    assert "round 2: client 1 failed: InjectedFault" in log

@@ -47,6 +47,16 @@ def test_phi_is_sent_once_per_client_and_again_after_an_error() -> None:
     assert observer.started[1][2] == 3 * theta.count_bytes() + phi_bytes
 
 
+def test_phi_is_sent_again_after_a_missed_deadline_but_not_after_a_rejected_update() -> None:
+    strategy, _, grid = make({"phi": torch.ones(8)})
+    theta = ArrayRecord({"theta": torch.zeros(4)})
+    first = list(strategy.configure_train(1, theta, ConfigRecord(), grid))
+    garbage = reply(first[1], torch.full((4,), float("inf")), 1)  # rejected, but the client holds φ
+    strategy.aggregate_train(1, [reply(first[0], torch.ones(4), 3), garbage])  # partition 2 timed out
+    second = list(strategy.configure_train(2, theta, ConfigRecord(), grid))
+    assert [FROZEN_KEY in m.content for m in second] == [False, False, True]
+
+
 def test_aggregate_is_the_mean_weighted_by_selected_counts() -> None:
     strategy, observer, grid = make({"phi": torch.ones(2)})
     msgs = list(strategy.configure_train(1, ArrayRecord({"theta": torch.zeros(2)}), ConfigRecord(), grid))

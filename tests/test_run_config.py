@@ -83,6 +83,9 @@ def test_settings_and_pyproject_and_dataclass_agree(defaults: dict) -> None:
         ("fedentopt-buffer", 1.0, "'fedentopt-buffer' = 1.0 is invalid"),
         ("label-dp-epsilon", -0.5, "'label-dp-epsilon' = -0.5 is invalid: it must be >= 0"),
         ("lr-decay", 0.0, "'lr-decay' = 0.0 is invalid: it must be in (0, 1]"),
+        ("min-train-nodes", 0, "'min-train-nodes' = 0 is invalid: it must be > 0"),
+        ("fail-partitions", "3:explode", "'fail-partitions' = '3:explode' is invalid: it lists 'partition:mode' pairs"),
+        ("fail-partitions", "x:raise", "'fail-partitions' = 'x:raise' is invalid"),
     ],
 )
 def test_invalid_values_name_the_key(defaults: dict, key: str, value: object, expected: str) -> None:
@@ -90,6 +93,28 @@ def test_invalid_values_name_the_key(defaults: dict, key: str, value: object, ex
     with pytest.raises(ConfigError) as err:
         parse_run_config(defaults)
     assert expected in str(err.value)
+
+
+WRONG_TYPE = {str: 5, int: "five", float: "five", bool: "yes"}
+#: Values of the right type that some check refuses; each checked key must refuse at least one of them.
+OUT_OF_RANGE = {str: ["nope", "0:explode"], int: [-1, 0], float: [-1.0, 0.0, 1.0, 1.5]}
+
+
+@pytest.mark.parametrize("setting", SETTINGS, ids=lambda s: s.key)
+def test_every_key_refuses_a_wrong_type_naming_itself(defaults: dict, setting) -> None:
+    defaults[setting.key] = WRONG_TYPE[setting.type]
+    named = f"run config '{setting.key}' (must be of type {setting.type.__name__}|= 5 is invalid)"  # method: checked first
+    with pytest.raises(ConfigError, match=named):
+        parse_run_config(defaults)
+
+
+@pytest.mark.parametrize("setting", [s for s in SETTINGS if s.check], ids=lambda s: s.key)
+def test_every_checked_key_refuses_a_bad_value_naming_itself(defaults: dict, setting) -> None:
+    refused = [v for v in OUT_OF_RANGE[setting.type] if setting.check(v)]
+    assert refused, f"no out-of-range probe for {setting.key}"
+    defaults[setting.key] = refused[0]
+    with pytest.raises(ConfigError, match=f"run config '{setting.key}' = .* is invalid: it "):
+        parse_run_config(defaults)
 
 
 def test_ints_are_accepted_for_floats(defaults: dict) -> None:

@@ -1,0 +1,113 @@
+"""Checkpoints after every round, so a killed server resumes where it stopped (``resume = true``).
+
+A checkpoint holds everything the next rounds depend on: the global model (φ and θ), the number of the
+last finished round, the selection policy's state (FedEntOpt's buffer and random generator) and the
+results so far. Everything else a round uses is derived from the seed and the round number (cohorts of
+random selection, each client's data selection and SGD order), so a resumed run repeats an
+uninterrupted one. It is written to a temporary file and renamed over the old one: a kill mid-write
+leaves the previous checkpoint intact.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from flwr.app import ArrayRecord, MetricRecord
+
+from run_config import ConfigError, RunConfig
+from server_app.torch_files import load_torch_file
+
+CHECKPOINT_FILE = "checkpoint.pt"
+
+#: Keys a resumed run may change: where things live and how long to wait, never what is computed.
+#: ``num-server-rounds`` may grow to extend a finished run; ``fail-partitions`` lets an injected fault clear.
+CHANGEABLE_ON_RESUME = frozenset(
+    {
+        "resume", "num-server-rounds", "round-timeout", "node-wait-seconds", "client-threads", "feature-cache",
+        "feature-cache-mb", "feature-cache-dir", "pretrain-cache-dir", "data-dir", "eval-batch-size",
+        "fail-partitions", "device",
+    }
+)
+
+EvaluateFn = Callable[[int, ArrayRecord], MetricRecord | None]
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint cannot be read or does not belong to this run's configuration."""
+
+
+@dataclass
+class Checkpoint:
+    """The state of a run after ``server_round``."""
+
+    server_round: int
+    model: dict[str, torch.Tensor]  # the full global model: φ and θ
+    selection: dict[str, Any]  # the cohort policy's state (empty for stateless random selection)
+    results: dict[str, Any]  # RunRecorder.state()
+    config: dict[str, Any]  # the run config it was written under
+
+
+def save_checkpoint(path: Path, checkpoint: Checkpoint) -> None:
+    """Write ``checkpoint`` atomically: to a temporary file first, then renamed over ``path``."""
+    temporary = path.with_name(path.name + ".tmp")
+    with temporary.open("wb") as handle:
+        torch.save(asdict(checkpoint), handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+
+
+def load_checkpoint(path: Path) -> Checkpoint:
+    """Read a checkpoint written by ``save_checkpoint``; raise ``CheckpointError`` if it is unusable."""
+    try:
+        fields = load_torch_file(path)
+        return Checkpoint(**fields)
+    except (ValueError, TypeError) as err:
+        raise CheckpointError(f"checkpoint {path} is unusable ({err}); "
+                              "delete it, or set resume = false to start the run again") from None
+
+
+def check_resumable(checkpoint: Checkpoint, config: RunConfig, path: Path) -> None:
+    """Refuse to resume under a configuration that would compute something else."""
+    current = config.to_dict()
+    changed = sorted(k for k in current if k not in CHANGEABLE_ON_RESUME and checkpoint.config.get(k) != current[k])
+    if changed:
+        diffs = ", ".join(f"'{k}' was {checkpoint.config.get(k)!r}, now {current[k]!r}" for k in changed)
+        raise ConfigError(f"run config differs from the checkpoint {path}: {diffs}")
+    if checkpoint.server_round > config.num_server_rounds:
+        raise ConfigError(f"run config 'num-server-rounds' = {config.num_server_rounds} is below the "
+                          f"{checkpoint.server_round} rounds the checkpoint {path} already holds")
+
+
+def resume_point(directory: Path, config: RunConfig) -> Checkpoint | None:
+    """The checkpoint to go on from: None unless ``resume`` is set and a checkpoint exists."""
+    path = directory / CHECKPOINT_FILE
+    if not config.resume or not path.exists():
+        return None
+    checkpoint = load_checkpoint(path)
+    check_resumable(checkpoint, config, path)
+    return checkpoint
+
+
+def checkpointing(evaluate_fn: EvaluateFn, resumed_after: int, save: Callable[[int, ArrayRecord], None]) -> EvaluateFn:
+    """Wrap the central evaluation (Flower calls it after every round) so that it also saves a checkpoint.
+
+    Flower's ``Strategy.start`` counts rounds from 1 and evaluates its starting arrays as round 0; in a
+    resumed run those are the checkpointed model, evaluated before the kill, so that call is skipped.
+    """
+
+    def evaluate_and_save(server_round: int, arrays: ArrayRecord) -> MetricRecord | None:
+        if server_round == 0 and resumed_after:
+            return None
+        server_round += resumed_after
+        metrics = evaluate_fn(server_round, arrays)
+        if server_round > 0:
+            save(server_round, arrays)
+        return metrics
+
+    return evaluate_and_save

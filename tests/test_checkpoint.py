@@ -1,0 +1,121 @@
+"""Checkpoint files: atomic round trip, clear errors, resumable configurations, the evaluate_fn wrapper."""
+
+from __future__ import annotations
+
+import pickle
+from collections import deque
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from flwr.app import ArrayRecord, MetricRecord
+
+from run_config import ConfigError
+from server_app.checkpoint import (
+    CHECKPOINT_FILE,
+    Checkpoint,
+    CheckpointError,
+    check_resumable,
+    checkpointing,
+    load_checkpoint,
+    resume_point,
+    save_checkpoint,
+)
+from strategies.fedentopt_selection import FedEntOptSelector
+from tests.conftest import make_config
+
+
+def a_checkpoint(server_round: int = 3, **config) -> Checkpoint:
+    rng = np.random.default_rng(7)
+    return Checkpoint(
+        server_round=server_round,
+        model={"w": torch.arange(6.0).reshape(2, 3), "bn.num_batches_tracked": torch.tensor(5)},
+        selection={"buffer": [4, 1], "rng": rng.bit_generator.state},
+        results={"rounds": [{"round": 1, "accuracy": 0.5, "client_stats": [{"partition_id": 0}]}], "initial_accuracy": 0.1},
+        config=make_config(run_name="r", **config).to_dict(),
+    )
+
+
+def test_round_trip_keeps_every_field(tmp_path: Path) -> None:
+    path = tmp_path / CHECKPOINT_FILE
+    saved = a_checkpoint()
+    save_checkpoint(path, saved)
+    loaded = load_checkpoint(path)
+    assert loaded.server_round == 3 and loaded.results == saved.results and loaded.config == saved.config
+    assert loaded.selection == saved.selection
+    assert all(torch.equal(loaded.model[k], saved.model[k]) for k in saved.model)
+    assert [p.name for p in tmp_path.iterdir()] == [CHECKPOINT_FILE]  # the temporary file was renamed
+
+
+def test_a_failed_write_leaves_the_previous_checkpoint(tmp_path: Path) -> None:
+    path = tmp_path / CHECKPOINT_FILE
+    save_checkpoint(path, a_checkpoint(server_round=2))
+    broken = a_checkpoint(server_round=3)
+    broken.results = {"rounds": [lambda: 0]}  # pickling fails after the model was written
+    with pytest.raises((pickle.PicklingError, AttributeError)):
+        save_checkpoint(path, broken)
+    assert load_checkpoint(path).server_round == 2
+
+
+@pytest.mark.parametrize("content", [b"", b"garbage", b"PK\x03\x04truncated zip"])
+def test_unreadable_checkpoints_raise_a_clear_error(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / CHECKPOINT_FILE
+    path.write_bytes(content)
+    with pytest.raises(CheckpointError, match=r"checkpoint .* is unusable .*set resume = false"):
+        load_checkpoint(path)
+
+
+def test_resume_allows_operational_changes_only() -> None:
+    checkpoint = a_checkpoint()
+    check_resumable(checkpoint, make_config(run_name="r", resume=True, num_server_rounds=20, round_timeout=5.0), Path("c"))
+    with pytest.raises(ConfigError, match=r"'local-epochs' was 5, now 2.*'seed' was 0, now 3"):
+        check_resumable(checkpoint, make_config(run_name="r", resume=True, seed=3, local_epochs=2), Path("c"))
+    with pytest.raises(ConfigError, match=r"'num-server-rounds' = 2 is below the 3 rounds"):
+        check_resumable(checkpoint, make_config(run_name="r", resume=True, num_server_rounds=2), Path("c"))
+
+
+def test_resume_point_needs_resume_and_a_file(tmp_path: Path) -> None:
+    save_checkpoint(tmp_path / CHECKPOINT_FILE, a_checkpoint())
+    assert resume_point(tmp_path, make_config(run_name="r")) is None
+    assert resume_point(tmp_path, make_config(run_name="r", resume=True)).server_round == 3
+    assert resume_point(tmp_path / "elsewhere", make_config(run_name="r", resume=True)) is None
+
+
+def test_resume_needs_a_run_name() -> None:
+    with pytest.raises(ConfigError, match="'resume' = true needs a 'run-name'"):
+        make_config(resume=True)
+
+
+def test_checkpointing_saves_after_each_round_and_skips_the_resumed_initial_evaluation() -> None:
+    evaluated, saved = [], []
+
+    def evaluate(server_round: int, arrays: ArrayRecord) -> MetricRecord:
+        evaluated.append(server_round)
+        return MetricRecord({"accuracy": 0.5})
+
+    fresh = checkpointing(evaluate, 0, lambda rnd, arrays: saved.append(rnd))
+    for rnd in range(3):
+        fresh(rnd, ArrayRecord())
+    assert evaluated == [0, 1, 2] and saved == [1, 2]
+
+    evaluated.clear(), saved.clear()
+    resumed = checkpointing(evaluate, 4, lambda rnd, arrays: saved.append(rnd))
+    assert resumed(0, ArrayRecord()) is None
+    resumed(1, ArrayRecord())
+    assert evaluated == [5] and saved == [5]
+
+
+def test_fedentopt_selector_continues_identically_from_its_state() -> None:
+    counts = {pid: np.eye(4)[pid % 4] * (pid + 1) for pid in range(12)}
+    make = lambda: FedEntOptSelector(counts, lambda n: 3, capacity=5, seed=9)  # noqa: E731
+    straight = make()
+    picks = [straight(list(range(12)), rnd) for rnd in range(1, 7)]
+    first_half = make()
+    for rnd in range(1, 4):
+        first_half(list(range(12)), rnd)
+    state = first_half.state_dict()
+    restored = make()
+    restored.load_state_dict(state)
+    assert isinstance(restored.buffer, deque)
+    assert [restored(list(range(12)), rnd) for rnd in range(4, 7)] == picks[3:]

@@ -1,0 +1,127 @@
+"""Whole runs with injected faults, a killed server and repeats (the real apps, in one process)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from server_app.app import RunSetupError
+from server_app.checkpoint import CHECKPOINT_FILE, load_checkpoint
+from tests.in_process import ServerKilled, run_in_process, small_run_config
+
+#: Measured durations differ between two executions of the same computation; nothing else may.
+TIMING_FIELDS = {"wall_seconds", "client_train_seconds"}
+CLIENT_TIMING_FIELDS = {"train_seconds", "selection_seconds", "cache_seconds"}
+
+
+def rounds_of(results: Path, run_name: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (results / run_name / "rounds.jsonl").read_text().splitlines()]
+
+
+def without_timings(rounds: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    kept = []
+    for record in rounds:
+        record = {k: v for k, v in record.items() if k not in TIMING_FIELDS}
+        record["client_stats"] = [{k: v for k, v in s.items() if k not in CLIENT_TIMING_FIELDS} for s in record["client_stats"]]
+        kept.append(record)
+    return kept
+
+
+def fedentopt_config(tmp_path: Path, run_name: str, **overrides: Any) -> dict[str, Any]:
+    """FedFT-EDS with FedEntOpt selection: the selector's buffer and generator must survive a restart."""
+    return small_run_config(tmp_path, **{"run-name": run_name, "client-selection": "fedentopt",
+                                         "fraction-train": 0.5, "num-server-rounds": 4, **overrides})
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp_path = tmp_path_factory.mktemp("uninterrupted")
+    run_in_process(fedentopt_config(tmp_path, "a"))
+    return tmp_path
+
+
+def test_one_seed_gives_the_same_partitions_cohorts_selections_and_accuracies(uninterrupted: Path) -> None:
+    run_in_process(fedentopt_config(uninterrupted, "repeat"))
+    results = uninterrupted / "results"
+    first, repeat = rounds_of(results, "a"), rounds_of(results, "repeat")
+    assert without_timings(repeat) == without_timings(first)  # cohorts, sizes, entropies, accuracies, bytes
+    assert [len(r["clients"]) for r in first] == [2, 2, 2, 2]
+    first_model = torch.load(results / "a" / "model.pt")
+    repeat_model = torch.load(results / "repeat" / "model.pt")
+    assert all(torch.equal(first_model[k], repeat_model[k]) for k in first_model)
+
+
+def test_another_seed_gives_another_run(uninterrupted: Path) -> None:
+    run_in_process(fedentopt_config(uninterrupted, "seed1", seed=1, **{"num-server-rounds": 1}))
+    results = uninterrupted / "results"
+    assert rounds_of(results, "seed1")[0]["accuracy"] != rounds_of(results, "a")[0]["accuracy"]
+
+
+def test_a_killed_run_resumes_and_ends_as_the_uninterrupted_one(uninterrupted: Path) -> None:
+    results = uninterrupted / "results"
+    with pytest.raises(ServerKilled):
+        run_in_process(fedentopt_config(uninterrupted, "killed"), kill_at_round=3)
+    assert load_checkpoint(results / "killed" / CHECKPOINT_FILE).server_round == 2
+    assert len(rounds_of(results, "killed")) == 2
+
+    grid = run_in_process(fedentopt_config(uninterrupted, "killed", resume=True))
+    resumed, first = rounds_of(results, "killed"), rounds_of(results, "a")
+    trained_rounds = {m.content["config"]["server-round"] for m in grid.sent if m.metadata.message_type == "train"}
+    assert trained_rounds == {3, 4}  # only the rounds the kill cost were run again
+
+    # A resumed run is a new Flower run whose clients hold no φ yet: each gets it again when first
+    # selected, so rounds 3 and 4 send more bytes. Nothing else differs.
+    for before, after in zip(first[2:], resumed[2:]):
+        assert after.pop("bytes_down") > before.pop("bytes_down")
+    assert without_timings(resumed) == without_timings(first)
+    summary = json.loads((results / "killed" / "summary.json").read_text())
+    assert summary["final_accuracy"] == json.loads((results / "a" / "summary.json").read_text())["final_accuracy"]
+    assert summary["rounds"] == 4
+
+
+def test_failing_hanging_and_garbage_clients_are_left_out(tmp_path: Path) -> None:
+    config = small_run_config(tmp_path, **{"fail-partitions": "1:raise,2:garbage,3:hang", "round-timeout": 1.5,
+                                           "num-server-rounds": 2})
+    run_in_process(config)
+    for record in rounds_of(tmp_path / "results", "run"):
+        assert sorted(record["clients"]) == [0, 1, 2, 3] and record["aggregated"] is True
+        assert [s["partition_id"] for s in record["client_stats"]] == [0]  # the only sound update
+        (failed,) = record["failed"]
+        assert failed["partition_id"] == 1 and failed["reason"].startswith("InjectedFault: fail-partitions")
+        (rejected,) = record["rejected"]
+        assert rejected["partition_id"] == 2 and rejected["reason"].endswith("holds NaN or infinite values")
+        assert record["timed_out"] == [3]
+        assert math.isfinite(record["accuracy"])
+    model = torch.load(tmp_path / "results" / "run" / "model.pt")
+    assert all(torch.isfinite(v).all() for v in model.values() if v.is_floating_point())
+
+
+def test_rounds_below_min_train_nodes_are_skipped_and_keep_the_model(tmp_path: Path) -> None:
+    config = small_run_config(tmp_path, **{"fail-partitions": "0:raise,1:raise,2:raise", "min-train-nodes": 2,
+                                           "num-server-rounds": 2})
+    run_in_process(config)
+    rounds = rounds_of(tmp_path / "results", "run")
+    summary = json.loads((tmp_path / "results" / "run" / "summary.json").read_text())
+    assert [r["aggregated"] for r in rounds] == [False, False]
+    assert [r["accuracy"] for r in rounds] == [summary["initial_accuracy"]] * 2
+    assert [s["partition_id"] for s in rounds[0]["client_stats"]] == [3]
+
+
+def test_a_corrupt_checkpoint_stops_the_run_with_a_clear_error(tmp_path: Path) -> None:
+    run_dir = tmp_path / "results" / "run"
+    run_dir.mkdir(parents=True)
+    (run_dir / CHECKPOINT_FILE).write_bytes(b"not a checkpoint")
+    with pytest.raises(RunSetupError, match=r"checkpoint .*checkpoint.pt is unusable .*set resume = false"):
+        run_in_process(small_run_config(tmp_path, resume=True))
+
+
+def test_resuming_under_another_configuration_names_the_keys(tmp_path: Path) -> None:
+    with pytest.raises(ServerKilled):
+        run_in_process(small_run_config(tmp_path), kill_at_round=2)
+    with pytest.raises(RunSetupError, match=r"differs from the checkpoint .*'learning-rate' was 0.1, now 0.2"):
+        run_in_process(small_run_config(tmp_path, resume=True, **{"learning-rate": 0.2}))
