@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import signal
 import sys
 
 from simulation.local_run import run_simulation
@@ -34,5 +35,10 @@ def parse_value(text: str) -> object:
     return text
 
 
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    sys.exit(128 + signum)  # raises SystemExit, so the launcher's cleanup stops the SuperLink and Ray
+
+
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     sys.exit(main())
