@@ -15,11 +15,13 @@ from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, 
 from flwr.clientapp import ClientApp
 
 from client_app import fault_injection
+from client_app.device import resolve_device
 from client_app.feature_cache import PROCESS_CACHE, fingerprint
 from client_app.label_counts import label_count_vector, privatise
-from client_app.local_data import load_local_data
+from client_app.local_data import LocalData, load_local_data, load_node_local_data
 from client_app.local_update import local_update
 from client_app.threads import use_threads
+from data.catalog import DATASETS
 from models import NO_FREEZE, SplitModel
 from models.training import evaluate as evaluate_model
 from run_config import RunConfig, build_model_for, federated_split, parse_run_config
@@ -49,6 +51,18 @@ def _config(context: Context) -> RunConfig:
 
 def _partition(context: Context) -> tuple[int, int]:
     return int(context.node_config["partition-id"]), int(context.node_config["num-partitions"])
+
+
+def _device(context: Context, config: RunConfig) -> torch.device:
+    """The run's ``device``, unless this node's config names its own."""
+    return resolve_device(str(context.node_config.get("device", config.device)))
+
+
+def _local_data(context: Context, config: RunConfig) -> LocalData:
+    """This node's data: its ``data-path`` folder when deployed with one, else its cut of the shared dataset."""
+    if "data-path" in context.node_config:
+        return load_node_local_data(str(context.node_config["data-path"]), config.dataset)
+    return load_local_data(federated_split(config), *_partition(context))
 
 
 def _load_global_model(msg: Message, context: Context, config: RunConfig) -> tuple[SplitModel, str]:
@@ -81,11 +95,10 @@ def identify(msg: Message, context: Context) -> Message:
 def label_counts(msg: Message, context: Context) -> Message:
     """Send this client's label counts once (FedEntOpt), with Laplace noise when ``label-dp-epsilon`` > 0."""
     config = _config(context)
-    partition_id, num_partitions = _partition(context)
-    split = federated_split(config)
-    labels = load_local_data(split, partition_id, num_partitions).labels.numpy()
+    partition_id, _ = _partition(context)
+    labels = _local_data(context, config).labels.numpy()
     rng = np.random.default_rng([config.seed, partition_id, 0xD9])
-    counts = privatise(label_count_vector(labels, split.info.num_classes), config.label_dp_epsilon, rng)
+    counts = privatise(label_count_vector(labels, DATASETS[config.dataset].num_classes), config.label_dp_epsilon, rng)
     return Message(RecordDict({"label-counts": ConfigRecord({"counts": counts.tolist()})}), reply_to=msg)
 
 
@@ -96,8 +109,7 @@ def train(msg: Message, context: Context) -> Message:
     partition_id, num_partitions = _partition(context)
     fault = parse_fail_partitions(config.fail_partitions).get(partition_id)
     fault_injection.before_training(fault, config.round_timeout)
-    split = federated_split(config)
-    data = load_local_data(split, partition_id, num_partitions)
+    data = _local_data(context, config)
     model, phi_fingerprint = _load_global_model(msg, context, config)
     round_config = msg.content["config"]
     cache_dir = Path(config.feature_cache_dir).expanduser() if config.feature_cache_dir else None
@@ -110,9 +122,11 @@ def train(msg: Message, context: Context) -> Message:
         partition_id=partition_id,
         learning_rate=float(round_config["learning-rate"]),
         cache=PROCESS_CACHE if config.feature_cache else None,
-        cache_key=(split, partition_id, num_partitions, config.freeze, phi_fingerprint),
+        device=_device(context, config),
+        cache_key=(federated_split(config), partition_id, num_partitions, str(context.node_config.get("data-path", "")),
+                   config.freeze, phi_fingerprint),
     )
-    _, trained = split_state(model.state_dict(), model.upper_state_keys(config.freeze))
+    _, trained = split_state({k: v.cpu() for k, v in model.state_dict().items()}, model.upper_state_keys(config.freeze))
     metrics = MetricRecord(
         {
             "partition-id": partition_id,
@@ -135,10 +149,10 @@ def train(msg: Message, context: Context) -> Message:
 def evaluate(msg: Message, context: Context) -> Message:
     """Evaluate the received global model on this client's local data."""
     config = _config(context)
-    partition_id, num_partitions = _partition(context)
-    data = load_local_data(federated_split(config), partition_id, num_partitions)
+    data = _local_data(context, config)
     model, _ = _load_global_model(msg, context, config)
-    model.eval()
-    loss, accuracy = evaluate_model(model, data.inputs, data.labels, config.eval_batch_size)
+    device = _device(context, config)
+    model.to(device).eval()
+    loss, accuracy = evaluate_model(model, data.inputs.to(device), data.labels.to(device), config.eval_batch_size)
     metrics = MetricRecord({"eval-loss": loss, "eval-acc": accuracy, "num-examples": len(data)})
     return Message(RecordDict({"metrics": metrics}), reply_to=msg)

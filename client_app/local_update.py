@@ -60,10 +60,13 @@ def local_update(
     learning_rate: float,
     cache: FeatureCache | None = None,
     cache_key: Hashable = None,
+    device: torch.device = torch.device("cpu"),
 ) -> UpdateResult:
-    """Select local samples and train θ on them for ``local-epochs``; ``model`` is updated in place."""
+    """Select local samples and train θ on them for ``local-epochs``; ``model`` is updated in place (and
+    moved to ``device``). Cached features are kept in host memory and moved to ``device`` each round."""
     start = time.perf_counter()
     level = config.freeze
+    model.to(device)
     seed = round_seed(config.seed, server_round, partition_id)
     generator = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)  # dropout masks
@@ -75,15 +78,16 @@ def local_update(
         inputs = cache.get(cache_key)
         if inputs is None:
             tick = time.perf_counter()
-            inputs = frozen_features(model, data.inputs, level, config.eval_batch_size)
+            inputs = frozen_features(model, data.inputs.to(device), level, config.eval_batch_size).cpu()
             cache_seconds = time.perf_counter() - tick
             cache.put(cache_key, inputs)
+        inputs = inputs.to(device)
 
         def forward(h: torch.Tensor) -> torch.Tensor:
             return model.forward_from(h, level)
 
     else:
-        inputs = data.inputs
+        inputs = data.inputs.to(device)
 
         def forward(x: torch.Tensor) -> torch.Tensor:
             with torch.no_grad():
@@ -101,7 +105,7 @@ def local_update(
         forward,
         model.upper_parameters(level),
         inputs[chosen],
-        data.labels[chosen],
+        data.labels[chosen].to(device),
         epochs=config.local_epochs,
         batch_size=config.batch_size,
         lr=learning_rate,

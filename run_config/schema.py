@@ -121,6 +121,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("momentum", float, "Local SGD momentum.", _below_one),
     Setting("weight-decay", float, "Local SGD weight decay.", _non_negative),
     Setting("augment", bool, "Random crop (pad 4) and horizontal flip during local training (the papers use none)."),
+    Setting("device", str, "Where clients compute: `auto` (a CUDA GPU, else Apple MPS, else CPU), `cpu`, `cuda` or `mps`; a SuperNode's node config `device` overrides it.", _one_of("auto", "cpu", "cuda", "mps")),
     Setting("client-threads", int, "Torch threads per ClientApp; 0 = the CPUs Ray gave the client in simulation, all cores on a device.", _non_negative),
     Setting("eval-batch-size", int, "Batch size for evaluation passes.", _positive),
     Setting("round-timeout", float, "Seconds the server waits for a round's replies; later replies are dropped.", _positive),
@@ -179,6 +180,7 @@ class RunConfig:
     momentum: float
     weight_decay: float
     augment: bool
+    device: str
     client_threads: int
     eval_batch_size: int
     round_timeout: float

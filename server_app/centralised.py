@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import shlex
 import time
 
 import numpy as np
@@ -25,10 +24,9 @@ from data.image_data import ImageData
 from data.transforms import random_crop_flip, to_model_input
 from models.training import evaluate, train_epochs
 from run_config import build_model_for, federated_split, parse_run_config
-from run_config.defaults import load_defaults
 from server_app.pretraining import check_source, initial_state
 from server_app.results import RunRecorder, run_directory
-from simulation.__main__ import parse_value
+from run_config.overrides import with_overrides
 
 METHOD = "centralised"
 
@@ -46,13 +44,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--num-partitions", type=int, default=10, help="clients whose data is pooled (default 10)")
     parser.add_argument("--run-config", default="", help="overrides, as for flwr run")
     args = parser.parse_args(argv)
-    values = load_defaults()
-    for item in shlex.split(args.run_config):
-        key, _, text = item.partition("=")
-        if key not in values:
-            parser.error(f"unknown run-config key {key!r}")
-        values[key] = parse_value(text)
-    config = parse_run_config(values)
+    try:
+        config = parse_run_config(with_overrides(args.run_config))
+    except ValueError as err:
+        parser.error(str(err))
     check_source(config)
     torch.set_flush_denormal(True)
 

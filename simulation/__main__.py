@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import shlex
 import signal
 import sys
 
+from run_config.overrides import parse_overrides
 from simulation.local_run import run_simulation
 
 
@@ -16,23 +16,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpus-per-client", type=int, default=1, help="Ray CPUs per ClientApp (default 1)")
     parser.add_argument("--run-config", default="", help='overrides, e.g. "num-server-rounds=5 dataset=\'fashion-mnist\'"')
     args = parser.parse_args(argv)
-    overrides: dict[str, object] = {}
-    for item in shlex.split(args.run_config):
-        key, _, value = item.partition("=")
-        overrides[key] = parse_value(value)
-    return run_simulation(overrides, num_supernodes=args.num_supernodes, cpus_per_client=args.cpus_per_client)
-
-
-def parse_value(text: str) -> object:
-    """A --run-config value as Flower reads it: bool, int, float, else string (quotes removed)."""
-    if text in ("true", "false"):
-        return text == "true"
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return text
+    return run_simulation(parse_overrides(args.run_config), num_supernodes=args.num_supernodes, cpus_per_client=args.cpus_per_client)
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:

@@ -20,6 +20,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from run_config.overrides import format_overrides
+
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 CONNECTION = "fedft-local"
 
@@ -168,19 +170,6 @@ def local_superlink(flwr_home: Path, cwd: Path = PROJECT_DIR) -> Iterator[LocalS
         stop_marked(env[RUN_MARKER])
 
 
-def run_config_arg(overrides: Mapping[str, object]) -> str:
-    """``--run-config`` text: strings quoted, booleans lower-case, numbers as they are."""
-
-    def fmt(value: object) -> str:
-        if isinstance(value, bool):
-            return "true" if value else "false"
-        if isinstance(value, str):
-            return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-        return repr(value)
-
-    return " ".join(f"{key}={fmt(value)}" for key, value in overrides.items())
-
-
 def run_simulation(
     overrides: Mapping[str, object],
     *,
@@ -204,7 +193,7 @@ def run_simulation(
             f"num-supernodes={num_supernodes} client-resources-num-cpus={cpus_per_client}",
         ]
         if overrides:
-            command += ["--run-config", run_config_arg(overrides)]
+            command += ["--run-config", format_overrides(overrides)]
         run = subprocess.Popen(command, env=dict(link.env), stdout=stream_to, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             code = run.wait(timeout=timeout)

@@ -17,6 +17,8 @@ from flwr.app import ConfigRecord, Message, RecordDict
 from flwr.common.logger import log
 from flwr.serverapp import Grid
 
+from strategies.client_errors import error_summary
+
 LABEL_COUNTS = "query.label_counts"
 
 
@@ -54,7 +56,7 @@ class LabelCountRegistry:
         for reply in grid.send_and_receive(messages, timeout=self.reply_timeout):
             pid = partition_of[reply.metadata.src_node_id]
             if reply.has_error():
-                self._refuse(pid, f"error reply: {reply.error.reason}")
+                self._refuse(pid, f"error reply: {error_summary(reply.error.reason)}")
                 continue
             values = np.asarray(reply.content["label-counts"]["counts"], dtype=np.float64)
             problem = check_counts(values, self.num_classes, self.noisy)

@@ -19,3 +19,8 @@ def test_plain_reasons_keep_their_first_line() -> None:
     assert error_summary("ValueError: bad labels") == "ValueError: bad labels"
     assert error_summary("\nnode went away\nmore") == "node went away"
     assert len(error_summary("x" * 5000)) == MAX_CHARS
+
+
+def test_a_deployed_supernodes_reason_becomes_name_and_message() -> None:
+    reason = "<class 'data.node_data.NodeDataError'>:<'node config 'data-path' = '/x' is not a folder on this node'>"
+    assert error_summary(reason) == "NodeDataError: node config 'data-path' = '/x' is not a folder on this node"

@@ -1,0 +1,72 @@
+"""Per-node data on disk, for deployment: each SuperNode reads only its own partition (``data-path``).
+
+A node folder holds three files:
+
+- ``images.npy``: uint8, N x C x H x W (as the dataset's files store them, before normalisation);
+- ``labels.npy``: int64, N;
+- ``partition.json``: ``{"dataset", "partition-id", "num-partitions", "num-samples", "num-classes",
+  "split"}``, where ``split`` records the settings the partition was cut with.
+
+``export_partitions`` writes one such folder per partition of a run's split; ``read_node_data`` loads one
+and checks it against the run's dataset, so a node holding the wrong data fails with a clear message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+
+from data.catalog import DATASETS
+from data.federated import FederatedSplit, load_client_partition
+from data.image_data import ImageData
+
+IMAGES_FILE, LABELS_FILE, PARTITION_FILE = "images.npy", "labels.npy", "partition.json"
+
+
+class NodeDataError(ValueError):
+    """A node's ``data-path`` is missing, unreadable or holds data of another dataset."""
+
+
+def export_partitions(split: FederatedSplit, num_partitions: int, out: Path) -> list[Path]:
+    """Write ``out/node-<i>/`` for every partition ``i``; return the folders."""
+    folders = []
+    for pid in range(num_partitions):
+        part = load_client_partition(split, pid, num_partitions)
+        folder = out / f"node-{pid}"
+        folder.mkdir(parents=True, exist_ok=True)
+        np.save(folder / IMAGES_FILE, part.images)
+        np.save(folder / LABELS_FILE, part.labels.astype(np.int64))
+        meta = {
+            "dataset": split.dataset, "partition-id": pid, "num-partitions": num_partitions,
+            "num-samples": len(part), "num-classes": split.info.num_classes, "split": dataclasses.asdict(split),
+        }
+        (folder / PARTITION_FILE).write_text(json.dumps(meta, indent=1) + "\n")
+        folders.append(folder)
+    return folders
+
+
+def read_node_data(path: Path, dataset: str) -> ImageData:
+    """The images and labels in ``path``, checked against ``dataset``; NodeDataError saying what is wrong."""
+    if not path.is_dir():
+        raise NodeDataError(f"node config 'data-path' = '{path}' is not a folder on this node")
+    try:
+        meta = json.loads((path / PARTITION_FILE).read_text())
+        images = np.load(path / IMAGES_FILE, allow_pickle=False)
+        labels = np.load(path / LABELS_FILE, allow_pickle=False)
+    except (OSError, ValueError) as err:
+        raise NodeDataError(f"node config 'data-path' = '{path}' cannot be read: {err}") from None
+    info = DATASETS[dataset]
+    if meta.get("dataset") != dataset:
+        raise NodeDataError(f"data-path '{path}' holds {meta.get('dataset')!r} data but the run uses {dataset!r}")
+    if images.dtype != np.uint8 or images.ndim != 4 or images.shape[1] != info.channels:
+        raise NodeDataError(f"data-path '{path}': images are {images.dtype} {images.shape}, expected uint8 "
+                            f"N x {info.channels} x H x W for {dataset!r}")
+    if labels.shape != (len(images),) or labels.dtype.kind not in "iu":
+        raise NodeDataError(f"data-path '{path}': labels are {labels.dtype} {labels.shape}, expected {len(images)} integers")
+    if len(labels) and (labels.min() < 0 or labels.max() >= info.num_classes):
+        raise NodeDataError(f"data-path '{path}': labels span {labels.min()}..{labels.max()}, but {dataset!r} has "
+                            f"classes 0..{info.num_classes - 1}")
+    return ImageData(images, labels.astype(np.int64))

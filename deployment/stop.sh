@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Stop what start-superlink.sh / start-supernode.sh started in the given STATE_DIRs, by the PIDs they saved.
+#
+#   deployment/stop.sh STATE_DIR [STATE_DIR ...]
+#
+# Each process leads its own process group (setsid), so the signal reaches the ClientApp/ServerApp
+# processes it started too. SIGTERM first; SIGKILL for whatever is left after 10 s.
+set -uo pipefail
+pids=()
+for state in "$@"; do
+  for file in "$state"/*.pid; do
+    [[ -f "$file" ]] && pids+=("$(cat "$file")") && rm -f "$file"
+  done
+done
+for pid in "${pids[@]}"; do kill -TERM -- "-$pid" 2>/dev/null; done
+for _ in $(seq 1 20); do
+  alive=0
+  for pid in "${pids[@]}"; do kill -0 -- "-$pid" 2>/dev/null && alive=1; done
+  (( alive )) || exit 0
+  sleep 0.5
+done
+for pid in "${pids[@]}"; do kill -KILL -- "-$pid" 2>/dev/null; done
+exit 0

@@ -1,0 +1,53 @@
+"""``--run-config`` text, as ``flwr run`` reads it: ``key=value`` pairs separated by spaces."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from typing import Any
+
+from run_config.defaults import load_defaults
+
+
+def parse_value(text: str) -> bool | int | float | str:
+    """A value as Flower reads it: bool, int, float, else string (quotes removed)."""
+    if text in ("true", "false"):
+        return text == "true"
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_overrides(text: str) -> dict[str, Any]:
+    """``'num-server-rounds=3 dataset="mnist"'`` -> ``{"num-server-rounds": 3, "dataset": "mnist"}``."""
+    overrides = {}
+    for item in shlex.split(text):
+        key, _, value = item.partition("=")
+        overrides[key] = parse_value(value)
+    return overrides
+
+
+def with_overrides(text: str) -> dict[str, Any]:
+    """The default run config with ``text``'s overrides; ValueError for a key the app does not have."""
+    values = load_defaults()
+    for key, value in parse_overrides(text).items():
+        if key not in values:
+            raise ValueError(f"unknown run-config key {key!r}")
+        values[key] = value
+    return values
+
+
+def format_overrides(overrides: Mapping[str, object]) -> str:
+    """``--run-config`` text: strings quoted, booleans lower-case, numbers as they are."""
+
+    def fmt(value: object) -> str:
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, str):
+            return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return repr(value)
+
+    return " ".join(f"{key}={fmt(value)}" for key, value in overrides.items())

@@ -1,0 +1,68 @@
+"""Per-node data folders: export, read back, and clear errors for a wrong or missing folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from client_app.local_data import load_local_data, load_node_local_data
+from data.federated import load_client_partition
+from data.node_data import IMAGES_FILE, LABELS_FILE, PARTITION_FILE, NodeDataError, export_partitions, read_node_data
+from run_config import federated_split
+from tests.conftest import make_config
+
+SPLIT = federated_split(make_config(dataset="synthetic", dirichlet_alpha=0.5, min_partition_size=5))
+
+
+def test_exported_folders_hold_exactly_the_simulation_partitions(tmp_path: Path) -> None:
+    folders = export_partitions(SPLIT, 3, tmp_path)
+    assert [f.name for f in folders] == ["node-0", "node-1", "node-2"]
+    for pid, folder in enumerate(folders):
+        expected = load_client_partition(SPLIT, pid, 3)
+        data = read_node_data(folder, "synthetic")
+        np.testing.assert_array_equal(data.images, expected.images)
+        np.testing.assert_array_equal(data.labels, expected.labels)
+        meta = json.loads((folder / PARTITION_FILE).read_text())
+        assert meta["partition-id"] == pid and meta["num-partitions"] == 3 and meta["num-samples"] == len(expected)
+        assert meta["split"]["seed"] == SPLIT.seed and meta["dataset"] == "synthetic"
+    torch_from_folder = load_node_local_data(str(folders[1]), "synthetic")
+    torch_from_split = load_local_data(SPLIT, 1, 3)
+    assert (torch_from_folder.inputs == torch_from_split.inputs).all()
+
+
+def test_missing_folder_is_named(tmp_path: Path) -> None:
+    with pytest.raises(NodeDataError, match=r"node config 'data-path' = '.*nowhere' is not a folder on this node"):
+        read_node_data(tmp_path / "nowhere", "synthetic")
+
+
+def test_unreadable_files_are_named(tmp_path: Path) -> None:
+    (folder,) = export_partitions(SPLIT, 1, tmp_path)
+    (folder / IMAGES_FILE).write_bytes(b"garbage")
+    with pytest.raises(NodeDataError, match="cannot be read"):
+        read_node_data(folder, "synthetic")
+
+
+def test_another_dataset_is_refused(tmp_path: Path) -> None:
+    (folder,) = export_partitions(SPLIT, 1, tmp_path)
+    with pytest.raises(NodeDataError, match=r"holds 'synthetic' data but the run uses 'fashion-mnist'"):
+        read_node_data(folder, "fashion-mnist")
+
+
+def test_labels_outside_the_datasets_classes_are_refused(tmp_path: Path) -> None:
+    (folder,) = export_partitions(SPLIT, 1, tmp_path)
+    labels = np.load(folder / LABELS_FILE)
+    labels[0] = 7  # synthetic has 4 classes
+    np.save(folder / LABELS_FILE, labels)
+    with pytest.raises(NodeDataError, match=r"labels span 0..7, but 'synthetic' has classes 0..3"):
+        read_node_data(folder, "synthetic")
+
+
+def test_images_of_the_wrong_shape_are_refused(tmp_path: Path) -> None:
+    (folder,) = export_partitions(SPLIT, 1, tmp_path)
+    images = np.load(folder / IMAGES_FILE)
+    np.save(folder / IMAGES_FILE, np.repeat(images, 3, axis=1))
+    with pytest.raises(NodeDataError, match=r"expected uint8 N x 1 x H x W"):
+        read_node_data(folder, "synthetic")
