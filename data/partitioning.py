@@ -1,16 +1,19 @@
 """Split a training set over clients with flwr-datasets' partitioners, and hold out the server's share.
 
 All functions are deterministic for a seed and work on label arrays only, so every node can compute the
-same split and keep just its own partition.
+same split and keep just its own partition. flwr-datasets (and Hugging Face ``datasets`` with it) is
+imported only when a split is computed, so a deployed SuperNode reading its own ``data-path`` never needs it.
 """
 
 from __future__ import annotations
 
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
-from datasets import Dataset
-from flwr_datasets.partitioner import DirichletPartitioner, IidPartitioner, PathologicalPartitioner, Partitioner
+
+if TYPE_CHECKING:
+    from flwr_datasets.partitioner import Partitioner
 
 PARTITIONERS = ("dirichlet", "pathological", "iid")
 
@@ -40,6 +43,8 @@ def split_public(labels: np.ndarray, public_fraction: float, seed: int) -> tuple
 def _make_partitioner(
     scheme: str, num_partitions: int, alpha: float, min_size: int, self_balancing: bool, classes_per_client: int, seed: int
 ) -> Partitioner:
+    from flwr_datasets.partitioner import DirichletPartitioner, IidPartitioner, PathologicalPartitioner
+
     if scheme == "dirichlet":
         return DirichletPartitioner(
             num_partitions, "label", alpha, min_partition_size=min_size, self_balancing=self_balancing, seed=seed
@@ -83,6 +88,8 @@ def partition_indices(
     partitioner = _make_partitioner(scheme, num_partitions, alpha, min_size, self_balancing, classes_per_client, seed)
     # IidPartitioner takes contiguous shards, so the rows are shuffled first; the others shuffle themselves.
     order = np.random.default_rng([seed, 0x11D]).permutation(len(labels)) if scheme == "iid" else np.arange(len(labels))
+    from datasets import Dataset
+
     partitioner.dataset = Dataset.from_dict({"label": labels[order].tolist(), "position": order.tolist()})
     try:
         with warnings.catch_warnings():
