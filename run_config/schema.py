@@ -114,6 +114,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("label-dp-epsilon", float, "ε of the Laplace noise clients add to their label counts (0 = exact counts).", _non_negative),
     Setting("lr-decay", float, "Learning-rate factor per round: round t uses learning-rate · lr-decay^(t−1).", _fraction),
     Setting("fraction-train", float, "Share of the clients that train each round.", _fraction),
+    Setting("straggler-fraction", float, "Share of each round's selected clients that drop out (redrawn every round, seeded); they get no work and are listed as `dropped`.", _below_one),
     Setting("fraction-evaluate", float, "Share of the clients that evaluate the global model on their local data each round (0 = off).", _fraction_or_zero),
     Setting("local-epochs", int, "Local epochs E per round.", _positive),
     Setting("batch-size", int, "Local mini-batch size.", _positive),
@@ -173,6 +174,7 @@ class RunConfig:
     label_dp_epsilon: float
     lr_decay: float
     fraction_train: float
+    straggler_fraction: float
     fraction_evaluate: float
     local_epochs: int
     batch_size: int

@@ -25,6 +25,7 @@ from strategies.label_counts import LabelCountRegistry
 from strategies.partial_fedavg import PartialModelFedAvg
 from strategies.partial_model import merge_state, split_state
 from strategies.random_selection import cohort_size, select_random
+from strategies.stragglers import select_stragglers
 
 torch.set_flush_denormal(True)  # see client_app/app.py
 
@@ -41,10 +42,13 @@ def cohort_policy(config: RunConfig, label_counts: LabelCountRegistry, num_clien
     def size(num_available: int) -> int:
         return cohort_size(num_available, config.fraction_train)
 
-    if size(num_clients) < config.min_train_nodes:
+    per_round = size(num_clients)
+    delivering = per_round - len(select_stragglers(list(range(per_round)), config.straggler_fraction, 0, 1))
+    if delivering < config.min_train_nodes:
         raise ConfigError(
-            f"run config 'min-train-nodes' = {config.min_train_nodes} exceeds the {size(num_clients)} clients "
-            f"trained per round ({num_clients} clients, fraction-train {config.fraction_train}): every round would be skipped"
+            f"run config 'min-train-nodes' = {config.min_train_nodes} exceeds the {delivering} clients that deliver "
+            f"each round ({num_clients} clients, fraction-train {config.fraction_train}, straggler-fraction "
+            f"{config.straggler_fraction}): every round would be skipped"
         )
 
     if config.client_selection == "random":
@@ -103,6 +107,7 @@ def main(grid: Grid, context: Context) -> None:
         round_config=learning_rate_schedule(config),
         fraction_evaluate=config.fraction_evaluate,
         min_train_nodes=config.min_train_nodes,
+        straggler_fraction=config.straggler_fraction,
         seed=config.seed,
     )
     strategy.resumed_after = done

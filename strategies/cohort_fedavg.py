@@ -26,6 +26,7 @@ from strategies.client_population import ClientPopulation
 from strategies.label_counts import LabelCountRegistry
 from strategies.label_entropy import label_entropy_bits, labels_covered
 from strategies.random_selection import cohort_size, select_random
+from strategies.stragglers import select_stragglers
 from strategies.update_validation import ArraySpec, array_specs, rejection_reason
 
 #: (available partition ids, server round) -> the cohort, in selection order
@@ -89,6 +90,7 @@ class CohortFedAvg(FedAvg):
         round_config: RoundConfig | None = None,
         fraction_evaluate: float = 0.0,
         min_train_nodes: int = 1,
+        straggler_fraction: float = 0.0,
         seed: int = 0,
     ) -> None:
         super().__init__(
@@ -106,6 +108,7 @@ class CohortFedAvg(FedAvg):
         self.observer = observer
         self.round_config = round_config or (lambda server_round: {})
         self.seed = seed
+        self.straggler_fraction = straggler_fraction
         self.resumed_after = 0  # rounds finished before this start (a resumed run goes on from there)
         self._cohort: list[int] = []
         self._expected: dict[str, ArraySpec] = {}
@@ -132,10 +135,13 @@ class CohortFedAvg(FedAvg):
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        """Wait for the clients, select a cohort by partition id and send it the arrays."""
+        """Wait for the clients, select a cohort by partition id and send the arrays to those of it that
+        do not drop out this round (``straggler_fraction``)."""
         server_round += self.resumed_after
-        cohort = self.select(self.available(grid), server_round)
-        self._cohort, self._expected = list(cohort), array_specs(arrays)
+        selected = self.select(self.available(grid), server_round)
+        dropped = select_stragglers(selected, self.straggler_fraction, self.seed, server_round)
+        cohort = [pid for pid in selected if pid not in dropped]
+        self._cohort, self._expected = cohort, array_specs(arrays)
         round_config = ConfigRecord({**config, **self.round_config(server_round), "server-round": server_round})
         messages = self._messages(cohort, arrays, round_config, MessageType.TRAIN)
         bytes_down = sum(r.count_bytes() for m in messages for r in m.content.array_records.values())
@@ -147,6 +153,7 @@ class CohortFedAvg(FedAvg):
             cohort_label_entropy=float(label_entropy_bits(cohort_counts)),
             cohort_labels_covered=labels_covered(cohort_counts),
             learning_rate=float(round_config["learning-rate"]) if "learning-rate" in round_config else None,
+            dropped=dropped,
         )
         return messages
 

@@ -137,3 +137,19 @@ def test_resumed_strategy_numbers_rounds_on() -> None:
     messages = list(strategy.configure_train(1, ArrayRecord({"w": torch.zeros(2)}), ConfigRecord(), grid))
     assert messages[0].content["config"]["server-round"] == 5
     assert observer.started[0][0] == 5
+
+
+def test_stragglers_get_no_work_and_are_reported() -> None:
+    observer = Observer()
+    strategy = make_strategy(observer)
+    strategy.select = lambda available, rnd: available
+    strategy.straggler_fraction = 0.5
+    grid = FakeGrid(NODES, client_responders(NODES, COUNTS))
+    messages = list(strategy.configure_train(1, ArrayRecord({"w": torch.zeros(2)}), ConfigRecord(), grid))
+    dropped = observer.fields[0]["dropped"]
+    assert len(dropped) == 2 and len(messages) == 2
+    assert sorted(NODES[m.metadata.dst_node_id] for m in messages) == sorted(set(range(4)) - set(dropped))
+    assert sorted(observer.started[0][1]) == sorted(set(range(4)) - set(dropped))
+    replies = [train_reply(m, {"w": torch.ones(2)}, sound_metrics(NODES[m.metadata.dst_node_id], 5)) for m in messages]
+    strategy.aggregate_train(1, replies)
+    assert observer.reply_fields[0]["timed_out"] == []  # a straggler is not a missing reply

@@ -125,3 +125,14 @@ def test_resuming_under_another_configuration_names_the_keys(tmp_path: Path) -> 
         run_in_process(small_run_config(tmp_path), kill_at_round=2)
     with pytest.raises(RunSetupError, match=r"differs from the checkpoint .*'learning-rate' was 0.1, now 0.2"):
         run_in_process(small_run_config(tmp_path, resume=True, **{"learning-rate": 0.2}))
+
+
+def test_stragglers_drop_out_reproducibly_and_are_recorded(tmp_path: Path) -> None:
+    config = small_run_config(tmp_path, **{"straggler-fraction": 0.5, "num-server-rounds": 2})
+    run_in_process(config)
+    rounds = rounds_of(tmp_path / "results", "run")
+    for record in rounds:
+        assert len(record["dropped"]) == 2 and len(record["clients"]) == 2
+        assert not set(record["dropped"]) & set(record["clients"])
+        assert sorted(s["partition_id"] for s in record["client_stats"]) == sorted(record["clients"])
+    assert rounds[0]["dropped"] != rounds[1]["dropped"] or rounds[0]["clients"] != rounds[1]["clients"]

@@ -83,6 +83,7 @@ def test_settings_and_pyproject_and_dataclass_agree(defaults: dict) -> None:
         ("fedentopt-buffer", 1.0, "'fedentopt-buffer' = 1.0 is invalid"),
         ("label-dp-epsilon", -0.5, "'label-dp-epsilon' = -0.5 is invalid: it must be >= 0"),
         ("lr-decay", 0.0, "'lr-decay' = 0.0 is invalid: it must be in (0, 1]"),
+        ("straggler-fraction", 1.0, "'straggler-fraction' = 1.0 is invalid: it must be in [0, 1)"),
         ("min-train-nodes", 0, "'min-train-nodes' = 0 is invalid: it must be > 0"),
         ("fail-partitions", "3:explode", "'fail-partitions' = '3:explode' is invalid: it lists 'partition:mode' pairs"),
         ("fail-partitions", "x:raise", "'fail-partitions' = 'x:raise' is invalid"),
