@@ -85,7 +85,7 @@ def test_a_killed_run_resumes_and_ends_as_the_uninterrupted_one(uninterrupted: P
 
 
 def test_failing_hanging_and_garbage_clients_are_left_out(tmp_path: Path) -> None:
-    config = small_run_config(tmp_path, **{"fail-partitions": "1:raise,2:garbage,3:hang", "round-timeout": 1.5,
+    config = small_run_config(tmp_path, **{"fail-partitions": "1:raise,2:garbage,3:hang", "round-timeout": 3.0,
                                            "num-server-rounds": 2})
     run_in_process(config)
     for record in rounds_of(tmp_path / "results", "run"):
