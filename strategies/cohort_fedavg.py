@@ -27,7 +27,7 @@ from strategies.label_counts import LabelCountRegistry
 from strategies.label_entropy import label_entropy_bits, labels_covered
 from strategies.random_selection import cohort_size, select_random
 from strategies.stragglers import select_stragglers
-from strategies.update_validation import ArraySpec, array_specs, rejection_reason
+from strategies.update_validation import ArraySpec, array_specs, conform_to, rejection_reason
 
 #: (available partition ids, server round) -> the cohort, in selection order
 SelectCohort = Callable[[list[int], int], list[int]]
@@ -222,4 +222,5 @@ class CohortFedAvg(FedAvg):
                 server_round, len(outcome.accepted), self.min_train_nodes)
             return None, None
         contents = [r.content for r in outcome.accepted]
-        return aggregate_arrayrecords(contents, self.weighted_by_key), self.train_metrics_aggr_fn(contents, self.weighted_by_key)
+        mean = conform_to(aggregate_arrayrecords(contents, self.weighted_by_key), self._expected)
+        return mean, self.train_metrics_aggr_fn(contents, self.weighted_by_key)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
-from flwr.app import ArrayRecord, RecordDict
+from flwr.app import Array, ArrayRecord, RecordDict
 
 
 @dataclass(frozen=True)
@@ -66,3 +66,16 @@ def rejection_reason(
     if isinstance(loss, float) and not math.isfinite(loss):
         return f"'train-loss' is {loss}"
     return None
+
+
+def conform_to(arrays: ArrayRecord, expected: Mapping[str, ArraySpec]) -> ArrayRecord:
+    """The aggregate with the sent dtypes restored: Flower's weighted mean turns integer arrays (BatchNorm's
+    ``num_batches_tracked``) into float64, and clients would then send back arrays of another dtype."""
+    conformed = {}
+    for key, array in arrays.items():
+        values = array.numpy()
+        dtype = np.dtype(expected[key].dtype) if key in expected else values.dtype
+        if dtype.kind in "iu" and values.dtype.kind == "f":
+            values = np.rint(values)
+        conformed[key] = Array(np.asarray(values.astype(dtype)))
+    return ArrayRecord(conformed)

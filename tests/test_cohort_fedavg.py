@@ -153,3 +153,18 @@ def test_stragglers_get_no_work_and_are_reported() -> None:
     replies = [train_reply(m, {"w": torch.ones(2)}, sound_metrics(NODES[m.metadata.dst_node_id], 5)) for m in messages]
     strategy.aggregate_train(1, replies)
     assert observer.reply_fields[0]["timed_out"] == []  # a straggler is not a missing reply
+
+
+def test_integer_buffers_keep_their_dtype_so_the_next_round_accepts_them() -> None:
+    observer = Observer()
+    strategy = make_strategy(observer)
+    grid = FakeGrid(NODES, client_responders(NODES, COUNTS))
+    sent = ArrayRecord({"w": torch.zeros(2), "bn.num_batches_tracked": torch.tensor(10)})
+    messages = list(strategy.configure_train(1, sent, ConfigRecord(), grid))
+    replies = [
+        train_reply(messages[0], {"w": torch.ones(2), "bn.num_batches_tracked": torch.tensor(13)}, sound_metrics(3, 1)),
+        train_reply(messages[1], {"w": torch.ones(2), "bn.num_batches_tracked": torch.tensor(16)}, sound_metrics(0, 2)),
+    ]
+    arrays, _ = strategy.aggregate_train(1, replies)
+    assert arrays["bn.num_batches_tracked"].dtype == "int64" and int(arrays["bn.num_batches_tracked"].numpy()) == 15
+    assert arrays["w"].dtype == "float32"

@@ -136,3 +136,9 @@ def test_stragglers_drop_out_reproducibly_and_are_recorded(tmp_path: Path) -> No
         assert not set(record["dropped"]) & set(record["clients"])
         assert sorted(s["partition_id"] for s in record["client_stats"]) == sorted(record["clients"])
     assert rounds[0]["dropped"] != rounds[1]["dropped"] or rounds[0]["clients"] != rounds[1]["clients"]
+
+
+def test_a_batchnorm_model_is_aggregated_round_after_round(tmp_path: Path) -> None:
+    run_in_process(small_run_config(tmp_path, model="wrn-10-1", **{"num-server-rounds": 2}))
+    for record in rounds_of(tmp_path / "results", "run"):
+        assert record["aggregated"] is True and record["rejected"] == [] and len(record["client_stats"]) == 4
