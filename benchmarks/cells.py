@@ -27,3 +27,9 @@ def run_cells(cells: dict[str, dict[str, object]], results_dir: Path, num_supern
         print(f"{name}: best {s['best_accuracy']:.4f} (round {s['best_round']}), last-10 mean {s['mean_last10_accuracy']:.4f}, "
               f"client seconds {s['total_client_train_seconds']:.1f}", flush=True)
     return summaries
+
+
+def write_report(lines: list[str], path: Path) -> None:
+    """Write a Markdown report and print it."""
+    path.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))

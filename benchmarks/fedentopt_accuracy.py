@@ -16,7 +16,7 @@ import json
 import math
 from pathlib import Path
 
-from benchmarks.cells import run_cells
+from benchmarks.cells import run_cells, write_report
 
 VARIANTS = {
     "fedavg": {"method": "fedavg"},
@@ -51,9 +51,7 @@ def main(argv: list[str] | None = None) -> None:
         variant, split = name.rsplit("-", 1)
         lines.append(f"| {split} | {variant} | {s['mean_last10_accuracy']:.4f} | {s['best_accuracy']:.4f} | "
                      f"{s['mean_cohort_label_entropy']:.3f} |")
-    out = Path("benchmarks/results/fedentopt_accuracy.md")
-    out.write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_report(lines, Path("benchmarks/results/fedentopt_accuracy.md"))
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import argparse
 from pathlib import Path
 
 from run_config.presets import METHODS
-from benchmarks.cells import run_cells
+from benchmarks.cells import run_cells, write_report
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -40,9 +40,7 @@ def main(argv: list[str] | None = None) -> None:
         mb = (s["total_bytes_down"] + s["total_bytes_up"]) / 1e6
         lines.append(f"| {alpha} | {method} | {s['initial_accuracy']:.4f} | {s['best_accuracy']:.4f} ({s['best_round']}) | "
                      f"{s['final_accuracy']:.4f} | {s['total_client_train_seconds']:.1f} | {s['learning_efficiency']:.3f} | {mb:.1f} |")
-    out = Path("benchmarks/results/fedft_accuracy.md")
-    out.write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_report(lines, Path("benchmarks/results/fedft_accuracy.md"))
 
 
 if __name__ == "__main__":

@@ -7,8 +7,8 @@ In simulation every client cuts its partition from the shared dataset; a deploye
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 

@@ -13,8 +13,8 @@ import argparse
 from pathlib import Path
 
 from data.node_data import export_partitions
-from run_config import federated_split, parse_run_config
-from run_config.overrides import with_overrides
+from run_config import federated_split
+from run_config.overrides import config_with_overrides
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-config", default="", help='overrides, e.g. "dataset=\'fashion-mnist\' dirichlet-alpha=0.5"')
     args = parser.parse_args(argv)
     try:
-        config = parse_run_config(with_overrides(args.run_config))
+        config = config_with_overrides(args.run_config)
     except ValueError as err:
         parser.error(str(err))
     for folder in export_partitions(federated_split(config), args.num_partitions, args.out):

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from run_config.defaults import load_defaults
+from run_config.schema import RunConfig, parse_run_config
 
 
 def parse_value(text: str) -> bool | int | float | str:
@@ -30,14 +31,15 @@ def parse_overrides(text: str) -> dict[str, Any]:
     return overrides
 
 
-def with_overrides(text: str) -> dict[str, Any]:
-    """The default run config with ``text``'s overrides; ValueError for a key the app does not have."""
+def config_with_overrides(text: str) -> RunConfig:
+    """The default run config with ``text``'s overrides, validated; ValueError (ConfigError for a bad
+    value) for a key the app does not have."""
     values = load_defaults()
     for key, value in parse_overrides(text).items():
         if key not in values:
             raise ValueError(f"unknown run-config key {key!r}")
         values[key] = value
-    return values
+    return parse_run_config(values)
 
 
 def format_overrides(overrides: Mapping[str, object]) -> str:

@@ -25,7 +25,7 @@ from strategies.label_counts import LabelCountRegistry
 from strategies.partial_fedavg import PartialModelFedAvg
 from strategies.partial_model import merge_state, split_state
 from strategies.random_selection import cohort_size, select_random
-from strategies.stragglers import select_stragglers
+from strategies.stragglers import straggler_count
 
 torch.set_flush_denormal(True)  # see client_app/app.py
 
@@ -43,7 +43,7 @@ def cohort_policy(config: RunConfig, label_counts: LabelCountRegistry, num_clien
         return cohort_size(num_available, config.fraction_train)
 
     per_round = size(num_clients)
-    delivering = per_round - len(select_stragglers(list(range(per_round)), config.straggler_fraction, 0, 1))
+    delivering = per_round - straggler_count(per_round, config.straggler_fraction)
     if delivering < config.min_train_nodes:
         raise ConfigError(
             f"run config 'min-train-nodes' = {config.min_train_nodes} exceeds the {delivering} clients that deliver "
@@ -53,7 +53,7 @@ def cohort_policy(config: RunConfig, label_counts: LabelCountRegistry, num_clien
 
     if config.client_selection == "random":
         return lambda available, server_round: select_random(available, size(len(available)), config.seed, server_round)
-    capacity, per_round = buffer_capacity(config.fedentopt_buffer, num_clients), size(num_clients)
+    capacity = buffer_capacity(config.fedentopt_buffer, num_clients)
     if not 0 < capacity <= num_clients - per_round:
         raise ConfigError(
             f"run config 'fedentopt-buffer' = {config.fedentopt_buffer} gives a buffer of Q = {capacity} clients; "

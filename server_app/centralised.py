@@ -23,10 +23,10 @@ from data.federated import load_client_partition, load_test_set
 from data.image_data import ImageData
 from data.transforms import random_crop_flip, to_model_input
 from models.training import evaluate, train_epochs
-from run_config import build_model_for, federated_split, parse_run_config
+from run_config import build_model_for, federated_split
+from run_config.overrides import config_with_overrides
 from server_app.pretraining import check_source, initial_state
 from server_app.results import RunRecorder, run_directory
-from run_config.overrides import with_overrides
 
 METHOD = "centralised"
 
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--run-config", default="", help="overrides, as for flwr run")
     args = parser.parse_args(argv)
     try:
-        config = parse_run_config(with_overrides(args.run_config))
+        config = config_with_overrides(args.run_config)
     except ValueError as err:
         parser.error(str(err))
     check_source(config)

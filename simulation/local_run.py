@@ -65,9 +65,9 @@ def _signal_all(pids: list[int], sig: signal.Signals) -> None:
 RUN_MARKER = "FEDFT_LOCAL_SUPERLINK_ID"
 
 
-def processes_marked(marker: str) -> list[int]:
-    """PIDs of live processes (not this one) whose environment holds ``RUN_MARKER=marker``."""
-    needle = f"{RUN_MARKER}={marker}".encode()
+def processes_marked(marker: str, variable: str = RUN_MARKER) -> list[int]:
+    """PIDs of live processes (not this one) whose environment holds ``variable=marker``."""
+    needle = f"{variable}={marker}".encode()
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():

@@ -1,7 +1,8 @@
 """One readable line for a client's error reply.
 
 Flower forwards a failed ClientApp's error as text: under Ray a chained traceback with colour codes,
-thousands of characters long; from a deployed SuperNode ``<class 'module.Name'>:<'message'>``. The results files and the log keep the root cause only.
+thousands of characters long; from a deployed SuperNode ``<class 'module.Name'>:<'message'>``. The
+results files and the log keep the root cause only.
 """
 
 from __future__ import annotations

@@ -10,9 +10,14 @@ from __future__ import annotations
 import numpy as np
 
 
+def straggler_count(cohort_size: int, fraction: float) -> int:
+    """round(fraction · cohort_size), at most cohort_size − 1: someone always delivers."""
+    return min(int(round(fraction * cohort_size)), max(cohort_size - 1, 0))
+
+
 def select_stragglers(cohort: list[int], fraction: float, seed: int, server_round: int) -> list[int]:
-    """round(fraction · |cohort|) partition ids of ``cohort`` (at most |cohort| − 1), sorted."""
-    count = min(int(round(fraction * len(cohort))), max(len(cohort) - 1, 0))
+    """``straggler_count`` partition ids of ``cohort``, sorted."""
+    count = straggler_count(len(cohort), fraction)
     if count == 0:
         return []
     rng = np.random.default_rng([seed, server_round, 0x57A6])

@@ -73,8 +73,7 @@ def conform_to(arrays: ArrayRecord, expected: Mapping[str, ArraySpec]) -> ArrayR
     ``num_batches_tracked``) into float64, and clients would then send back arrays of another dtype."""
     conformed = {}
     for key, array in arrays.items():
-        values = array.numpy()
-        dtype = np.dtype(expected[key].dtype) if key in expected else values.dtype
+        values, dtype = array.numpy(), np.dtype(expected[key].dtype)
         if dtype.kind in "iu" and values.dtype.kind == "f":
             values = np.rint(values)
         conformed[key] = Array(np.asarray(values.astype(dtype)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 
 import torch
@@ -50,7 +51,11 @@ def train_reply(msg: Message, arrays: dict[str, torch.Tensor], metrics: dict[str
 
 
 class FakeGrid:
-    """Connected node ids, and a responder per message type; records every message sent."""
+    """Connected node ids, and a responder per message type; records every message sent.
+
+    Like Flower's grid, it returns only the replies that came within ``timeout``: a responder that took
+    longer has its reply dropped.
+    """
 
     def __init__(self, node_ids: Iterable[int], responders: dict[str, Respond]) -> None:
         self.node_ids = list(node_ids)
@@ -63,4 +68,10 @@ class FakeGrid:
     def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> list[Message]:
         messages = list(messages)
         self.sent += messages
-        return [self.responders[m.metadata.message_type](m) for m in messages]
+        replies = []
+        for msg in messages:
+            start = time.monotonic()
+            reply = self.responders[msg.metadata.message_type](msg)
+            if timeout is None or time.monotonic() - start <= timeout:
+                replies.append(reply)
+        return replies

@@ -8,7 +8,6 @@ lets tests drive whole runs (faults, resume, reproducibility) in seconds.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -45,27 +44,16 @@ class InProcessGrid(FakeGrid):
             )
             for pid in range(num_partitions)
         }
-        super().__init__(self.contexts, {})
+        super().__init__(self.contexts, {message_type: self._answer for message_type in HANDLERS})
         self.kill_at_round = kill_at_round
 
     def _answer(self, msg: Message) -> Message:
+        if msg.metadata.message_type == MessageType.TRAIN and msg.content["config"]["server-round"] == self.kill_at_round:
+            raise ServerKilled(f"killed at the start of round {self.kill_at_round}")
         try:
             return HANDLERS[msg.metadata.message_type](msg, self.contexts[msg.metadata.dst_node_id])
         except Exception as err:  # what Flower's ClientApp runner does with a handler's exception
             return Message(Error(code=1, reason=f"{type(err).__name__}: {err}"), reply_to=msg)
-
-    def send_and_receive(self, messages, *, timeout: float | None = None) -> list[Message]:
-        messages = list(messages)
-        self.sent += messages
-        replies = []
-        for msg in messages:
-            if msg.metadata.message_type == MessageType.TRAIN and msg.content["config"]["server-round"] == self.kill_at_round:
-                raise ServerKilled(f"killed at the start of round {self.kill_at_round}")
-            start = time.monotonic()
-            reply = self._answer(msg)
-            if timeout is None or time.monotonic() - start <= timeout:
-                replies.append(reply)
-        return replies
 
 
 def small_run_config(tmp_path: Path, **overrides: Any) -> dict[str, Any]:

@@ -17,26 +17,13 @@ import pytest
 from deployment.credentials import write_credentials
 from run_config import federated_split
 from data.node_data import export_partitions
-from simulation.local_run import free_port
+from simulation.local_run import free_port, processes_marked
 from tests.conftest import make_config
 
 PROJECT = Path(__file__).resolve().parents[1]
 SCRIPTS = PROJECT / "deployment"
 BIN = Path(sys.executable).parent
 MARKER = "FEDFT_DEPLOYMENT_TEST_ID"
-
-
-def marked_processes(marker: str) -> list[int]:
-    needle = f"{MARKER}={marker}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            try:
-                if needle in (entry / "environ").read_bytes().split(b"\0"):
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
 
 
 def wait_for(predicate, timeout: float, what: str) -> None:
@@ -131,7 +118,7 @@ def test_tls_authenticated_deployment_runs_fedft_eds_with_fedentopt(tmp_path: Pa
         assert "SuperNode ID:" in (homes / "node-0" / "supernode.log").read_text()
     finally:
         stop = sh(str(SCRIPTS / "stop.sh"), *map(str, states))
-        leftovers = marked_processes(marker)
+        leftovers = processes_marked(marker, MARKER)
         for pid in leftovers:
             os.kill(pid, 9)
     assert stop.returncode == 0
