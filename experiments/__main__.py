@@ -1,0 +1,68 @@
+"""``python -m experiments run|report|check FILE [--results-dir DIR]``; ``python -m experiments cka --help``.
+
+run     runs every unfinished cell of the experiment file (resumable), then writes its tables and figures
+report  writes the tables and figures from the cells finished so far
+check   validates the file and lists its cells, running nothing
+cka     linear CKA between client-updated models (the FedFT-EDS paper's Fig. 2-4)
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+
+from experiments.progress import format_duration
+from experiments.report import write_report
+from experiments.runner import StaleResultsError, default_results_dir, run_experiment
+from experiments.spec import ExperimentFileError, load_experiment
+
+
+def _experiment_command(args: argparse.Namespace) -> int:
+    try:
+        experiment = load_experiment(args.file)
+    except ExperimentFileError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    results_dir = args.results_dir or default_results_dir(experiment)
+    if args.command == "check":
+        print(f"{args.file}: {len(experiment.cells)} cells, {experiment.clients} clients each; cost: {experiment.cost}")
+        for cell in experiment.cells:
+            print(f"  {cell.name}")
+        return 0
+    code = 0
+    if args.command == "run":
+        print(f"{experiment.name}: {len(experiment.cells)} cells; stated cost: {experiment.cost}", flush=True)
+        try:
+            outcome = run_experiment(experiment, results_dir, echo=lambda line: print(line, flush=True))
+        except StaleResultsError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        code = 1 if outcome.failed else 0
+    for path in write_report(experiment, results_dir):
+        print(f"wrote {path}")
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["cka"]:
+        from experiments.client_similarity import main as cka_main
+
+        return cka_main(argv[1:])
+    parser = argparse.ArgumentParser(prog="python -m experiments", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=("run", "report", "check"))
+    parser.add_argument("file", type=Path, help="experiment file, e.g. experiments/smoke.yaml")
+    parser.add_argument("--results-dir", type=Path, help="default: results/experiments/<name>")
+    return _experiment_command(parser.parse_args(argv))
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    sys.exit(128 + signum)  # the running cell's launcher stops its SuperLink and Ray by PID
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    sys.exit(main())

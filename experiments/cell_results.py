@@ -1,0 +1,65 @@
+"""The results of one experiment cell as the ServerApp wrote them (server_app/results.py)."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from server_app.results import CONFIG_FILE, ROUNDS_FILE, SUMMARY_FILE
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """summary.json, rounds.jsonl and config.json of a finished cell."""
+
+    summary: dict[str, Any]
+    rounds: list[dict[str, Any]]
+    config: dict[str, Any]
+
+
+def read_rounds(directory: Path) -> list[dict[str, Any]]:
+    """The rounds recorded so far (a line still being written is skipped)."""
+    rounds = []
+    try:
+        lines = (directory / ROUNDS_FILE).read_text().splitlines()
+    except OSError:
+        return rounds
+    for line in lines:
+        try:
+            rounds.append(json.loads(line))
+        except json.JSONDecodeError:
+            break
+    return rounds
+
+
+def is_finished(directory: Path) -> bool:
+    """A cell is finished once its summary.json exists (the ServerApp writes it last)."""
+    return (directory / SUMMARY_FILE).exists()
+
+
+def read_cell(directory: Path) -> CellResult:
+    """A finished cell's results."""
+    return CellResult(
+        summary=json.loads((directory / SUMMARY_FILE).read_text()),
+        rounds=read_rounds(directory),
+        config=json.loads((directory / CONFIG_FILE).read_text()),
+    )
+
+
+def config_differences(recorded: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
+    """``key: recorded -> wanted`` for every wanted run-config value the recorded config does not have."""
+    differences = []
+    for key, value in wanted.items():
+        old = recorded.get(key)
+        same = (
+            math.isclose(old, value, rel_tol=1e-12)
+            if isinstance(old, (int, float)) and isinstance(value, (int, float))
+            and not isinstance(old, bool) and not isinstance(value, bool)
+            else old == value
+        )
+        if not same:
+            differences.append(f"{key}: {old!r} -> {value!r}")
+    return differences

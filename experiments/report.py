@@ -1,0 +1,56 @@
+"""Tables and figures of an experiment from the cells that have finished (any subset of them)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from data.catalog import DATASETS
+from experiments.cell_results import CellResult, is_finished, read_cell
+from experiments.entropy_histogram import client_entropies
+from experiments.plots import (
+    mean_curves,
+    plot_accuracy,
+    plot_cohort_entropy,
+    plot_entropy_histograms,
+    plot_learning_efficiency,
+)
+from experiments.runner import CELLS_DIR
+from experiments.spec import Cell, Experiment
+from experiments.summary import summarise, write_summary
+from run_config import parse_run_config
+
+
+def finished_results(experiment: Experiment, results_dir: Path) -> dict[Cell, CellResult]:
+    """The results of every finished cell."""
+    return {
+        cell: read_cell(results_dir / CELLS_DIR / cell.name)
+        for cell in experiment.cells
+        if is_finished(results_dir / CELLS_DIR / cell.name)
+    }
+
+
+def write_report(experiment: Experiment, results_dir: Path) -> list[Path]:
+    """summary.md/.csv and the PNG figures in ``results_dir``; returns the files written."""
+    results = finished_results(experiment, results_dir)
+    missing = [c for c in experiment.cells if c not in results]
+    rows = summarise(experiment, results)
+    written = [write_summary(experiment, rows, results_dir, missing), results_dir / "summary.csv"]
+    if not results:
+        return written
+    curves = mean_curves(experiment, results)
+    num_classes = DATASETS[next(iter(results.values())).config["dataset"]].num_classes
+    written += [
+        plot_accuracy(curves, results_dir / "accuracy_vs_round.png"),
+        plot_accuracy(curves, results_dir / "accuracy_vs_client_seconds.png", against_seconds=True),
+        plot_learning_efficiency(rows, results_dir / "learning_efficiency.png"),
+        plot_cohort_entropy(curves, num_classes, results_dir / "cohort_label_entropy.png"),
+    ]
+    histogram = experiment.histogram
+    source = next((c for c in results if histogram and c.method == histogram.method), None)
+    if histogram and source:
+        config = parse_run_config(results[source].config)
+        entropies = client_entropies(config, histogram.partition, experiment.clients, histogram.temperatures)
+        title = (f"client {histogram.partition} of {experiment.clients}, {config.dataset}, initial model of "
+                 f"{source.name}")
+        written.append(plot_entropy_histograms(entropies, title, results_dir / "entropy_histograms.png"))
+    return written

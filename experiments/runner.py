@@ -1,0 +1,132 @@
+"""Run an experiment's cells one after another in Flower's simulation engine, resumably.
+
+A cell with a summary.json is finished and skipped; an interrupted cell goes on from its last round's
+checkpoint (``resume = true``). Finished cells whose recorded configuration no longer matches the file
+stop the run before anything starts, so a table never mixes settings.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from experiments.cell_results import config_differences, is_finished, read_cell, read_rounds
+from experiments.progress import progress_line, seconds_left
+from experiments.spec import Cell, Experiment
+from run_config.defaults import load_defaults
+from simulation.local_run import run_simulation
+
+CELLS_DIR, LOGS_DIR = "cells", "logs"
+POLL_SECONDS = 0.5
+
+#: Runs one cell; returns its exit code. Arguments: run-config overrides, number of clients, CPUs per
+#: client, log file. The default starts a private SuperLink (simulation/local_run.py).
+RunCell = Callable[[dict, int, int, Path], int]
+
+
+class StaleResultsError(RuntimeError):
+    """Finished cells in the results folder were made with other settings than the file now gives."""
+
+
+def simulate_cell(overrides: dict, clients: int, cpus_per_client: int, log_file: Path) -> int:
+    """One ``flwr run`` in simulation, its output in ``log_file``."""
+    with log_file.open("ab") as log:
+        return run_simulation(overrides, num_supernodes=clients, cpus_per_client=cpus_per_client, stream_to=log)
+
+
+def default_results_dir(experiment: Experiment) -> Path:
+    return Path("results") / "experiments" / experiment.name
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    finished: list[Cell]
+    skipped: list[Cell]  # finished by an earlier invocation
+    failed: list[Cell]
+
+
+def cell_run_config(cell: Cell, results_dir: Path) -> dict:
+    """The cell's ``--run-config``: its values plus seed, results folder and run name; resumable."""
+    return {**cell.overrides, "seed": cell.seed, "results-dir": str((results_dir / CELLS_DIR).resolve()),
+            "run-name": cell.name, "resume": True}
+
+
+def check_finished_cells(experiment: Experiment, results_dir: Path) -> None:
+    """Raise ``StaleResultsError`` if a finished cell was made with other values than the file gives."""
+    stale = []
+    for cell in experiment.cells:
+        directory = results_dir / CELLS_DIR / cell.name
+        if is_finished(directory):
+            differences = config_differences(read_cell(directory).config, {**cell.overrides, "seed": cell.seed})
+            if differences:
+                stale.append(f"  {cell.name}: {'; '.join(differences)}")
+    if stale:
+        raise StaleResultsError(
+            f"{results_dir} holds finished cells made with other settings than {experiment.path} gives now:\n"
+            + "\n".join(stale) + "\nremove those cell folders, or choose another --results-dir"
+        )
+
+
+def run_experiment(
+    experiment: Experiment,
+    results_dir: Path,
+    run_cell: RunCell = simulate_cell,
+    echo: Callable[[str], None] = print,
+) -> RunOutcome:
+    """Run every unfinished cell; print a progress line whenever a round finishes."""
+    results_dir.mkdir(parents=True, exist_ok=True)
+    check_finished_cells(experiment, results_dir)
+    shutil.copyfile(experiment.path, results_dir / "experiment.yaml")
+    (results_dir / LOGS_DIR).mkdir(exist_ok=True)
+    defaults = load_defaults()
+    rounds_of = {c: int({**defaults, **c.overrides}["num-server-rounds"]) for c in experiment.cells}
+    skipped = [c for c in experiment.cells if is_finished(results_dir / CELLS_DIR / c.name)]
+    todo = [c for c in experiment.cells if c not in skipped]
+    if skipped:
+        echo(f"{len(skipped)} of {len(experiment.cells)} cells already finished in {results_dir}; skipping them")
+    rounds_total = sum(rounds_of[c] for c in todo)
+    rounds_done, start = 0, time.monotonic()
+    finished, failed = [], []
+    for cell in todo:
+        directory = results_dir / CELLS_DIR / cell.name
+        first_round = len(read_rounds(directory))  # > 0 when an interrupted cell resumes
+        rounds_total -= first_round
+        log_file = results_dir / LOGS_DIR / f"{cell.name}.log"
+        exit_codes: list[int] = []
+        overrides = cell_run_config(cell, results_dir)
+        worker = threading.Thread(
+            target=lambda: exit_codes.append(run_cell(overrides, experiment.clients, experiment.cpus_per_client, log_file)),
+            daemon=True,
+        )
+        worker.start()
+        seen = first_round
+        while True:
+            worker.join(timeout=POLL_SECONDS)
+            rounds = read_rounds(directory)
+            if len(rounds) > seen:
+                seen = len(rounds)
+                elapsed = time.monotonic() - start
+                echo(progress_line(
+                    cells_done=len(skipped) + len(finished) + len(failed),
+                    cells_total=len(experiment.cells),
+                    cell=cell.name,
+                    server_round=seen,
+                    num_rounds=rounds_of[cell],
+                    accuracy=rounds[-1].get("accuracy"),
+                    elapsed=elapsed,
+                    left=seconds_left(elapsed, rounds_done + seen - first_round, rounds_total),
+                ))
+            if not worker.is_alive():
+                break
+        rounds_done += seen - first_round
+        if exit_codes == [0] and is_finished(directory):
+            finished.append(cell)
+        else:
+            failed.append(cell)
+            rounds_total -= rounds_of[cell] - seen  # the rounds it will not run
+            echo(f"{cell.name}: failed (exit code {exit_codes[0] if exit_codes else '?'}); see {log_file}")
+    return RunOutcome(finished, skipped, failed)

@@ -1,0 +1,109 @@
+"""Summary tables of an experiment: per grid point and method, mean ± std over seeds (Markdown and CSV)."""
+
+from __future__ import annotations
+
+import csv
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from experiments.cell_results import CellResult
+from experiments.spec import Cell, Experiment
+
+#: summary.json field -> (column title, factor for display, decimals)
+METRICS: dict[str, tuple[str, float, int]] = {
+    "best_accuracy": ("best acc. (%)", 100.0, 2),
+    "mean_last10_accuracy": ("last-10 mean acc. (%)", 100.0, 2),
+    "learning_efficiency": ("learning efficiency (%/s)", 1.0, 3),
+    "total_client_train_seconds": ("client seconds", 1.0, 1),
+    "total_bytes_down": ("MB down", 1e-6, 1),
+    "total_bytes_up": ("MB up", 1e-6, 1),
+}
+
+
+def mean_std(values: Sequence[float]) -> tuple[float, float | None]:
+    """Mean and sample standard deviation (``None`` for a single value); NaN for no values."""
+    if not values:
+        return math.nan, None
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    """One method at one grid point, over the seeds that finished."""
+
+    point: tuple[tuple[str, object], ...]
+    method: str
+    seeds: tuple[int, ...]
+    stats: Mapping[str, tuple[float, float | None]]  # metric -> (mean, std)
+
+
+def summarise(experiment: Experiment, results: Mapping[Cell, CellResult]) -> list[SummaryRow]:
+    """Rows in the file's order (grid point, then method); cells without results are left out."""
+    groups: dict[tuple, list[Cell]] = {}
+    for cell in experiment.cells:
+        if cell in results:
+            groups.setdefault((cell.point, cell.method), []).append(cell)
+    rows = []
+    for (point, method), cells in groups.items():
+        stats = {}
+        for metric in METRICS:
+            values = [results[c].summary.get(metric) for c in cells]
+            stats[metric] = mean_std([float(v) for v in values if v is not None])
+        rows.append(SummaryRow(point, method, tuple(c.seed for c in cells), stats))
+    return rows
+
+
+def _fmt(mean: float, std: float | None, factor: float, decimals: int) -> str:
+    if math.isnan(mean):
+        return "–"
+    text = f"{mean * factor:.{decimals}f}"
+    return text if std is None else f"{text} ± {std * factor:.{decimals}f}"
+
+
+def markdown_table(experiment: Experiment, rows: Sequence[SummaryRow]) -> str:
+    """Grid values, method, number of seeds and every metric as mean ± std."""
+    keys = list(experiment.grid)
+    header = [*keys, "method", "seeds", *(title for title, _, _ in METRICS.values())]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in rows:
+        point = dict(row.point)
+        cells = [str(point[k]) for k in keys] + [row.method, str(len(row.seeds))]
+        cells += [_fmt(*row.stats[m], factor, decimals) for m, (_, factor, decimals) in METRICS.items()]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def write_csv(experiment: Experiment, rows: Sequence[SummaryRow], path: Path) -> None:
+    """One line per row; each metric as ``<metric>_mean`` and ``<metric>_std`` in summary.json's units."""
+    keys = list(experiment.grid)
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow([*keys, "method", "seeds", *(f"{m}_{s}" for m in METRICS for s in ("mean", "std"))])
+        for row in rows:
+            point = dict(row.point)
+            values = []
+            for metric in METRICS:
+                mean, std = row.stats[metric]
+                values += ["" if math.isnan(mean) else repr(mean), "" if std is None else repr(std)]
+            writer.writerow([*(point[k] for k in keys), row.method, " ".join(map(str, row.seeds)), *values])
+
+
+def write_summary(experiment: Experiment, rows: Sequence[SummaryRow], directory: Path, missing: Sequence[Cell]) -> Path:
+    """summary.md (title, description, cost, table, missing cells) and summary.csv; returns summary.md."""
+    lines = [f"# {experiment.name}", "", experiment.description.strip(), ""]
+    if experiment.paper:
+        lines += [f"Mirrors: {experiment.paper.strip()}", ""]
+    if experiment.scaled_down:
+        lines += [f"Scaled down: {experiment.scaled_down.strip()}", ""]
+    lines += [f"Cost: {experiment.cost.strip()}", "",
+              f"{experiment.clients} clients; mean ± sample std over seeds; learning efficiency = best accuracy (%) "
+              "÷ client training seconds summed over clients and rounds.", "", markdown_table(experiment, rows), ""]
+    if missing:
+        lines += ["Cells without results (not run yet, or failed): " + ", ".join(c.name for c in missing), ""]
+    path = directory / "summary.md"
+    path.write_text("\n".join(lines))
+    write_csv(experiment, rows, directory / "summary.csv")
+    return path
