@@ -1,0 +1,111 @@
+"""The experiment runner: every cell runs once, finished cells are skipped, failures are reported, stale
+results are refused, and the report is written. Cells run the real ServerApp and ClientApp in-process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from experiments.cell_results import config_differences, read_cell
+from experiments.report import write_report
+from experiments.runner import CELLS_DIR, StaleResultsError, cell_run_config, run_experiment
+from experiments.spec import load_experiment
+from tests.in_process import run_in_process, small_run_config
+
+
+def write_experiment(tmp_path: Path, **changes) -> Path:
+    small = small_run_config(tmp_path)
+    base = {key: small[key] for key in ("dataset", "model", "pretrain-epochs", "num-server-rounds", "local-epochs",
+                                        "batch-size", "dirichlet-alpha", "min-partition-size", "node-wait-seconds",
+                                        "pretrain-cache-dir", "feature-cache-dir", "client-threads")}
+    raw = {"description": "test", "cost": "seconds", "clients": 4, "base": base,
+           "methods": ["fedft-eds", "fedft-rds"], "seeds": [0, 1],
+           "entropy-histogram": {"temperatures": [0.1, 1.0], "partition": 1}, **changes}
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+class InProcessCells:
+    """A ``RunCell`` that runs each cell's real ServerApp in this process; ``fail`` names cells that exit 1."""
+
+    def __init__(self, fail: tuple[str, ...] = ()) -> None:
+        self.ran: list[str] = []
+        self.fail = fail
+
+    def __call__(self, overrides: dict, clients: int, cpus: int, log_file: Path) -> int:
+        self.ran.append(overrides["run-name"])
+        log_file.write_text("in-process\n")
+        if overrides["run-name"] in self.fail:
+            return 1
+        run_in_process(small_run_config(Path("/nonexistent"), **overrides), num_partitions=clients)
+        return 0
+
+
+def test_runs_every_cell_once_then_skips_finished_cells(tmp_path: Path) -> None:
+    experiment = load_experiment(write_experiment(tmp_path))
+    results_dir = tmp_path / "out"
+    lines: list[str] = []
+    cells = InProcessCells(fail=("fedft-rds__seed1",))
+    outcome = run_experiment(experiment, results_dir, run_cell=cells, echo=lines.append)
+    assert cells.ran == ["fedft-eds__seed0", "fedft-eds__seed1", "fedft-rds__seed0", "fedft-rds__seed1"]
+    assert [c.name for c in outcome.failed] == ["fedft-rds__seed1"]
+    assert lines[-1] == f"fedft-rds__seed1: failed (exit code 1); see {results_dir / 'logs' / 'fedft-rds__seed1.log'}"
+    assert any(line.startswith("[0/4 cells] fedft-eds__seed0: round 3/3, accuracy ") for line in lines)
+    result = read_cell(results_dir / CELLS_DIR / "fedft-eds__seed1")
+    assert result.config["seed"] == 1 and result.config["method"] == "fedft-eds" and len(result.rounds) == 3
+
+    again = InProcessCells()
+    lines.clear()
+    outcome = run_experiment(experiment, results_dir, run_cell=again, echo=lines.append)
+    assert again.ran == ["fedft-rds__seed1"]  # only the failed cell runs again
+    assert [c.name for c in outcome.skipped] == ["fedft-eds__seed0", "fedft-eds__seed1", "fedft-rds__seed0"]
+    assert lines[0] == f"3 of 4 cells already finished in {results_dir}; skipping them"
+    assert not outcome.failed
+
+
+def test_cell_run_config_sets_seed_folder_name_and_resume(tmp_path: Path) -> None:
+    experiment = load_experiment(write_experiment(tmp_path))
+    cell = experiment.cells[1]
+    overrides = cell_run_config(cell, tmp_path / "out")
+    assert overrides["seed"] == 1 and overrides["run-name"] == "fedft-eds__seed1" and overrides["resume"] is True
+    assert overrides["results-dir"] == str((tmp_path / "out" / CELLS_DIR).resolve())
+
+
+def test_finished_cells_made_with_other_settings_are_refused(tmp_path: Path) -> None:
+    path = write_experiment(tmp_path, seeds=[0])
+    results_dir = tmp_path / "out"
+    run_experiment(load_experiment(path), results_dir, run_cell=InProcessCells(), echo=lambda line: None)
+    raw = yaml.safe_load(path.read_text())
+    raw["base"]["local-epochs"] = 2
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(StaleResultsError, match=r"fedft-eds__seed0: local-epochs: 1 -> 2"):
+        run_experiment(load_experiment(path), results_dir, run_cell=InProcessCells(), echo=lambda line: None)
+
+
+def test_config_differences_compares_numbers_by_value() -> None:
+    assert config_differences({"a": 0.1, "b": 1, "c": "x", "d": True}, {"a": 0.1, "b": 1.0, "c": "x", "d": True}) == []
+    assert config_differences({"a": 0.1, "d": True}, {"a": 0.2, "d": False}) == ["a: 0.1 -> 0.2", "d: True -> False"]
+
+
+def test_report_tables_and_figures_from_real_cells(tmp_path: Path) -> None:
+    experiment = load_experiment(write_experiment(tmp_path))
+    results_dir = tmp_path / "out"
+    run_experiment(experiment, results_dir, run_cell=InProcessCells(), echo=lambda line: None)
+    written = write_report(experiment, results_dir)
+    names = sorted(p.name for p in written)
+    assert names == ["accuracy_vs_client_seconds.png", "accuracy_vs_round.png", "cohort_label_entropy.png",
+                     "entropy_histograms.png", "learning_efficiency.png", "summary.csv", "summary.md"]
+    for path in written:
+        if path.suffix == ".png":
+            assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    summaries = {s: json.loads((results_dir / CELLS_DIR / f"fedft-eds__seed{s}" / "summary.json").read_text())
+                 for s in (0, 1)}
+    mean_best = (summaries[0]["best_accuracy"] + summaries[1]["best_accuracy"]) / 2
+    table = (results_dir / "summary.md").read_text()
+    row = next(line for line in table.splitlines() if line.startswith("| fedft-eds |"))
+    assert row.startswith(f"| fedft-eds | 2 | {100 * mean_best:.2f} ± ")
+    assert (results_dir / "experiment.yaml").read_text() == experiment.path.read_text()
