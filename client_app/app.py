@@ -22,6 +22,8 @@ from client_app.local_data import LocalData, load_local_data, load_node_local_da
 from client_app.local_update import local_update
 from client_app.threads import use_threads
 from data.catalog import DATASETS
+from data.federated import client_partition_labels
+from data.node_data import read_node_data
 from models import NO_FREEZE, SplitModel
 from models.training import evaluate as evaluate_model
 from run_config import RunConfig, build_model_for, federated_split, parse_run_config
@@ -65,6 +67,13 @@ def _local_data(context: Context, config: RunConfig) -> LocalData:
     return load_local_data(federated_split(config), *_partition(context))
 
 
+def _local_labels(context: Context, config: RunConfig) -> np.ndarray:
+    """This node's labels only, so answering the label-count query leaves no data in memory."""
+    if "data-path" in context.node_config:
+        return read_node_data(Path(str(context.node_config["data-path"])).expanduser(), config.dataset).labels
+    return client_partition_labels(federated_split(config), *_partition(context))
+
+
 def _load_global_model(msg: Message, context: Context, config: RunConfig) -> tuple[SplitModel, str]:
     """The full global model from the received θ and the held φ (stored first if it came along)."""
     model = build_model_for(config)
@@ -96,7 +105,7 @@ def label_counts(msg: Message, context: Context) -> Message:
     """Send this client's label counts once (FedEntOpt), with Laplace noise when ``label-dp-epsilon`` > 0."""
     config = _config(context)
     partition_id, _ = _partition(context)
-    labels = _local_data(context, config).labels.numpy()
+    labels = _local_labels(context, config)
     rng = np.random.default_rng([config.seed, partition_id, 0xD9])
     counts = privatise(label_count_vector(labels, DATASETS[config.dataset].num_classes), config.label_dp_epsilon, rng)
     return Message(RecordDict({"label-counts": ConfigRecord({"counts": counts.tolist()})}), reply_to=msg)

@@ -64,6 +64,14 @@ def load_client_partition(split: FederatedSplit, partition_id: int, num_partitio
     return train.subset(pool[parts[partition_id]])
 
 
+def client_partition_labels(split: FederatedSplit, partition_id: int, num_partitions: int) -> np.ndarray:
+    """The labels of one client's training samples (no images are copied or transformed)."""
+    if not 0 <= partition_id < num_partitions:
+        raise ValueError(f"partition-id {partition_id} is outside [0, {num_partitions})")
+    pool, parts = _client_pool_and_partitions(split, num_partitions)
+    return load_dataset(split.dataset, split.data_dir).train.labels[pool[parts[partition_id]]]
+
+
 def load_public_split(split: FederatedSplit) -> ImageData:
     """The server's held-out share of the training set (empty when ``public-fraction`` is 0)."""
     train = load_dataset(split.dataset, split.data_dir).train

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -180,8 +182,22 @@ def run_simulation(
     stream_to=None,
     timeout: float | None = None,
 ) -> int:
-    """Run the app once in simulation; return ``flwr run``'s exit code. Output goes to ``stream_to``."""
-    flwr_home = flwr_home or project_dir / ".flwr-home"
+    """Run the app once in simulation; return ``flwr run``'s exit code. Output goes to ``stream_to``.
+
+    Without ``flwr_home`` the SuperLink gets a fresh folder under ``.flwr-home/``, removed after a
+    successful run."""
+    private_home = flwr_home is None
+    if private_home:  # concurrent launchers must not share the connection in $FLWR_HOME/config.toml
+        (project_dir / ".flwr-home").mkdir(exist_ok=True)
+        flwr_home = Path(tempfile.mkdtemp(prefix="run-", dir=project_dir / ".flwr-home"))
+    code = _run_on_local_superlink(overrides, num_supernodes, cpus_per_client, flwr_home, project_dir, stream_to, timeout)
+    if private_home and code == 0:  # a failed run's folder keeps superlink.log
+        shutil.rmtree(flwr_home, ignore_errors=True)
+    return code
+
+
+def _run_on_local_superlink(overrides: Mapping[str, object], num_supernodes: int, cpus_per_client: int,
+                            flwr_home: Path, project_dir: Path, stream_to, timeout: float | None) -> int:
     with local_superlink(flwr_home, cwd=project_dir) as link:
         command = [
             str(Path(sys.executable).parent / "flwr"),
@@ -201,7 +217,24 @@ def run_simulation(
             if run.poll() is None:
                 stop_process_tree(run)
         # `flwr run --stream` exits 0 even when the ServerApp failed; the SuperLink knows better.
-        return code or (0 if run_statuses(link) == ["finished:completed"] else 1)
+        if code:
+            return code
+        statuses = final_statuses(link)
+        if statuses != ["finished:completed"]:
+            message = f"run status on the SuperLink: {statuses}\n"
+            stream_to.write(message.encode()) if stream_to else print(message, end="", flush=True)
+        return 0 if statuses == ["finished:completed"] else 1
+
+
+def final_statuses(link: LocalSuperLink, timeout: float = 60.0) -> list[str]:
+    """The runs' statuses once none is still running: the stream can end a moment before the SuperLink
+    marks the run finished, most often on a busy machine."""
+    deadline = time.monotonic() + timeout
+    statuses = run_statuses(link)
+    while not all(s.startswith("finished") for s in statuses) and time.monotonic() < deadline:
+        time.sleep(0.5)
+        statuses = run_statuses(link)
+    return statuses
 
 
 def run_statuses(link: LocalSuperLink) -> list[str]:

@@ -1,0 +1,121 @@
+"""Peak memory and seconds per round of whole simulations with 10, 100 and 1,000 clients.
+
+    python -m benchmarks.scale [--clients 10 100 1000] [--per-round 10] [--rounds 3]
+
+Each run is ``python -m simulation`` (a private SuperLink, Ray, the ServerApp and the ClientApp actors) on
+full Fashion-MNIST, Dir(0.5) (the split Dir(0.1) cannot make for 1,000 clients of ≥ 10 samples), WRN-16-1
+FedFT-EDS from random weights (scale is about the system, not accuracy), ``--per-round`` clients per round.
+Every process of the run carries a marker in its environment; their proportional set size (PSS, shared
+pages divided among the processes sharing them) is summed every 0.5 s, and the peak is reported with the
+peak number of Ray ClientApp actors. Seconds per round come from rounds.jsonl (wall time per round).
+Writes ``benchmarks/results/scale.json`` and prints a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+from simulation.local_run import PROJECT_DIR, processes_marked
+
+MARKER = "FEDFT_SCALE_BENCHMARK"
+
+
+def _memory_kib(pid: int) -> int:
+    """PSS of one process in KiB (RSS where smaps_rollup is not readable); 0 once it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+        return next(int(line.split()[1]) for line in text.splitlines() if line.startswith("Pss:"))
+    except (OSError, StopIteration):
+        try:
+            return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+        except OSError:
+            return 0
+
+
+def _is_actor(pid: int) -> bool:
+    try:
+        return b"ClientAppActor" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+class PeakSampler(threading.Thread):
+    """Samples the summed memory and the actor count of every process carrying ``marker``."""
+
+    def __init__(self, marker: str, interval: float = 0.5) -> None:
+        super().__init__(daemon=True)
+        self.marker, self.interval = marker, interval
+        self.peak_kib, self.peak_actors, self.peak_processes = 0, 0, 0
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.interval):
+            pids = processes_marked(self.marker, variable=MARKER)
+            self.peak_kib = max(self.peak_kib, sum(_memory_kib(pid) for pid in pids))
+            self.peak_actors = max(self.peak_actors, sum(_is_actor(pid) for pid in pids))
+            self.peak_processes = max(self.peak_processes, len(pids))
+
+
+def measure(num_clients: int, per_round: int, rounds: int, results_dir: Path) -> dict:
+    """One simulation; its peak memory, actor count and per-round wall seconds."""
+    name = f"scale-{num_clients}"
+    overrides = (f"dataset='fashion-mnist' dirichlet-alpha=0.5 pretrain='none' method='fedft-eds' "
+                 f"fraction-train={per_round / num_clients} num-server-rounds={rounds} results-dir='{results_dir}' "
+                 f"run-name='{name}' node-wait-seconds=600.0")
+    marker = uuid.uuid4().hex
+    sampler = PeakSampler(marker)
+    sampler.start()
+    tick = time.perf_counter()
+    with (results_dir / f"{name}.log").open("wb") as log:
+        code = subprocess.call(
+            [sys.executable, "-m", "simulation", "--num-supernodes", str(num_clients), "--run-config", overrides],
+            cwd=PROJECT_DIR, env={**os.environ, MARKER: marker}, stdout=log, stderr=subprocess.STDOUT,
+        )
+    total = time.perf_counter() - tick
+    sampler.stopped.set()
+    sampler.join()
+    records = [json.loads(line) for line in (results_dir / name / "rounds.jsonl").read_text().splitlines()]
+    later = [r["wall_seconds"] for r in records[1:]]
+    return {
+        "clients": num_clients,
+        "clients_per_round": per_round,
+        "exit_code": code,
+        "peak_memory_gib": sampler.peak_kib / 2**20,
+        "peak_actors": sampler.peak_actors,
+        "peak_processes": sampler.peak_processes,
+        "round_1_seconds": records[0]["wall_seconds"],
+        "later_round_seconds_median": statistics.median(later) if later else None,
+        "total_seconds": total,
+        "final_accuracy": records[-1]["accuracy"],
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", type=int, nargs="+", default=[10, 100, 1000])
+    parser.add_argument("--per-round", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/scale.json"))
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        results = [measure(n, args.per_round, args.rounds, Path(tmp)) for n in args.clients]
+    args.out.write_text(json.dumps({"cpus": os.cpu_count(), "runs": results}, indent=1) + "\n")
+    print("| clients | per round | peak memory (GiB, PSS) | Ray actors | round 1 (s) | later rounds, median (s) | whole run (s) |")
+    print("|---|---|---|---|---|---|---|")
+    for r in results:
+        print(f"| {r['clients']} | {r['clients_per_round']} | {r['peak_memory_gib']:.2f} | {r['peak_actors']} | "
+              f"{r['round_1_seconds']:.1f} | {r['later_round_seconds_median']:.1f} | {r['total_seconds']:.0f} |")
+
+
+if __name__ == "__main__":
+    main()
