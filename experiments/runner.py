@@ -42,6 +42,32 @@ def default_results_dir(experiment: Experiment) -> Path:
     return Path("results") / "experiments" / experiment.name
 
 
+class RoundWatcher(threading.Thread):
+    """Beside a running cell: calls ``report`` with the rounds recorded so far whenever one more is written."""
+
+    def __init__(self, directory: Path, report: Callable[[list[dict]], None]) -> None:
+        super().__init__(daemon=True)
+        self.directory, self.report = directory, report
+        self.first_round = self.seen = len(read_rounds(directory))
+        self._stopped = threading.Event()
+
+    def poll(self) -> None:
+        rounds = read_rounds(self.directory)
+        if len(rounds) > self.seen:
+            self.seen = len(rounds)
+            self.report(rounds)
+
+    def run(self) -> None:
+        while not self._stopped.wait(POLL_SECONDS):
+            self.poll()
+
+    def stop(self) -> None:
+        """Stop watching, after reporting any round written since the last poll."""
+        self._stopped.set()
+        self.join()
+        self.poll()
+
+
 @dataclass(frozen=True)
 class RunOutcome:
     finished: list[Cell]
@@ -93,40 +119,29 @@ def run_experiment(
     finished, failed = [], []
     for cell in todo:
         directory = results_dir / CELLS_DIR / cell.name
-        first_round = len(read_rounds(directory))  # > 0 when an interrupted cell resumes
-        rounds_total -= first_round
         log_file = results_dir / LOGS_DIR / f"{cell.name}.log"
-        exit_codes: list[int] = []
-        overrides = cell_run_config(cell, results_dir)
-        worker = threading.Thread(
-            target=lambda: exit_codes.append(run_cell(overrides, experiment.clients, experiment.cpus_per_client, log_file)),
-            daemon=True,
-        )
-        worker.start()
-        seen = first_round
-        while True:
-            worker.join(timeout=POLL_SECONDS)
-            rounds = read_rounds(directory)
-            if len(rounds) > seen:
-                seen = len(rounds)
-                elapsed = time.monotonic() - start
-                echo(progress_line(
-                    cells_done=len(skipped) + len(finished) + len(failed),
-                    cells_total=len(experiment.cells),
-                    cell=cell.name,
-                    server_round=seen,
-                    num_rounds=rounds_of[cell],
-                    accuracy=rounds[-1].get("accuracy"),
-                    elapsed=elapsed,
-                    left=seconds_left(elapsed, rounds_done + seen - first_round, rounds_total),
-                ))
-            if not worker.is_alive():
-                break
-        rounds_done += seen - first_round
-        if exit_codes == [0] and is_finished(directory):
+        cells_done = len(skipped) + len(finished) + len(failed)
+
+        def report(rounds: list[dict], cell: Cell = cell, cells_done: int = cells_done) -> None:
+            elapsed = time.monotonic() - start
+            echo(progress_line(
+                cells_done=cells_done, cells_total=len(experiment.cells), cell=cell.name, server_round=len(rounds),
+                num_rounds=rounds_of[cell], accuracy=rounds[-1].get("accuracy"), elapsed=elapsed,
+                left=seconds_left(elapsed, rounds_done + len(rounds) - watcher.first_round, rounds_total),
+            ))
+
+        watcher = RoundWatcher(directory, report)
+        rounds_total -= watcher.first_round  # > 0 when an interrupted cell resumes
+        watcher.start()
+        try:  # the cell runs in this thread, so Ctrl-C or SIGTERM reaches its clean-up (stop by PID)
+            code = run_cell(cell_run_config(cell, results_dir), experiment.clients, experiment.cpus_per_client, log_file)
+        finally:
+            watcher.stop()
+        rounds_done += watcher.seen - watcher.first_round
+        if code == 0 and is_finished(directory):
             finished.append(cell)
         else:
             failed.append(cell)
-            rounds_total -= rounds_of[cell] - seen  # the rounds it will not run
-            echo(f"{cell.name}: failed (exit code {exit_codes[0] if exit_codes else '?'}); see {log_file}")
+            rounds_total -= rounds_of[cell] - watcher.seen  # the rounds it will not run
+            echo(f"{cell.name}: failed (exit code {code}); see {log_file}")
     return RunOutcome(finished, skipped, failed)

@@ -23,7 +23,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
@@ -126,7 +126,7 @@ class _Checker:
         self.path = path
         self.defaults = load_defaults()
 
-    def fail(self, key: str, problem: str) -> None:
+    def fail(self, key: str, problem: str) -> NoReturn:
         raise ExperimentFileError(f"{self.path}: '{key}' {problem}")
 
     def typed(self, key: str, value: Any, expected: type | tuple[type, ...]) -> Any:

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from experiments.cell_results import config_differences, read_cell
+from experiments.cell_results import config_differences, read_cell, read_rounds
 from experiments.report import write_report
 from experiments.runner import CELLS_DIR, StaleResultsError, cell_run_config, run_experiment
 from experiments.spec import load_experiment
-from tests.in_process import run_in_process, small_run_config
+from tests.in_process import ServerKilled, run_in_process, small_run_config
 
 
 def write_experiment(tmp_path: Path, **changes) -> Path:
@@ -109,3 +109,24 @@ def test_report_tables_and_figures_from_real_cells(tmp_path: Path) -> None:
     row = next(line for line in table.splitlines() if line.startswith("| fedft-eds |"))
     assert row.startswith(f"| fedft-eds | 2 | {100 * mean_best:.2f} ± ")
     assert (results_dir / "experiment.yaml").read_text() == experiment.path.read_text()
+
+
+def test_an_interrupted_cell_resumes_from_its_checkpoint(tmp_path: Path) -> None:
+    experiment = load_experiment(write_experiment(tmp_path, methods=["fedft-eds"], seeds=[0]))
+    results_dir = tmp_path / "out"
+
+    def interrupted(overrides: dict, clients: int, cpus: int, log_file: Path) -> int:
+        with pytest.raises(ServerKilled):
+            run_in_process(small_run_config(Path("/nonexistent"), **overrides), num_partitions=clients, kill_at_round=3)
+        raise KeyboardInterrupt  # what Ctrl-C does to the runner while the cell runs
+
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(experiment, results_dir, run_cell=interrupted, echo=lambda line: None)
+    directory = results_dir / CELLS_DIR / "fedft-eds__seed0"
+    assert [r["round"] for r in read_rounds(directory)] == [1, 2]
+
+    lines: list[str] = []
+    outcome = run_experiment(experiment, results_dir, run_cell=InProcessCells(), echo=lines.append)
+    assert [c.name for c in outcome.finished] == ["fedft-eds__seed0"]
+    assert lines[0].startswith("[0/1 cells] fedft-eds__seed0: round 3/3, accuracy ")
+    assert [r["round"] for r in read_cell(directory).rounds] == [1, 2, 3]
