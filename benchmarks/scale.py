@@ -66,8 +66,8 @@ class PeakSampler(threading.Thread):
             self.peak_processes = max(self.peak_processes, len(pids))
 
 
-def measure(num_clients: int, per_round: int, rounds: int, results_dir: Path) -> dict:
-    """One simulation; its peak memory, actor count and per-round wall seconds."""
+def measure(num_clients: int, per_round: int, rounds: int, cpus_per_client: int, results_dir: Path, log_dir: Path) -> dict:
+    """One simulation; its peak memory, actor count and per-round wall seconds (its log in ``log_dir``)."""
     name = f"scale-{num_clients}"
     overrides = (f"dataset='fashion-mnist' dirichlet-alpha=0.5 pretrain='none' method='fedft-eds' "
                  f"fraction-train={per_round / num_clients} num-server-rounds={rounds} results-dir='{results_dir}' "
@@ -76,27 +76,30 @@ def measure(num_clients: int, per_round: int, rounds: int, results_dir: Path) ->
     sampler = PeakSampler(marker)
     sampler.start()
     tick = time.perf_counter()
-    with (results_dir / f"{name}.log").open("wb") as log:
+    with (log_dir / f"{name}-{cpus_per_client}cpu.log").open("wb") as log:
         code = subprocess.call(
-            [sys.executable, "-m", "simulation", "--num-supernodes", str(num_clients), "--run-config", overrides],
+            [sys.executable, "-m", "simulation", "--num-supernodes", str(num_clients),
+             "--cpus-per-client", str(cpus_per_client), "--run-config", overrides],
             cwd=PROJECT_DIR, env={**os.environ, MARKER: marker}, stdout=log, stderr=subprocess.STDOUT,
         )
     total = time.perf_counter() - tick
     sampler.stopped.set()
     sampler.join()
-    records = [json.loads(line) for line in (results_dir / name / "rounds.jsonl").read_text().splitlines()]
+    rounds_file = results_dir / name / "rounds.jsonl"
+    records = [json.loads(line) for line in rounds_file.read_text().splitlines()] if rounds_file.exists() else []
     later = [r["wall_seconds"] for r in records[1:]]
     return {
         "clients": num_clients,
         "clients_per_round": per_round,
+        "cpus_per_client": cpus_per_client,
         "exit_code": code,
         "peak_memory_gib": sampler.peak_kib / 2**20,
         "peak_actors": sampler.peak_actors,
         "peak_processes": sampler.peak_processes,
-        "round_1_seconds": records[0]["wall_seconds"],
+        "round_1_seconds": records[0]["wall_seconds"] if records else None,
         "later_round_seconds_median": statistics.median(later) if later else None,
         "total_seconds": total,
-        "final_accuracy": records[-1]["accuracy"],
+        "final_accuracy": records[-1]["accuracy"] if records else None,
     }
 
 
@@ -105,15 +108,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--clients", type=int, nargs="+", default=[10, 100, 1000])
     parser.add_argument("--per-round", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--cpus-per-client", type=int, default=1, help="Ray CPUs per ClientApp actor")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/scale.json"))
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        results = [measure(n, args.per_round, args.rounds, Path(tmp)) for n in args.clients]
+        results = [measure(n, args.per_round, args.rounds, args.cpus_per_client, Path(tmp), args.out.parent)
+                   for n in args.clients]
     args.out.write_text(json.dumps({"cpus": os.cpu_count(), "runs": results}, indent=1) + "\n")
-    print("| clients | per round | peak memory (GiB, PSS) | Ray actors | round 1 (s) | later rounds, median (s) | whole run (s) |")
-    print("|---|---|---|---|---|---|---|")
+    print("| clients | per round | CPUs per client | peak memory (GiB, PSS) | Ray actors | round 1 (s) | later rounds, median (s) | whole run (s) |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in results:
-        print(f"| {r['clients']} | {r['clients_per_round']} | {r['peak_memory_gib']:.2f} | {r['peak_actors']} | "
+        if r["exit_code"] != 0:
+            print(f"| {r['clients']} | failed with exit code {r['exit_code']} |")
+            continue
+        print(f"| {r['clients']} | {r['clients_per_round']} | {r['cpus_per_client']} | {r['peak_memory_gib']:.2f} | {r['peak_actors']} | "
               f"{r['round_1_seconds']:.1f} | {r['later_round_seconds_median']:.1f} | {r['total_seconds']:.0f} |")
 
 

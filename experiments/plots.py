@@ -105,7 +105,7 @@ def plot_learning_efficiency(rows: Sequence[SummaryRow], path: Path) -> Path:
                 xs.append(points.index(", ".join(f"{k}={v}" for k, v in row.point)) + index * width)
                 means.append(mean)
                 stds.append(std or 0.0)
-        ax.bar(xs, means, width, yerr=stds, capsize=3, label=method)
+        ax.bar(xs, means, width, yerr=stds if any(stds) else None, capsize=3, label=method)
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(points))], [p or "all cells" for p in points])
     ax.set_ylabel("learning efficiency (% per client second)")
     ax.set_yscale("log")
