@@ -39,6 +39,7 @@ def simulate_cell(overrides: dict, clients: int, cpus_per_client: int, log_file:
 
 
 def default_results_dir(experiment: Experiment) -> Path:
+    """``results/experiments/<name>`` (git-ignored), relative to the working folder."""
     return Path("results") / "experiments" / experiment.name
 
 
@@ -70,6 +71,8 @@ class RoundWatcher(threading.Thread):
 
 @dataclass(frozen=True)
 class RunOutcome:
+    """Which cells this invocation finished, found finished, and saw fail."""
+
     finished: list[Cell]
     skipped: list[Cell]  # finished by an earlier invocation
     failed: list[Cell]
