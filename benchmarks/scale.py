@@ -20,26 +20,14 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
 
+from benchmarks.process_memory import PeakMemory, pss_kib
 from simulation.local_run import PROJECT_DIR, processes_marked
 
 MARKER = "FEDFT_SCALE_BENCHMARK"
-
-
-def _memory_kib(pid: int) -> int:
-    """PSS of one process in KiB (RSS where smaps_rollup is not readable); 0 once it is gone."""
-    try:
-        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
-        return next(int(line.split()[1]) for line in text.splitlines() if line.startswith("Pss:"))
-    except (OSError, StopIteration):
-        try:
-            return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
-        except OSError:
-            return 0
 
 
 def _is_actor(pid: int) -> bool:
@@ -49,23 +37,6 @@ def _is_actor(pid: int) -> bool:
         return False
 
 
-class PeakSampler(threading.Thread):
-    """Samples the summed memory and the actor count of every process carrying ``marker``."""
-
-    def __init__(self, marker: str, interval: float = 0.5) -> None:
-        super().__init__(daemon=True)
-        self.marker, self.interval = marker, interval
-        self.peak_kib, self.peak_actors, self.peak_processes = 0, 0, 0
-        self.stopped = threading.Event()
-
-    def run(self) -> None:
-        while not self.stopped.wait(self.interval):
-            pids = processes_marked(self.marker, variable=MARKER)
-            self.peak_kib = max(self.peak_kib, sum(_memory_kib(pid) for pid in pids))
-            self.peak_actors = max(self.peak_actors, sum(_is_actor(pid) for pid in pids))
-            self.peak_processes = max(self.peak_processes, len(pids))
-
-
 def measure(num_clients: int, per_round: int, rounds: int, cpus_per_client: int, results_dir: Path, log_dir: Path) -> dict:
     """One simulation; its peak memory, actor count and per-round wall seconds (its log in ``log_dir``)."""
     name = f"scale-{num_clients}"
@@ -73,7 +44,7 @@ def measure(num_clients: int, per_round: int, rounds: int, cpus_per_client: int,
                  f"fraction-train={per_round / num_clients} num-server-rounds={rounds} results-dir='{results_dir}' "
                  f"run-name='{name}' node-wait-seconds=600.0")
     marker = uuid.uuid4().hex
-    sampler = PeakSampler(marker)
+    sampler = PeakMemory(lambda: processes_marked(marker, variable=MARKER), pss_kib, counted=_is_actor)
     sampler.start()
     tick = time.perf_counter()
     with (log_dir / f"{name}-{cpus_per_client}cpu.log").open("wb") as log:
@@ -83,8 +54,7 @@ def measure(num_clients: int, per_round: int, rounds: int, cpus_per_client: int,
             cwd=PROJECT_DIR, env={**os.environ, MARKER: marker}, stdout=log, stderr=subprocess.STDOUT,
         )
     total = time.perf_counter() - tick
-    sampler.stopped.set()
-    sampler.join()
+    sampler.stop()
     rounds_file = results_dir / name / "rounds.jsonl"
     records = [json.loads(line) for line in rounds_file.read_text().splitlines()] if rounds_file.exists() else []
     later = [r["wall_seconds"] for r in records[1:]]
@@ -93,8 +63,8 @@ def measure(num_clients: int, per_round: int, rounds: int, cpus_per_client: int,
         "clients_per_round": per_round,
         "cpus_per_client": cpus_per_client,
         "exit_code": code,
-        "peak_memory_gib": sampler.peak_kib / 2**20,
-        "peak_actors": sampler.peak_actors,
+        "peak_memory_gib": sampler.peak_total_kib / 2**20,
+        "peak_actors": sampler.peak_counted,
         "peak_processes": sampler.peak_processes,
         "round_1_seconds": records[0]["wall_seconds"] if records else None,
         "later_round_seconds_median": statistics.median(later) if later else None,
@@ -111,6 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cpus-per-client", type=int, default=1, help="Ray CPUs per ClientApp actor")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/scale.json"))
     args = parser.parse_args(argv)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         results = [measure(n, args.per_round, args.rounds, args.cpus_per_client, Path(tmp), args.out.parent)
                    for n in args.clients]

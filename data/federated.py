@@ -55,21 +55,24 @@ def partition_sizes(split: FederatedSplit, num_partitions: int) -> list[int]:
     return [len(p) for p in _client_pool_and_partitions(split, num_partitions)[1]]
 
 
-def load_client_partition(split: FederatedSplit, partition_id: int, num_partitions: int) -> ImageData:
-    """The training samples of one client."""
+def _client_indices(split: FederatedSplit, partition_id: int, num_partitions: int) -> np.ndarray:
+    """Positions in the training set of one client's samples."""
     if not 0 <= partition_id < num_partitions:
         raise ValueError(f"partition-id {partition_id} is outside [0, {num_partitions})")
     pool, parts = _client_pool_and_partitions(split, num_partitions)
+    return pool[parts[partition_id]]
+
+
+def load_client_partition(split: FederatedSplit, partition_id: int, num_partitions: int) -> ImageData:
+    """The training samples of one client."""
     train = load_dataset(split.dataset, split.data_dir).train
-    return train.subset(pool[parts[partition_id]])
+    return train.subset(_client_indices(split, partition_id, num_partitions))
 
 
 def client_partition_labels(split: FederatedSplit, partition_id: int, num_partitions: int) -> np.ndarray:
     """The labels of one client's training samples (no images are copied or transformed)."""
-    if not 0 <= partition_id < num_partitions:
-        raise ValueError(f"partition-id {partition_id} is outside [0, {num_partitions})")
-    pool, parts = _client_pool_and_partitions(split, num_partitions)
-    return load_dataset(split.dataset, split.data_dir).train.labels[pool[parts[partition_id]]]
+    train = load_dataset(split.dataset, split.data_dir).train
+    return train.labels[_client_indices(split, partition_id, num_partitions)]
 
 
 def load_public_split(split: FederatedSplit) -> ImageData:

@@ -9,14 +9,13 @@ cka     linear CKA between client-updated models (the FedFT-EDS paper's Fig. 2-4
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 from pathlib import Path
 
-from experiments.progress import format_duration
 from experiments.report import write_report
 from experiments.runner import StaleResultsError, default_results_dir, run_experiment
 from experiments.spec import ExperimentFileError, load_experiment
+from simulation.local_run import exit_on_sigterm
 
 
 def _experiment_command(args: argparse.Namespace) -> int:
@@ -59,10 +58,6 @@ def main(argv: list[str] | None = None) -> int:
     return _experiment_command(parser.parse_args(argv))
 
 
-def _exit_on_sigterm(signum: int, frame: object) -> None:
-    sys.exit(128 + signum)  # the running cell's launcher stops its SuperLink and Ray by PID
-
-
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    exit_on_sigterm()
     sys.exit(main())

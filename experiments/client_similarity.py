@@ -89,9 +89,10 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as err:
             parser.error(str(err))
         tick = time.perf_counter()
-        test = load_test_set(federated_split(config))
+        split = federated_split(config)
+        test = load_test_set(split)
         count = args.test_samples or len(test.labels)
-        inputs = to_model_input(test.images[:count], federated_split(config).info)
+        inputs = to_model_input(test.images[:count], split.info)
         results[f"pretrain={pretrain}"] = level_similarity(client_models(config, args.clients), inputs, args.batch_size)
         report[f"pretrain={pretrain}"] = {
             level: {"mean_off_diagonal": mean_off_diagonal(m), "matrix": m.round(6).tolist()}

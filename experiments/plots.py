@@ -93,7 +93,7 @@ def plot_accuracy(curves: Mapping[str, Mapping[str, Curve]], path: Path, against
 
 def plot_learning_efficiency(rows: Sequence[SummaryRow], path: Path) -> Path:
     """Bars of learning efficiency (mean ± std over seeds) per method, grouped by grid point."""
-    points = list(dict.fromkeys(", ".join(f"{k}={v}" for k, v in r.point) for r in rows))
+    points = list(dict.fromkeys(r.point_label for r in rows))
     methods = list(dict.fromkeys(r.method for r in rows))
     width = 0.8 / max(len(methods), 1)
     figure, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(points) * len(methods)), 4.0))
@@ -102,7 +102,7 @@ def plot_learning_efficiency(rows: Sequence[SummaryRow], path: Path) -> Path:
         for row in rows:
             if row.method == method:
                 mean, std = row.stats["learning_efficiency"]
-                xs.append(points.index(", ".join(f"{k}={v}" for k, v in row.point)) + index * width)
+                xs.append(points.index(row.point_label) + index * width)
                 means.append(mean)
                 stds.append(std or 0.0)
         ax.bar(xs, means, width, yerr=stds if any(stds) else None, capsize=3, label=method)

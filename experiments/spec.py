@@ -66,8 +66,7 @@ class Cell:
 
     @property
     def point_label(self) -> str:
-        """The grid values as ``key=value, ...`` (empty when the grid has no keys)."""
-        return ", ".join(f"{key}={_text(value)}" for key, value in self.point)
+        return point_label(self.point)
 
 
 @dataclass(frozen=True)
@@ -88,6 +87,11 @@ class Experiment:
     paper: str = ""
     histogram: EntropyHistogram | None = None
     cells: tuple[Cell, ...] = field(default=(), repr=False)
+
+
+def point_label(point: tuple[tuple[str, Any], ...]) -> str:
+    """Grid values as ``key=value, ...`` (empty when the grid has no keys)."""
+    return ", ".join(f"{key}={_text(value)}" for key, value in point)
 
 
 def _text(value: Any) -> str:

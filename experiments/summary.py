@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from experiments.cell_results import CellResult
-from experiments.spec import Cell, Experiment
+from experiments.spec import Cell, Experiment, point_label
 
 #: summary.json field -> (column title, factor for display, decimals)
 METRICS: dict[str, tuple[str, float, int]] = {
@@ -38,6 +38,10 @@ class SummaryRow:
     method: str
     seeds: tuple[int, ...]
     stats: Mapping[str, tuple[float, float | None]]  # metric -> (mean, std)
+
+    @property
+    def point_label(self) -> str:
+        return point_label(self.point)
 
 
 def summarise(experiment: Experiment, results: Mapping[Cell, CellResult]) -> list[SummaryRow]:

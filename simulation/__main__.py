@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 
 from run_config.overrides import parse_overrides
-from simulation.local_run import run_simulation
+from simulation.local_run import exit_on_sigterm, run_simulation
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,10 +18,6 @@ def main(argv: list[str] | None = None) -> int:
     return run_simulation(parse_overrides(args.run_config), num_supernodes=args.num_supernodes, cpus_per_client=args.cpus_per_client)
 
 
-def _exit_on_sigterm(signum: int, frame: object) -> None:
-    sys.exit(128 + signum)  # raises SystemExit, so the launcher's cleanup stops the SuperLink and Ray
-
-
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    exit_on_sigterm()
     sys.exit(main())

@@ -172,6 +172,12 @@ def local_superlink(flwr_home: Path, cwd: Path = PROJECT_DIR) -> Iterator[LocalS
         stop_marked(env[RUN_MARKER])
 
 
+def exit_on_sigterm() -> None:
+    """Make SIGTERM raise SystemExit in the main thread, so a running launcher's clean-up (stop the
+    SuperLink and Ray by PID) runs; for the command-line entry points."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+
 def run_simulation(
     overrides: Mapping[str, object],
     *,
@@ -222,7 +228,10 @@ def _run_on_local_superlink(overrides: Mapping[str, object], num_supernodes: int
         statuses = final_statuses(link)
         if statuses != ["finished:completed"]:
             message = f"run status on the SuperLink: {statuses}\n"
-            stream_to.write(message.encode()) if stream_to else print(message, end="", flush=True)
+            if stream_to is None:
+                print(message, end="", flush=True)
+            else:
+                stream_to.write(message.encode())
         return 0 if statuses == ["finished:completed"] else 1
 
 
