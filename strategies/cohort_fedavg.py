@@ -49,7 +49,7 @@ class RoundObserver(Protocol):
 class RoundReplies:
     """A training round's replies sorted by what happened to each selected client."""
 
-    accepted: list[Message] = field(default_factory=list)  # in partition-id order
+    accepted: dict[int, Message] = field(default_factory=dict)  # partition id -> reply, in partition-id order
     failed: dict[int, str] = field(default_factory=dict)  # partition id -> the client's error
     rejected: dict[int, str] = field(default_factory=dict)  # partition id -> why the update was refused
     timed_out: list[int] = field(default_factory=list)  # selected, but no reply within round-timeout
@@ -182,7 +182,7 @@ class CohortFedAvg(FedAvg):
             elif (reason := rejection_reason(reply.content, self._expected, self.arrayrecord_key, self.weighted_by_key)):
                 outcome.rejected[pid] = reason
             else:
-                outcome.accepted.append(reply)
+                outcome.accepted[pid] = reply
         answered = {partition.get(r.metadata.src_node_id, -1) for r in replies}
         outcome.timed_out = sorted(pid for pid in self._cohort if pid not in answered)
         return outcome
@@ -212,7 +212,7 @@ class CohortFedAvg(FedAvg):
         received = [record for r in replies if not r.has_error() for record in r.content.array_records.values()]
         self.observer.replies_received(
             server_round,
-            [client_stats_of(r) for r in outcome.accepted],
+            [client_stats_of(r) for r in outcome.accepted.values()],
             sum(record.count_bytes() for record in received),
             aggregated=aggregated,
             **outcome.problems(),
@@ -221,6 +221,6 @@ class CohortFedAvg(FedAvg):
             log(WARNING, "round %d skipped: %d sound updates, min-train-nodes is %d; the global model is unchanged",
                 server_round, len(outcome.accepted), self.min_train_nodes)
             return None, None
-        contents = [r.content for r in outcome.accepted]
+        contents = [r.content for r in outcome.accepted.values()]
         mean = conform_to(aggregate_arrayrecords(contents, self.weighted_by_key), self._expected)
         return mean, self.train_metrics_aggr_fn(contents, self.weighted_by_key)

@@ -34,7 +34,5 @@ class PartialModelFedAvg(CohortFedAvg):
 
     def replies_sorted(self, outcome: RoundReplies) -> None:
         """Clients that replied hold φ now; one that failed or did not answer may not (a restarted device)."""
-        for reply in outcome.accepted:
-            self.holding_frozen.add(self.population.partition_of[reply.metadata.src_node_id])
-        self.holding_frozen.update(outcome.rejected)
+        self.holding_frozen.update(outcome.accepted, outcome.rejected)
         self.holding_frozen.difference_update(outcome.failed, outcome.timed_out)
