@@ -1,9 +1,13 @@
-"""``python -m experiments run|report|check FILE [--results-dir DIR]``; ``python -m experiments cka --help``.
+"""``python -m experiments run|report|check FILE [--results-dir DIR] [--only PATTERN ...]``;
+``python -m experiments cka --help``.
 
 run     runs every unfinished cell of the experiment file (resumable), then writes its tables and figures
 report  writes the tables and figures from the cells finished so far
 check   validates the file and lists its cells, running nothing
 cka     linear CKA between client-updated models (the FedFT-EDS paper's Fig. 2-4)
+
+--only  restricts run and check to the cells whose name matches a shell-style pattern (repeatable), e.g.
+        --only 'fedft-*' --only '*__seed0'; the report always covers every cell of the file
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from pathlib import Path
 
 from experiments.report import write_report
 from experiments.runner import StaleResultsError, default_results_dir, run_experiment
-from experiments.spec import ExperimentFileError, load_experiment
+from experiments.spec import ExperimentFileError, load_experiment, select_cells
 from simulation.local_run import exit_on_sigterm
 
 
@@ -24,17 +28,23 @@ def _experiment_command(args: argparse.Namespace) -> int:
     except ExperimentFileError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    try:
+        selected = select_cells(experiment.cells, tuple(args.only))
+    except ValueError as err:
+        print(f"error: {args.file}: {err}", file=sys.stderr)
+        return 2
     results_dir = args.results_dir or default_results_dir(experiment)
     if args.command == "check":
-        print(f"{args.file}: {len(experiment.cells)} cells, {experiment.clients} clients each; cost: {experiment.cost}")
-        for cell in experiment.cells:
+        print(f"{args.file}: {len(selected)} cells, {experiment.clients} clients each; cost: {experiment.cost}")
+        for cell in selected:
             print(f"  {cell.name}")
         return 0
     code = 0
     if args.command == "run":
-        print(f"{experiment.name}: {len(experiment.cells)} cells; stated cost: {experiment.cost}", flush=True)
+        print(f"{experiment.name}: {len(selected)} cells; stated cost: {experiment.cost}", flush=True)
         try:
-            outcome = run_experiment(experiment, results_dir, echo=lambda line: print(line, flush=True))
+            outcome = run_experiment(experiment, results_dir, echo=lambda line: print(line, flush=True),
+                                     cells=selected)
         except StaleResultsError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
@@ -55,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", choices=("run", "report", "check"))
     parser.add_argument("file", type=Path, help="experiment file, e.g. experiments/smoke.yaml")
     parser.add_argument("--results-dir", type=Path, help="default: results/experiments/<name>")
+    parser.add_argument("--only", action="append", default=[], metavar="PATTERN",
+                        help="run or list only the cells whose name matches (shell-style; repeatable)")
     return _experiment_command(parser.parse_args(argv))
 
 

@@ -105,18 +105,21 @@ def run_experiment(
     results_dir: Path,
     run_cell: RunCell = simulate_cell,
     echo: Callable[[str], None] = print,
+    cells: tuple[Cell, ...] | None = None,
 ) -> RunOutcome:
-    """Run every unfinished cell; print a progress line whenever a round finishes."""
+    """Run every unfinished cell (of ``cells``, default all the file's); print a progress line whenever a round
+    finishes. Every finished cell of the file is checked against it first, since the report covers them all."""
+    cells = experiment.cells if cells is None else cells
     results_dir.mkdir(parents=True, exist_ok=True)
     check_finished_cells(experiment, results_dir)
     shutil.copyfile(experiment.path, results_dir / "experiment.yaml")
     (results_dir / LOGS_DIR).mkdir(exist_ok=True)
     defaults = load_defaults()
-    rounds_of = {c: int({**defaults, **c.overrides}["num-server-rounds"]) for c in experiment.cells}
-    skipped = [c for c in experiment.cells if is_finished(results_dir / CELLS_DIR / c.name)]
-    todo = [c for c in experiment.cells if c not in skipped]
+    rounds_of = {c: int({**defaults, **c.overrides}["num-server-rounds"]) for c in cells}
+    skipped = [c for c in cells if is_finished(results_dir / CELLS_DIR / c.name)]
+    todo = [c for c in cells if c not in skipped]
     if skipped:
-        echo(f"{len(skipped)} of {len(experiment.cells)} cells already finished in {results_dir}; skipping them")
+        echo(f"{len(skipped)} of {len(cells)} cells already finished in {results_dir}; skipping them")
     rounds_total = sum(rounds_of[c] for c in todo)
     rounds_done, start = 0, time.monotonic()
     finished, failed = [], []
@@ -128,7 +131,7 @@ def run_experiment(
         def report(rounds: list[dict], cell: Cell = cell, cells_done: int = cells_done) -> None:
             elapsed = time.monotonic() - start
             echo(progress_line(
-                cells_done=cells_done, cells_total=len(experiment.cells), cell=cell.name, server_round=len(rounds),
+                cells_done=cells_done, cells_total=len(cells), cell=cell.name, server_round=len(rounds),
                 num_rounds=rounds_of[cell], accuracy=rounds[-1].get("accuracy"), elapsed=elapsed,
                 left=seconds_left(elapsed, rounds_done + len(rounds) - watcher.first_round, rounds_total),
             ))

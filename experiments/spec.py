@@ -18,6 +18,7 @@ and every cell's configuration, before anything runs.
 
 from __future__ import annotations
 
+import fnmatch
 import itertools
 import math
 from collections.abc import Mapping
@@ -253,6 +254,18 @@ def expand_cells(methods: Mapping[str, Mapping[str, Any]], grid: Mapping[str, tu
             for seed in seeds:
                 cells.append(Cell(label, point, seed, {**base, **dict(point), **overrides}))
     return tuple(cells)
+
+
+def select_cells(cells: tuple[Cell, ...], patterns: tuple[str, ...]) -> tuple[Cell, ...]:
+    """The cells whose name matches any of the shell-style ``patterns`` (all cells when there are none), in
+    file order; raise ``ValueError`` naming a pattern that matches no cell, so a typo does not run nothing."""
+    if not patterns:
+        return cells
+    for pattern in patterns:
+        if not any(fnmatch.fnmatchcase(cell.name, pattern) for cell in cells):
+            raise ValueError(f"--only {pattern!r} matches no cell; cells are named <method>__<key>=<value>__seed<n>, "
+                             f"e.g. {cells[0].name}")
+    return tuple(c for c in cells if any(fnmatch.fnmatchcase(c.name, p) for p in patterns))
 
 
 def parse_experiment(raw: Any, path: Path) -> Experiment:

@@ -31,6 +31,21 @@ def test_check_lists_the_cells(tmp_path: Path, capsys: pytest.CaptureFixture) ->
     assert lines[1:] == ["  fedft-eds__dirichlet-alpha=0.1__seed0", "  fedft-rds__dirichlet-alpha=0.1__seed0"]
 
 
+def test_check_only_lists_the_matching_cells(capsys: pytest.CaptureFixture) -> None:
+    assert main(["check", str(PROJECT_DIR / "experiments" / "smoke.yaml"), "--only", "*-rds__*"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(f"{PROJECT_DIR / 'experiments' / 'smoke.yaml'}: 1 cells,")
+    assert lines[1:] == ["  fedft-rds__dirichlet-alpha=0.1__seed0"]
+
+
+def test_run_only_with_a_pattern_that_matches_nothing_runs_nothing(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture) -> None:
+    path = PROJECT_DIR / "experiments" / "smoke.yaml"
+    assert main(["run", str(path), "--only", "fedavg*", "--results-dir", str(tmp_path / "out")]) == 2
+    assert f"error: {path}: --only 'fedavg*' matches no cell" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.e2e
 def test_run_two_cells_in_simulation_then_skip_them(tmp_path: Path) -> None:
     path = tmp_path / "tiny.yaml"

@@ -67,6 +67,16 @@ def test_runs_every_cell_once_then_skips_finished_cells(tmp_path: Path) -> None:
     assert not outcome.failed
 
 
+def test_only_the_given_cells_run_and_the_count_is_theirs(tmp_path: Path) -> None:
+    experiment = load_experiment(write_experiment(tmp_path))
+    lines: list[str] = []
+    cells = InProcessCells()
+    chosen = experiment.cells[2:3]
+    outcome = run_experiment(experiment, tmp_path / "out", run_cell=cells, echo=lines.append, cells=chosen)
+    assert cells.ran == ["fedft-rds__seed0"] and outcome.finished == list(chosen)
+    assert lines[-1].startswith("[0/1 cells] fedft-rds__seed0: round 3/3, accuracy ")
+
+
 def test_cell_run_config_sets_seed_folder_name_and_resume(tmp_path: Path) -> None:
     experiment = load_experiment(write_experiment(tmp_path))
     cell = experiment.cells[1]

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from experiments.spec import ExperimentFileError, load_experiment, parse_experiment
+from experiments.spec import ExperimentFileError, load_experiment, parse_experiment, select_cells
 
 EXPERIMENTS = sorted((Path(__file__).resolve().parents[1] / "experiments").glob("*.yaml"))
 VALID = {
@@ -139,3 +139,22 @@ def test_file_level_errors(tmp_path: Path) -> None:
     listed.write_text(yaml.safe_dump(["fedavg"]))
     with pytest.raises(ExperimentFileError, match="list.yaml: the file must be a YAML mapping"):
         load_experiment(listed)
+
+
+def test_select_cells_keeps_file_order_and_matches_any_pattern() -> None:
+    cells = parse().cells
+    chosen = select_cells(cells, ("*__seed1", "fedft-eds__dirichlet-alpha=0.5*"))
+    assert [c.name for c in chosen] == [
+        "fedft-eds__dirichlet-alpha=0.1__temperature=0.1__seed1",
+        "fedft-rds__dirichlet-alpha=0.1__temperature=0.1__seed1",
+        "fedft-eds__dirichlet-alpha=0.5__temperature=0.1__seed0",
+        "fedft-eds__dirichlet-alpha=0.5__temperature=0.1__seed1",
+        "fedft-rds__dirichlet-alpha=0.5__temperature=0.1__seed1",
+    ]
+    assert select_cells(cells, ()) == cells
+
+
+def test_select_cells_refuses_a_pattern_that_matches_nothing() -> None:
+    with pytest.raises(ValueError, match=r"--only 'fedft-eds__seed0' matches no cell; cells are named "
+                                         r"<method>__<key>=<value>__seed<n>, e\.g\. fedft-eds__dirichlet-alpha=0\.1"):
+        select_cells(parse().cells, ("fedft-*", "fedft-eds__seed0"))
