@@ -10,12 +10,12 @@ RUN_CONFIG ?=
 
 setup: $(STAMP)
 
-# torch is installed first, pinned, so that nothing pulls the multi-GB CUDA build from the registry.
+# torch is installed first, pinned by constraints-cpu.txt, so that nothing pulls the multi-GB CUDA build.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e ".[dev]"
+	$(BIN)/pip install --quiet -c constraints-cpu.txt torch
+	$(BIN)/pip install --quiet -c constraints-cpu.txt -e ".[simulation,experiments,dev]"
 	touch $(STAMP)
 
 run: setup

@@ -1,0 +1,1 @@
+"""Federated methods, one module (or small package) each."""
