@@ -25,6 +25,7 @@ import torch
 from client_app.feature_cache import FeatureCache
 from client_app.local_data import load_local_data
 from client_app.local_update import frozen_features, local_update
+from models.device import resolve_device
 from models.training import predict_logits, train_epochs
 from run_config import build_model_for, federated_split
 from run_config.defaults import default_config
@@ -39,17 +40,18 @@ VARIANTS = {  # label -> run-config overrides
 }
 
 
-def reference_seconds(model, data, config) -> float:
+def reference_seconds(model, data, config, device: torch.device) -> float:
     """θ forward over all cached features + θ training on ⌈0.1·n⌉ of them, as bare operations."""
     level = config.freeze
-    model.set_frozen(level)
-    features = frozen_features(model, data.inputs, level, config.eval_batch_size)
+    model.to(device).set_frozen(level)
+    features = frozen_features(model, data, level, config.eval_batch_size, device, torch.float32).to(device)
+    labels = data.labels.to(device)
     k = max(1, -(-len(data) // 10))
     tick = time.perf_counter()
     model.eval()
     predict_logits(lambda h: model.forward_from(h, level), features, config.eval_batch_size)
     model.set_frozen(level)
-    train_epochs(lambda h: model.forward_from(h, level), model.upper_parameters(level), features[:k], data.labels[:k],
+    train_epochs(lambda h: model.forward_from(h, level), model.upper_parameters(level), features[:k], labels[:k],
                  epochs=config.local_epochs, batch_size=config.batch_size, lr=config.learning_rate,
                  momentum=config.momentum, weight_decay=config.weight_decay)
     return time.perf_counter() - tick
@@ -62,10 +64,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--num-partitions", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (a simulated client gets 1 core)")
+    parser.add_argument("--device", default="cpu", help="device to compute on (auto, cpu, cuda, cuda:N, mps)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/client_workload.json"))
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.set_flush_denormal(True)
+    device = resolve_device(args.device, key="--device")
 
     base = dict(dataset=args.dataset, partitioner="iid", pretrain="none")
     configs = {label: default_config(**base, **over) for label, over in VARIANTS.items()}
@@ -81,20 +85,20 @@ def main(argv: list[str] | None = None) -> dict:
             model = build_model_for(config)
             model.load_state_dict(copy.deepcopy(global_state))
             result = local_update(model, data, config, server_round=rnd, partition_id=args.partition,
-                                  learning_rate=config.learning_rate,
+                                  learning_rate=config.learning_rate, device=device,
                                   cache=caches[label] if config.feature_cache else None, cache_key="client")
             seconds[label].append(result.train_seconds)
             cache_seconds[label] += result.cache_seconds
         model = build_model_for(configs["fedft-eds 10%"])
         model.load_state_dict(copy.deepcopy(global_state))
-        reference.append(reference_seconds(model, data, configs["fedft-eds 10%"]))
+        reference.append(reference_seconds(model, data, configs["fedft-eds 10%"], device))
 
     median = {label: statistics.median(s[1:]) for label, s in seconds.items()}
     ref = statistics.median(reference[1:])
     report = {
         "setting": {"dataset": args.dataset, "model": any_config.model, "local_samples": len(data),
                     "local_epochs": any_config.local_epochs, "batch_size": any_config.batch_size,
-                    "torch_threads": args.threads, "rounds": args.rounds, "machine": platform.processor() or platform.machine()},
+                    "torch_threads": args.threads, "device": str(device), "rounds": args.rounds, "machine": platform.processor() or platform.machine()},
         "median_train_seconds": median,
         "cache_build_seconds": cache_seconds,
         "reference_theta_seconds": ref,

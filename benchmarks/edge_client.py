@@ -38,8 +38,8 @@ def measure(size: int, rounds: int, threads: int) -> dict:
     from client_app.local_update import local_update
     from client_app.threads import use_threads
     from data.catalog import DATASETS
+    from data.image_data import ImageData
     from data.loading import load_dataset
-    from data.transforms import to_model_input
     from run_config import build_model_for
     from run_config.defaults import default_config
 
@@ -51,7 +51,7 @@ def measure(size: int, rounds: int, threads: int) -> dict:
     train = load_dataset("fashion-mnist-mini").train
     if size > len(train):
         raise SystemExit(f"at most {len(train)} samples available")
-    data = LocalData(to_model_input(train.images[:size], DATASETS[config.dataset]), torch.from_numpy(train.labels[:size]))
+    data = LocalData.from_images(ImageData(train.images[:size], train.labels[:size]), DATASETS[config.dataset])
     cache = FeatureCache(max_bytes=4 * 2**30)
     state = {k: v.clone() for k, v in model.state_dict().items()}
     seconds, results = [], []
@@ -59,10 +59,11 @@ def measure(size: int, rounds: int, threads: int) -> dict:
         model.load_state_dict(state)  # every round starts from the same global model, as after aggregation
         tick = time.perf_counter()
         result = local_update(model, data, config, server_round=server_round, partition_id=0,
-                              learning_rate=config.learning_rate, cache=cache, cache_key=size)
+                              learning_rate=config.learning_rate, cache=cache, cache_key=size,
+                              device=torch.device("cpu"))
         seconds.append(time.perf_counter() - tick)
         results.append(result)
-    features = cache.get(size)
+    features = cache.get((size, config.feature_cache_dtype))
     return {
         "samples": size,
         "selected": results[0].num_examples,

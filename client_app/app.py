@@ -15,7 +15,6 @@ from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, 
 from flwr.clientapp import ClientApp
 
 from client_app import fault_injection
-from client_app.device import resolve_device
 from client_app.feature_cache import PROCESS_CACHE, fingerprint
 from client_app.label_counts import label_count_vector, privatise
 from client_app.local_data import LocalData, load_local_data, load_node_local_data
@@ -25,6 +24,7 @@ from data.catalog import DATASETS
 from data.federated import client_partition_labels
 from data.node_data import read_node_data
 from models import NO_FREEZE, SplitModel
+from models.device import resolve_device
 from models.training import evaluate as evaluate_model
 from run_config import RunConfig, build_model_for, federated_split, parse_run_config
 from run_config.fail_partitions import parse_fail_partitions
@@ -56,8 +56,11 @@ def _partition(context: Context) -> tuple[int, int]:
 
 
 def _device(context: Context, config: RunConfig) -> torch.device:
-    """The run's ``device``, unless this node's config names its own."""
-    return resolve_device(str(context.node_config.get("device", config.device)))
+    """The run's ``device``, unless this node's config names its own; an error naming the key and what torch
+    sees when this node lacks it."""
+    if "device" in context.node_config:
+        return resolve_device(str(context.node_config["device"]), key="node config 'device'")
+    return resolve_device(config.device, key="run config 'device'")
 
 
 def _local_data(context: Context, config: RunConfig) -> LocalData:
@@ -118,6 +121,7 @@ def train(msg: Message, context: Context) -> Message:
     partition_id, num_partitions = _partition(context)
     fault = parse_fail_partitions(config.fail_partitions).get(partition_id)
     fault_injection.before_training(fault, config.round_timeout)
+    device = _device(context, config)
     data = _local_data(context, config)
     model, phi_fingerprint = _load_global_model(msg, context, config)
     round_config = msg.content["config"]
@@ -131,7 +135,7 @@ def train(msg: Message, context: Context) -> Message:
         partition_id=partition_id,
         learning_rate=float(round_config["learning-rate"]),
         cache=PROCESS_CACHE if config.feature_cache else None,
-        device=_device(context, config),
+        device=device,
         cache_key=(federated_split(config), partition_id, num_partitions, str(context.node_config.get("data-path", "")),
                    config.freeze, phi_fingerprint),
     )
@@ -162,6 +166,6 @@ def evaluate(msg: Message, context: Context) -> Message:
     model, _ = _load_global_model(msg, context, config)
     device = _device(context, config)
     model.to(device).eval()
-    loss, accuracy = evaluate_model(model, data.inputs.to(device), data.labels.to(device), config.eval_batch_size)
+    loss, accuracy = evaluate_model(model, data.inputs(device), data.labels.to(device), config.eval_batch_size)
     metrics = MetricRecord({"eval-loss": loss, "eval-acc": accuracy, "num-examples": len(data)})
     return Message(RecordDict({"metrics": metrics}), reply_to=msg)

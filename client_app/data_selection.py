@@ -1,7 +1,8 @@
 """Which local samples a client trains on in a round (SPEC §4, FedFT-EDS step 2).
 
 ``entropy`` keeps the ⌈P·n⌉ samples whose hardened-softmax entropy is highest under the received model;
-``random`` draws a uniform subset of the same size (RDS); ``all`` keeps everything.
+``random`` draws a uniform subset of the same size (RDS); ``all`` keeps everything. Indices are returned on the
+entropies' device; random draws come from a CPU generator, so a seed picks the same subset on every device.
 """
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ def hardened_entropy(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     """Shannon entropy (nats) of softmax(z / ρ) for each row of ``logits``.
 
     ρ < 1 hardens the distribution: confident samples drop to near-zero entropy and only the uncertain
-    ones stand out. Computed from log-softmax, so very small ρ does not overflow.
+    ones stand out. Computed from log-softmax in float64, so very small ρ does not overflow and near ties rank
+    the same on every device (float32 on Apple MPS, which has no float64).
     """
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
-    log_p = torch.log_softmax(logits.double() / temperature, dim=1)
+    dtype = torch.float32 if logits.device.type == "mps" else torch.float64
+    log_p = torch.log_softmax(logits.to(dtype) / temperature, dim=1)
     return -(log_p.exp() * log_p).sum(dim=1)
 
 
@@ -34,20 +37,21 @@ def select_by_entropy(entropies: torch.Tensor, size: int) -> torch.Tensor:
 
 
 def select_random(num_samples: int, size: int, generator: torch.Generator) -> torch.Tensor:
-    """A uniform random subset of ``size`` indices (sorted)."""
+    """A uniform random subset of ``size`` indices (sorted), drawn with a CPU ``generator``, on the CPU."""
     return torch.randperm(num_samples, generator=generator)[:size].sort().values
 
 
 def select_samples(
     policy: str, entropies: torch.Tensor, fraction: float, generator: torch.Generator
 ) -> torch.Tensor:
-    """The indices to train on this round under ``policy`` (``all``, ``random`` or ``entropy``)."""
+    """The indices to train on this round under ``policy`` (``all``, ``random`` or ``entropy``), on the
+    entropies' device."""
     n = len(entropies)
     if policy == "all":
-        return torch.arange(n)
+        return torch.arange(n, device=entropies.device)
     size = selection_size(n, fraction)
     if policy == "entropy":
         return select_by_entropy(entropies, size)
     if policy == "random":
-        return select_random(n, size, generator)
+        return select_random(n, size, generator).to(entropies.device)
     raise ValueError(f"unknown data-selection policy {policy!r}")

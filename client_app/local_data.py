@@ -1,7 +1,8 @@
-"""A client's own training data as model-ready tensors, loaded on first use and kept per process.
+"""A client's own training data, loaded on first use and kept per process as compact uint8 images.
 
 In simulation every client cuts its partition from the shared dataset; a deployed SuperNode started with a
-``data-path`` node config reads its exported partition folder instead (see ``data/node_data.py``).
+``data-path`` node config reads its exported partition folder instead (see ``data/node_data.py``). Images are
+normalised on the device that computes with them (``LocalData.inputs``), once per round or per chunk.
 """
 
 from __future__ import annotations
@@ -10,34 +11,43 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 
-from data.catalog import DATASETS
+from data.catalog import DATASETS, DatasetInfo
 from data.federated import FederatedSplit, load_client_partition
+from data.image_data import ImageData
 from data.node_data import read_node_data
-from data.transforms import to_model_input
+from data.transforms import normalise
 
 
 @dataclass(frozen=True)
 class LocalData:
-    """Normalised inputs (N x C x 32 x 32) and labels of one client."""
+    """uint8 images (N x C x H x W, as stored), int64 labels, and how to turn the images into model inputs."""
 
-    inputs: torch.Tensor
+    images: torch.Tensor
     labels: torch.Tensor
+    info: DatasetInfo
 
     def __len__(self) -> int:
         return len(self.labels)
 
+    def inputs(self, device: torch.device, start: int = 0, stop: int | None = None) -> torch.Tensor:
+        """Normalised model inputs (float32 N x C x 32 x 32) of samples ``start:stop``, made on ``device``."""
+        return normalise(self.images[start:stop].to(device), self.info)
+
+    @classmethod
+    def from_images(cls, data: ImageData, info: DatasetInfo) -> LocalData:
+        return cls(torch.from_numpy(np.ascontiguousarray(data.images)), torch.from_numpy(data.labels), info)
+
 
 @functools.lru_cache(maxsize=8)
 def load_local_data(split: FederatedSplit, partition_id: int, num_partitions: int) -> LocalData:
-    """The client's partition, transformed once."""
-    part = load_client_partition(split, partition_id, num_partitions)
-    return LocalData(to_model_input(part.images, split.info), torch.from_numpy(part.labels))
+    """The client's partition of the shared dataset."""
+    return LocalData.from_images(load_client_partition(split, partition_id, num_partitions), split.info)
 
 
 @functools.lru_cache(maxsize=2)
 def load_node_local_data(data_path: str, dataset: str) -> LocalData:
-    """The partition exported to ``data_path`` (checked against ``dataset``), transformed once."""
-    data = read_node_data(Path(data_path).expanduser(), dataset)
-    return LocalData(to_model_input(data.images, DATASETS[dataset]), torch.from_numpy(data.labels))
+    """The partition exported to ``data_path`` (checked against ``dataset``)."""
+    return LocalData.from_images(read_node_data(Path(data_path).expanduser(), dataset), DATASETS[dataset])

@@ -20,6 +20,7 @@ from client_app.feature_cache import FeatureCache
 from client_app.local_data import LocalData
 from data.transforms import random_crop_flip
 from models import NO_FREEZE, SplitModel
+from models.device import synchronize
 from models.training import predict_logits, train_epochs
 from run_config import RunConfig
 
@@ -44,10 +45,26 @@ def round_seed(seed: int, server_round: int, partition_id: int) -> int:
     return int(np.random.SeedSequence([seed, server_round, partition_id]).generate_state(1)[0])
 
 
+#: ``feature-cache-dtype`` -> how cached features are stored on the host (computation is float32 either way).
+CACHE_DTYPES = {"float16": torch.float16, "float32": torch.float32}
+
+
 @torch.no_grad()
-def frozen_features(model: SplitModel, inputs: torch.Tensor, level: str, batch_size: int) -> torch.Tensor:
-    """φ(x) for every input, φ in eval mode."""
-    return torch.cat([model.forward_to(inputs[i : i + batch_size], level) for i in range(0, len(inputs), batch_size)])
+def frozen_features(
+    model: SplitModel, data: LocalData, level: str, batch_size: int, device: torch.device, dtype: torch.dtype
+) -> torch.Tensor:
+    """φ(x) of every local sample, φ in eval mode: computed on ``device`` a batch at a time and gathered on the
+    host in ``dtype``, so peak memory is the result plus one batch's activations."""
+    if len(data) == 0:
+        raise ValueError("this client holds no data")
+    features: torch.Tensor | None = None
+    for start in range(0, len(data), batch_size):
+        batch = model.forward_to(data.inputs(device, start, start + batch_size), level).to("cpu", dtype)
+        if features is None:
+            features = torch.empty((len(data), *batch.shape[1:]), dtype=dtype)
+        features[start : start + len(batch)] = batch
+    assert features is not None
+    return features
 
 
 def local_update(
@@ -58,12 +75,13 @@ def local_update(
     server_round: int,
     partition_id: int,
     learning_rate: float,
+    device: torch.device,
     cache: FeatureCache | None = None,
     cache_key: Hashable = None,
-    device: torch.device = torch.device("cpu"),
 ) -> UpdateResult:
     """Select local samples and train θ on them for ``local-epochs``; ``model`` is updated in place (and
-    moved to ``device``). Cached features are kept in host memory and moved to ``device`` each round."""
+    moved to ``device``). Inputs (or cached features, kept on the host) move to ``device`` once per round;
+    random draws (data selection, batch order) come from a CPU generator, so they do not depend on the device."""
     start = time.perf_counter()
     level = config.freeze
     model.to(device)
@@ -71,23 +89,27 @@ def local_update(
     generator = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)  # dropout masks
     model.set_frozen(level)
+    labels = data.labels.to(device)
 
     cache_seconds = 0.0
     use_cache = level != NO_FREEZE and cache is not None and not config.augment
     if use_cache:
-        inputs = cache.get(cache_key)
-        if inputs is None:
+        dtype = CACHE_DTYPES[config.feature_cache_dtype]
+        key = (cache_key, config.feature_cache_dtype)
+        features = cache.get(key)
+        if features is None:
             tick = time.perf_counter()
-            inputs = frozen_features(model, data.inputs.to(device), level, config.eval_batch_size).cpu()
+            features = frozen_features(model, data, level, config.eval_batch_size, device, dtype)
+            synchronize(device)
             cache_seconds = time.perf_counter() - tick
-            cache.put(cache_key, inputs)
-        inputs = inputs.to(device)
+            cache.put(key, features)
+        inputs = features.to(device)
 
         def forward(h: torch.Tensor) -> torch.Tensor:
-            return model.forward_from(h, level)
+            return model.forward_from(h.float(), level)
 
     else:
-        inputs = data.inputs.to(device)
+        inputs = data.inputs(device)
 
         def forward(x: torch.Tensor) -> torch.Tensor:
             with torch.no_grad():
@@ -98,6 +120,7 @@ def local_update(
     model.eval()
     entropies = hardened_entropy(predict_logits(forward, inputs, config.eval_batch_size), config.temperature)
     chosen = select_samples(config.data_selection, entropies, config.selection_fraction, generator)
+    synchronize(device)
     selection_seconds = time.perf_counter() - tick
 
     model.set_frozen(level)
@@ -105,7 +128,7 @@ def local_update(
         forward,
         model.upper_parameters(level),
         inputs[chosen],
-        data.labels[chosen].to(device),
+        labels[chosen],
         epochs=config.local_epochs,
         batch_size=config.batch_size,
         lr=learning_rate,

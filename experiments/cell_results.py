@@ -36,8 +36,13 @@ def read_rounds(directory: Path) -> list[dict[str, Any]]:
 
 
 def is_finished(directory: Path) -> bool:
-    """A cell is finished once its summary.json exists (the ServerApp writes it last)."""
-    return (directory / SUMMARY_FILE).exists()
+    """A cell is finished once its summary.json says it completed (the ServerApp writes it last; a failed or
+    interrupted run writes one too; results recorded before summaries had a status count as completed)."""
+    try:
+        summary = json.loads((directory / SUMMARY_FILE).read_text())
+    except (OSError, ValueError):
+        return False
+    return summary.get("status", "completed") == "completed"
 
 
 def read_cell(directory: Path) -> CellResult:

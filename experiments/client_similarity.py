@@ -26,20 +26,21 @@ from client_app.local_update import local_update  # noqa: E402
 from data.federated import load_test_set  # noqa: E402
 from data.transforms import to_model_input  # noqa: E402
 from experiments.cka import cka_matrix, mean_off_diagonal  # noqa: E402
+from models.device import resolve_device  # noqa: E402
 from run_config import RunConfig, build_model_for, federated_split  # noqa: E402
 from run_config.overrides import config_with_overrides  # noqa: E402
 from server_app.pretraining import check_source, initial_state  # noqa: E402
 
 
-def client_models(config: RunConfig, num_clients: int) -> list[torch.nn.Module]:
-    """Each client's model after one local update from the initial global model (round 1)."""
-    split, state = federated_split(config), initial_state(config)
+def client_models(config: RunConfig, num_clients: int, device: torch.device) -> list[torch.nn.Module]:
+    """Each client's model after one local update from the initial global model (round 1), on ``device``."""
+    split, state = federated_split(config), initial_state(config, device)
     models = []
     for partition_id in range(num_clients):
         model = build_model_for(config)
         model.load_state_dict(state)
         local_update(model, load_local_data(split, partition_id, num_clients), config, server_round=1,
-                     partition_id=partition_id, learning_rate=config.learning_rate)
+                     partition_id=partition_id, learning_rate=config.learning_rate, device=device)
         models.append(model.eval())
     return models
 
@@ -85,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     for pretrain in args.pretrain:
         try:
             config = config_with_overrides(f"{args.run_config} method=fedavg pretrain={pretrain}")
+            device = resolve_device(config.server_device, key="run config 'server-device'")
             check_source(config)
         except ValueError as err:
             parser.error(str(err))
@@ -92,8 +94,9 @@ def main(argv: list[str] | None = None) -> int:
         split = federated_split(config)
         test = load_test_set(split)
         count = args.test_samples or len(test.labels)
-        inputs = to_model_input(test.images[:count], split.info)
-        results[f"pretrain={pretrain}"] = level_similarity(client_models(config, args.clients), inputs, args.batch_size)
+        inputs = to_model_input(test.images[:count], split.info).to(device)
+        models = client_models(config, args.clients, device)
+        results[f"pretrain={pretrain}"] = level_similarity(models, inputs, args.batch_size)
         report[f"pretrain={pretrain}"] = {
             level: {"mean_off_diagonal": mean_off_diagonal(m), "matrix": m.round(6).tolist()}
             for level, m in results[f"pretrain={pretrain}"].items()

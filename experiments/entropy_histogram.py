@@ -17,17 +17,18 @@ from server_app.pretraining import initial_state
 
 def entropies_by_temperature(logits: torch.Tensor, temperatures: Sequence[float]) -> dict[float, np.ndarray]:
     """ρ -> per-sample entropy (nats) of softmax(logits / ρ)."""
-    return {float(rho): hardened_entropy(logits, rho).numpy() for rho in temperatures}
+    return {float(rho): hardened_entropy(logits, rho).cpu().numpy() for rho in temperatures}
 
 
 def client_entropies(
-    config: RunConfig, partition_id: int, num_partitions: int, temperatures: Sequence[float]
+    config: RunConfig, partition_id: int, num_partitions: int, temperatures: Sequence[float],
+    device: torch.device = torch.device("cpu"),
 ) -> dict[float, np.ndarray]:
     """Entropies of ``partition_id``'s data under the run's initial (pretrained) global model: what the
     client ranks by in its first round."""
     model = build_model_for(config)
-    model.load_state_dict(initial_state(config))
-    model.eval()
+    model.load_state_dict(initial_state(config, device))
+    model.to(device).eval()
     data = load_local_data(federated_split(config), partition_id, num_partitions)
-    logits = predict_logits(model, data.inputs, config.eval_batch_size)
+    logits = predict_logits(model, data.inputs(device), config.eval_batch_size)
     return entropies_by_temperature(logits, temperatures)

@@ -1,7 +1,10 @@
-"""Mini-batch SGD and evaluation over tensors held in memory.
+"""Mini-batch SGD and evaluation over tensors held on one device.
 
 The loops take a ``forward`` callable and the list of parameters to train, so the same code trains a
-whole model (FedAvg), only its upper part θ on cached features (FedFT), or pretrains on the server.
+whole model (FedAvg), only its upper part θ on cached features (FedFT), or pretrains on the server. They run
+on the device the inputs are on: batch orders are drawn on the CPU (so they do not depend on the device) and
+moved there once per epoch, and the loss is summed on the device and read once at the end (no host
+synchronisation per batch).
 """
 
 from __future__ import annotations
@@ -20,6 +23,11 @@ def proximal_term(params: Sequence[torch.Tensor], anchors: Sequence[torch.Tensor
     return 0.5 * sum(((p - a) ** 2).sum() for p, a in zip(params, anchors, strict=True))
 
 
+def sgd(params: Sequence[torch.nn.Parameter], lr: float, momentum: float = 0.0, weight_decay: float = 0.0):
+    """The optimiser every loop here uses."""
+    return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
+
+
 def train_epochs(
     forward: Forward,
     params: Sequence[torch.nn.Parameter],
@@ -28,23 +36,27 @@ def train_epochs(
     *,
     epochs: int,
     batch_size: int,
-    lr: float,
+    lr: float = 0.0,
     momentum: float = 0.0,
     weight_decay: float = 0.0,
     proximal_mu: float = 0.0,
     generator: torch.Generator | None = None,
     augment: Augment | None = None,
+    optimizer: torch.optim.Optimizer | None = None,
 ) -> float:
     """Train ``params`` with SGD for ``epochs`` passes over shuffled mini-batches; return the mean loss.
 
-    With ``proximal_mu`` > 0 the FedProx term μ/2·‖w − w_t‖² is added, w_t being ``params`` at entry.
+    ``inputs`` and ``labels`` must be on the device ``forward`` computes on. With ``proximal_mu`` > 0 the FedProx
+    term μ/2·‖w − w_t‖² is added, w_t being ``params`` at entry. ``optimizer`` (e.g. one whose learning rate a
+    schedule sets) replaces the SGD built from ``lr``, ``momentum`` and ``weight_decay``.
     """
     generator = generator or torch.Generator().manual_seed(0)
-    optimizer = torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
+    optimizer = optimizer or sgd(params, lr, momentum, weight_decay)
     anchors = [p.detach().clone() for p in params] if proximal_mu > 0 else []
-    total, count = 0.0, 0
+    total = torch.zeros((), device=inputs.device)
+    count = 0
     for _ in range(epochs):
-        order = torch.randperm(len(labels), generator=generator)
+        order = torch.randperm(len(labels), generator=generator).to(inputs.device)
         for start in range(0, len(order), batch_size):
             batch = order[start : start + batch_size]
             x = inputs[batch]
@@ -56,9 +68,9 @@ def train_epochs(
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
-            total += loss.item() * len(batch)
+            total += loss.detach() * len(batch)
             count += len(batch)
-    return total / max(count, 1)
+    return float(total / max(count, 1))
 
 
 @torch.no_grad()

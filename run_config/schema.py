@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from data.catalog import DATASET_NAMES
+from models.device import DEVICE_NAMES_HELP, is_device_name
 from models.registry import MODEL_NAMES_HELP, parse_model_name
 from run_config.fail_partitions import parse_fail_partitions
 from run_config.presets import METHODS, resolve_presets
@@ -62,6 +63,10 @@ def _fault_list(v: str) -> str | None:
     return None
 
 
+def _device(v: str) -> str | None:
+    return None if is_device_name(v) else f"must be {DEVICE_NAMES_HELP}"
+
+
 def _model(v: str) -> str | None:
     try:
         parse_model_name(v)
@@ -96,6 +101,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("pretrain-cache-dir", str, "Where pretrained weights are cached; empty = `~/.cache/fedft/pretrained`."),
     Setting("feature-cache", bool, "Clients keep φ(x) of their data across rounds instead of recomputing it."),
     Setting("feature-cache-mb", int, "Per-process memory cap of the feature cache (least recently used clients are evicted).", _positive),
+    Setting("feature-cache-dtype", str, "How cached features are stored: `float16` (half the memory; selections and accuracy checked equal to `float32` in the tests) or `float32`.", _one_of("float16", "float32")),
     Setting("feature-cache-dir", str, "Folder where cached features also go, so they outlive the process (a deployed SuperNode runs each round in a new one); empty = memory only."),
     Setting("dataset", str, f"Dataset: {', '.join(DATASET_NAMES)} (see Data).", _one_of(*DATASET_NAMES)),
     Setting("data-dir", str, "Folder holding the dataset files; empty searches the well-known places; `hub` downloads from Hugging Face (needs internet)."),
@@ -122,7 +128,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("momentum", float, "Local SGD momentum.", _below_one),
     Setting("weight-decay", float, "Local SGD weight decay.", _non_negative),
     Setting("augment", bool, "Random crop (pad 4) and horizontal flip during local training (the papers use none)."),
-    Setting("device", str, "Where clients compute: `auto` (a CUDA GPU, else Apple MPS, else CPU), `cpu`, `cuda` or `mps`; a SuperNode's node config `device` overrides it.", _one_of("auto", "cpu", "cuda", "mps")),
+    Setting("device", str, f"Where clients compute: {DEVICE_NAMES_HELP}; a SuperNode's node config `device` overrides it. A device the node lacks is an error, never a fall-back to the CPU.", _device),
+    Setting("server-device", str, f"Where the server pretrains, evaluates every round and runs the centralised baseline: {DEVICE_NAMES_HELP}.", _device),
     Setting("client-threads", int, "Torch threads per ClientApp; 0 = the CPUs Ray gave the client in simulation, all cores on a device.", _non_negative),
     Setting("eval-batch-size", int, "Batch size for evaluation passes.", _positive),
     Setting("round-timeout", float, "Seconds the server waits for a round's replies; later replies are dropped.", _positive),
@@ -156,6 +163,7 @@ class RunConfig:
     pretrain_cache_dir: str
     feature_cache: bool
     feature_cache_mb: int
+    feature_cache_dtype: str
     feature_cache_dir: str
     dataset: str
     data_dir: str
@@ -183,6 +191,7 @@ class RunConfig:
     weight_decay: float
     augment: bool
     device: str
+    server_device: str
     client_threads: int
     eval_batch_size: int
     round_timeout: float

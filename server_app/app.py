@@ -8,16 +8,19 @@ import torch
 from flwr.app import ArrayRecord, ConfigRecord, Context
 from flwr.common.logger import log
 from flwr.serverapp import Grid, ServerApp
+from flwr.supercore.exit import add_exit_handler
 
 from data.federated import partition_sizes
 from data.file_formats import DataFormatError
 from data.loading import DataNotFoundError
 from data.partitioning import PartitioningError
+from models.device import DeviceUnavailableError, resolve_device
 from run_config import ConfigError, RunConfig, build_model_for, federated_split, parse_run_config
 from server_app.central_evaluation import make_central_evaluation
 from server_app.checkpoint import CHECKPOINT_FILE, Checkpoint, CheckpointError, checkpointing, resume_point, save_checkpoint
-from server_app.pretraining import check_source, initial_state
+from server_app.pretraining import check_source, initial_state, pretraining_report
 from server_app.results import RunRecorder, run_directory
+from server_app.run_errors import RunError, RunFailedError, RunSetupError, hide_tracebacks_of
 from strategies.client_population import ClientPopulation
 from strategies.cohort_fedavg import SelectCohort
 from strategies.fedentopt_selection import FedEntOptSelector, buffer_capacity
@@ -30,10 +33,6 @@ from strategies.stragglers import straggler_count
 torch.set_flush_denormal(True)  # see client_app/app.py
 
 app = ServerApp()
-
-
-class RunSetupError(RuntimeError):
-    """The run cannot start; the message says why."""
 
 
 def cohort_policy(config: RunConfig, label_counts: LabelCountRegistry, num_clients: int) -> SelectCohort:
@@ -70,8 +69,10 @@ def learning_rate_schedule(config: RunConfig):
 @app.main()
 def main(grid: Grid, context: Context) -> None:
     """Run federated training as configured in ``[tool.flwr.app.config]``."""
+    hide_tracebacks_of(RunError)
     try:
         config = parse_run_config(context.run_config)
+        server_device = resolve_device(config.server_device, key="run config 'server-device'")
         check_source(config)
         split = federated_split(config)
         population = ClientPopulation(wait_seconds=config.node_wait_seconds)
@@ -80,18 +81,19 @@ def main(grid: Grid, context: Context) -> None:
         directory = run_directory(config)
         checkpoint = resume_point(directory, config)
         recorder = RunRecorder(directory, config, resume_from=checkpoint.results if checkpoint else None)
-        state = checkpoint.model if checkpoint else initial_state(config)
+        state = checkpoint.model if checkpoint else initial_state(config, server_device)
         order = list(state)
         frozen, trained = split_state(state, build_model_for(config).upper_state_keys(config.freeze))
         label_counts = LabelCountRegistry(split.info.num_classes, noisy=config.label_dp_epsilon > 0)
         select = cohort_policy(config, label_counts, population.expected)
         if checkpoint and checkpoint.selection:
             select.load_state_dict(checkpoint.selection)
-    except (ConfigError, CheckpointError, DataNotFoundError, DataFormatError, PartitioningError) as err:
+    except (ConfigError, CheckpointError, DataNotFoundError, DataFormatError, PartitioningError,
+            DeviceUnavailableError) as err:
         log(ERROR, "cannot start the run: %s", err)
         raise RunSetupError(str(err)) from None
     done = checkpoint.server_round if checkpoint else 0
-    log(INFO, "%d clients connected; partition sizes %s", num_clients, sizes)
+    log(INFO, "%d clients connected; partition sizes %s; the server computes on %s", num_clients, sizes, server_device)
     log(INFO, "method %s: freeze %s, data-selection %s (P_ds %.2f), client-selection %s; θ has %d of %d arrays",
         config.method, config.freeze, config.data_selection, config.selection_fraction, config.client_selection,
         len(trained), len(order))
@@ -118,17 +120,28 @@ def main(grid: Grid, context: Context) -> None:
         checkpoint = Checkpoint(server_round, model, selection, recorder.state(), config.to_dict())
         save_checkpoint(directory / CHECKPOINT_FILE, checkpoint)
 
-    evaluate_fn = checkpointing(make_central_evaluation(config, frozen, recorder.evaluated), done, save)
+    evaluate_fn = checkpointing(make_central_evaluation(config, frozen, recorder.evaluated, server_device), done, save)
     arrays = ArrayRecord(trained)
+    add_exit_handler(lambda: recorder.stopped("interrupted"))  # Flower stops a ServerApp on SIGTERM through these
     if done < config.num_server_rounds:
-        result = strategy.start(
-            grid=grid,
-            initial_arrays=arrays,
-            num_rounds=config.num_server_rounds - done,
-            timeout=config.round_timeout,
-            train_config=ConfigRecord(),
-            evaluate_fn=evaluate_fn,
-        )
+        try:
+            result = strategy.start(
+                grid=grid,
+                initial_arrays=arrays,
+                num_rounds=config.num_server_rounds - done,
+                timeout=config.round_timeout,
+                train_config=ConfigRecord(),
+                evaluate_fn=evaluate_fn,
+            )
+        except Exception as err:
+            recorder.stopped("failed", failure=f"{type(err).__name__}: {err}")
+            raise
+        except BaseException:
+            recorder.stopped("interrupted")
+            raise
         arrays = result.arrays if len(result.arrays) else arrays  # empty when every round was skipped
     recorder.write_label_counts(label_counts.as_json())
-    recorder.finish(merge_state(frozen, arrays.to_torch_state_dict(), order))
+    summary = recorder.finish(merge_state(frozen, arrays.to_torch_state_dict(), order),
+                              pretraining=pretraining_report(config))
+    if summary["status"] == "failed":
+        raise RunFailedError(f"no round aggregated an update: {summary['failure']}")

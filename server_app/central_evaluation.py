@@ -1,4 +1,5 @@
-"""Central evaluation of the global model on the test set, after every round."""
+"""Central evaluation of the global model on the test set, after every round, on the server's device (the test
+set moves there once and stays for the whole run)."""
 
 from __future__ import annotations
 
@@ -19,13 +20,14 @@ OnEvaluated = Callable[[int, float, float], None]
 
 
 def make_central_evaluation(
-    config: RunConfig, frozen: Mapping[str, torch.Tensor], on_evaluated: OnEvaluated
+    config: RunConfig, frozen: Mapping[str, torch.Tensor], on_evaluated: OnEvaluated, device: torch.device
 ) -> EvaluateFn:
     """An ``evaluate_fn`` for ``Strategy.start``: merges φ with the round's θ, returns test loss and accuracy."""
     split = federated_split(config)
     test = load_test_set(split)
-    inputs, labels = to_model_input(test.images, split.info), torch.from_numpy(test.labels)
-    model = build_model_for(config)
+    inputs = to_model_input(test.images, split.info).to(device)
+    labels = torch.from_numpy(test.labels).to(device)
+    model = build_model_for(config).to(device)
     order = list(model.state_dict())
 
     def evaluate_fn(server_round: int, arrays: ArrayRecord) -> MetricRecord:

@@ -22,6 +22,7 @@ from flwr.common.logger import log
 from data.federated import load_client_partition, load_test_set
 from data.image_data import ImageData
 from data.transforms import random_crop_flip, to_model_input
+from models.device import resolve_device
 from models.training import evaluate, train_epochs
 from run_config import build_model_for, federated_split
 from run_config.overrides import config_with_overrides
@@ -46,6 +47,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     try:
         config = config_with_overrides(args.run_config)
+        device = resolve_device(config.server_device, key="run config 'server-device'")
     except ValueError as err:
         parser.error(str(err))
     check_source(config)
@@ -53,10 +55,12 @@ def main(argv: list[str] | None = None) -> dict:
 
     split = federated_split(config)
     pool, test = pooled_training_data(config, args.num_partitions), load_test_set(split)
-    inputs, labels = to_model_input(pool.images, split.info), torch.from_numpy(pool.labels)
-    test_inputs, test_labels = to_model_input(test.images, split.info), torch.from_numpy(test.labels)
+    inputs, labels = to_model_input(pool.images, split.info).to(device), torch.from_numpy(pool.labels).to(device)
+    test_inputs = to_model_input(test.images, split.info).to(device)
+    test_labels = torch.from_numpy(test.labels).to(device)
     model = build_model_for(config)
-    model.load_state_dict(initial_state(config))
+    model.load_state_dict(initial_state(config, device))
+    model.to(device)
     recorder = RunRecorder(run_directory(config, method=METHOD), config, method=METHOD)
     recorder.evaluated(0, *evaluate(model.eval(), test_inputs, test_labels, config.eval_batch_size))
     generator = torch.Generator().manual_seed(config.seed)
@@ -74,7 +78,7 @@ def main(argv: list[str] | None = None) -> dict:
         model.eval()
         test_loss, accuracy = evaluate(model, test_inputs, test_labels, config.eval_batch_size)
         recorder.evaluated(epoch, test_loss, accuracy)
-    return recorder.finish(model.state_dict())
+    return recorder.finish({k: v.cpu() for k, v in model.state_dict().items()})
 
 
 if __name__ == "__main__":

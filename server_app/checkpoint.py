@@ -30,7 +30,7 @@ CHANGEABLE_ON_RESUME = frozenset(
     {
         "resume", "num-server-rounds", "round-timeout", "node-wait-seconds", "client-threads", "feature-cache",
         "feature-cache-mb", "feature-cache-dir", "pretrain-cache-dir", "data-dir", "eval-batch-size",
-        "fail-partitions", "device",
+        "fail-partitions", "device", "server-device",
     }
 )
 

@@ -1,5 +1,10 @@
 """The results contract: ``<results-dir>/<run-name>/`` with config.json, rounds.jsonl, summary.json
-and model.pt (a plain state dict, loadable with ``torch.load`` alone)."""
+and model.pt (a plain state dict, loadable with ``torch.load`` alone).
+
+summary.json says how the run ended: ``status`` is ``completed``, ``failed`` (no round aggregated a single update:
+every client failed, was rejected or timed out, so the "final" model is the initial one) or ``interrupted`` (stopped
+before its last round; the checkpoint holds the model so far), with the counts of rounds aggregated and skipped.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ import json
 import math
 import time
 from datetime import datetime
-from logging import INFO
+from logging import ERROR, INFO
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +46,17 @@ def _json_line(record: dict[str, Any]) -> str:
     return json.dumps({k: _json_safe(v) for k, v in record.items()}) + "\n"
 
 
+def failure_reason(rounds: list[dict[str, Any]]) -> str:
+    """Why no update was aggregated: the first client error, rejection or time-out recorded."""
+    for record in rounds:
+        for kind in ("failed", "rejected"):
+            for item in record.get(kind) or []:
+                return f"round {record['round']}: client {item['partition_id']} {kind}: {item['reason']}"
+        if record.get("timed_out"):
+            return f"round {record['round']}: no reply within round-timeout from clients {record['timed_out']}"
+    return "no client took part in any round"
+
+
 def _mean(values) -> float | None:
     present = [v for v in values if v is not None]
     return sum(present) / len(present) if present else None
@@ -61,6 +77,7 @@ class RunRecorder:
         self.initial_accuracy: float | None = resume_from["initial_accuracy"] if resume_from else None
         self._pending: dict[str, Any] = {}
         self._round_start = 0.0
+        self.finished = False
         directory.mkdir(parents=True, exist_ok=True)
         (directory / ROUNDS_FILE).write_text("".join(_json_line(r) for r in self.rounds))
         (directory / CONFIG_FILE).write_text(json.dumps(config.to_dict(), indent=2) + "\n")
@@ -122,12 +139,19 @@ class RunRecorder:
         )
         self._pending = {}
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self, status: str | None = None) -> dict[str, Any]:
+        """The run's summary; ``status`` defaults to ``completed``, or ``failed`` when no round aggregated."""
         best = max(self.rounds, key=lambda r: r["accuracy"], default=None)
         total_seconds = sum(r["client_train_seconds"] for r in self.rounds)
+        aggregated = sum(1 for r in self.rounds if r.get("aggregated", True))
+        status = status or ("completed" if aggregated else "failed")
         return {
             "method": self.method,
+            "status": status,
+            "failure": failure_reason(self.rounds) if status == "failed" else None,
             "rounds": len(self.rounds),
+            "rounds_aggregated": aggregated,
+            "rounds_skipped": len(self.rounds) - aggregated,
             "initial_accuracy": self.initial_accuracy,
             "best_accuracy": best["accuracy"] if best else None,
             "best_round": best["round"] if best else None,
@@ -144,10 +168,45 @@ class RunRecorder:
         """The label counts the server used (partition id -> counts)."""
         (self.directory / LABEL_COUNTS_FILE).write_text(json.dumps(counts, indent=1) + "\n")
 
-    def finish(self, state_dict: dict[str, torch.Tensor]) -> dict[str, Any]:
-        """Write summary.json and the final global model; return the summary."""
-        torch.save(state_dict, self.directory / MODEL_FILE)
-        summary = {k: _json_safe(v) for k, v in self.summary().items()}
+    def _write_summary(self, status: str | None, extra: dict[str, Any]) -> dict[str, Any]:
+        summary = {k: _json_safe(v) for k, v in {**self.summary(status), **extra}.items()}
         (self.directory / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
+        return summary
+
+    def finish(self, state_dict: dict[str, torch.Tensor], **extra: Any) -> dict[str, Any]:
+        """Write summary.json (with ``extra`` fields, e.g. the pretraining report) and the final global model;
+        log a short readable summary; return the summary."""
+        torch.save(state_dict, self.directory / MODEL_FILE)
+        self.finished = True
+        summary = self._write_summary(None, extra)
+        for line in readable_summary(summary):
+            log(INFO if summary["status"] == "completed" else ERROR, "%s", line)
         log(INFO, "results written to %s", self.directory)
         return summary
+
+    def stopped(self, status: str, failure: str | None = None) -> dict[str, Any] | None:
+        """Record a run that ended before its last round: ``interrupted`` (a signal, Ctrl-C) or ``failed`` (an
+        error, named in ``failure``). Writes summary.json only (the checkpoint holds the model so far); nothing
+        once the run has finished."""
+        if self.finished:
+            return None
+        self.finished = True
+        return self._write_summary(status, {"failure": failure} if failure else {})
+
+
+def _percent(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f}%"
+
+
+def readable_summary(summary: dict[str, Any]) -> list[str]:
+    """A few lines for the end of the log: how the run ended and what it reached."""
+    lines = [f"run {summary['status']}: {summary['rounds_aggregated']} of {summary['rounds']} rounds aggregated"
+             + (f", {summary['rounds_skipped']} skipped" if summary["rounds_skipped"] else "")]
+    if summary["status"] == "failed":
+        lines.append(f"nothing was trained; first problem: {summary['failure']}")
+    lines.append(f"accuracy: initial {_percent(summary['initial_accuracy'])}, best {_percent(summary['best_accuracy'])}"
+                 f" (round {summary['best_round']}), final {_percent(summary['final_accuracy'])}")
+    efficiency = summary.get("learning_efficiency")
+    lines.append(f"client training time {summary['total_client_train_seconds']:.1f} s"
+                 + (f", learning efficiency {efficiency:.3f} %/s" if efficiency is not None else ""))
+    return lines

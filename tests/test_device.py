@@ -1,25 +1,212 @@
-"""resolve_device: auto falls back to the CPU; a missing accelerator is named."""
+"""Device placement: every compute path runs on every device torch sees here, and on a fake accelerator that
+enforces CUDA's placement rules on the CPU (tests/fake_accelerator.py), so CI without a GPU catches a tensor left on
+the wrong device. On a GPU machine the same tests run on each CUDA device too."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import torch
 
-from client_app.device import resolve_device
+import client_app.app as client_module
+import server_app.app as server_module
+import server_app.centralised as centralised
+from client_app.data_selection import select_samples
+from client_app.feature_cache import FeatureCache
+from client_app.local_data import LocalData
+from client_app.local_update import frozen_features, local_update
+from data.catalog import DATASETS
+from data.image_data import ImageData
+from data.loading import load_dataset
+from data.transforms import random_crop_flip
+from experiments.cka import cka_matrix
+from experiments.client_similarity import client_models, level_similarity
+from experiments.entropy_histogram import client_entropies
+from models.device import DeviceUnavailableError, available_devices, is_device_name, resolve_device
+from models.training import evaluate, train_epochs
+from run_config import build_model_for
+from server_app.pretraining import pretrain
+from tests.conftest import make_config
+from tests.fake_accelerator import FAKE, DeviceMismatch, FakeAccelerator
+from tests.in_process import run_in_process, small_run_config
+
+DEVICES = [*(str(d) for d in available_devices()), "fake-accelerator"]
 
 
-def test_cpu_and_auto_on_a_machine_without_accelerators() -> None:
+@pytest.fixture(params=DEVICES)
+def device(request: pytest.FixtureRequest) -> Iterator[torch.device]:
+    """Each real device, and the fake accelerator (with its placement checks switched on)."""
+    if request.param != "fake-accelerator":
+        yield torch.device(request.param)
+        return
+    with FakeAccelerator():
+        yield FAKE
+
+
+def synthetic_data(n: int = 40, seed: int = 0) -> LocalData:
+    generator = torch.Generator().manual_seed(seed)
+    images = torch.randint(0, 256, (n, 1, 32, 32), dtype=torch.uint8, generator=generator)
+    labels = torch.randint(0, 4, (n,), generator=generator)
+    return LocalData(images, labels, DATASETS["synthetic"])
+
+
+# --- the harness itself: it must catch what CUDA catches --------------------------------------------------------
+
+
+def test_the_fake_accelerator_catches_what_a_gpu_rejects() -> None:
+    labels = torch.arange(10)
+    with FakeAccelerator() as accelerator:
+        on_device = torch.randn(10, 3).to(FAKE)
+        assert accelerator.on_device(on_device) and on_device.device == FAKE
+        chosen = on_device[:, 0].argsort()
+        with pytest.raises(DeviceMismatch, match="indices or values on the accelerator"):
+            labels[chosen]  # the bug that once made every FedFT-EDS client fail on CUDA
+        with pytest.raises(DeviceMismatch, match="expected all tensors on one device"):
+            torch.nn.functional.linear(on_device, torch.randn(2, 3))
+        with pytest.raises(DeviceMismatch, match="a CPU generator cannot draw on the accelerator"):
+            torch.randperm(5, generator=torch.Generator(), device=FAKE)
+        with pytest.raises(DeviceMismatch, match="numpy"):
+            on_device.numpy()
+        assert torch.equal(on_device[torch.arange(2)].cpu(), on_device.cpu()[:2])  # CPU indices into the device: fine
+        assert not accelerator.on_device(on_device.cpu())
+        model = torch.nn.Linear(3, 2).to(FAKE)
+        assert accelerator.on_device(model.weight) and model(on_device).device == FAKE
+
+
+# --- settings ---------------------------------------------------------------------------------------------------
+
+
+def test_device_names_and_a_missing_accelerator_is_named_with_what_torch_sees() -> None:
+    assert all(is_device_name(n) for n in ("auto", "cpu", "cuda", "cuda:1", "mps"))
+    assert not any(is_device_name(n) for n in ("gpu", "cuda:", "tpu", "cuda:x"))
     assert resolve_device("cpu") == torch.device("cpu")
-    if not torch.cuda.is_available() and not torch.backends.mps.is_available():
+    if len(available_devices()) == 1:
         assert resolve_device("auto") == torch.device("cpu")
-
-
-@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA GPU")
-def test_cuda_without_a_gpu_is_refused_with_a_reason() -> None:
-    with pytest.raises(ValueError, match="device 'cuda' is set but torch sees no CUDA GPU"):
-        resolve_device("cuda")
-
-
-def test_unknown_device_is_refused() -> None:
-    with pytest.raises(ValueError, match="device 'tpu' is not one of auto, cpu, cuda, mps"):
+    if not torch.cuda.is_available():
+        with pytest.raises(DeviceUnavailableError, match=r"'server-device' = 'cuda' but this node has no such device; "
+                                                         r"torch sees: cpu \(torch .*\)"):
+            resolve_device("cuda", key="server-device")
+    with pytest.raises(DeviceUnavailableError, match=r"'device' = 'tpu' is not a device name"):
         resolve_device("tpu")
+    with pytest.raises(DeviceUnavailableError, match="cuda:7"):
+        resolve_device("cuda:7")
+
+
+def test_bad_device_settings_are_refused_naming_the_key() -> None:
+    from run_config import ConfigError
+
+    with pytest.raises(ConfigError, match="'server-device' = 'gpu' is invalid"):
+        make_config(server_device="gpu")
+    assert make_config(device="cuda:1").device == "cuda:1"  # a valid name; availability is checked where it runs
+
+
+# --- compute paths --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("method", "cache"), [("fedavg", False), ("fedprox", False), ("fedft-all", True),
+                                               ("fedft-rds", True), ("fedft-eds", True), ("fedft-eds", False)])
+def test_local_update_trains_on_the_device(device: torch.device, method: str, cache: bool) -> None:
+    config = make_config(method=method, dataset="synthetic", model="wrn-10-1", local_epochs=1, batch_size=8,
+                         selection_fraction=0.5, eval_batch_size=16)
+    model = build_model_for(config, seed=0)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    result = local_update(model, synthetic_data(24), config, server_round=2, partition_id=1, learning_rate=0.1,
+                          device=device, cache=FeatureCache(2**30) if cache else None, cache_key="client")
+    assert all(p.device == device for p in model.parameters())
+    assert result.num_examples == (24 if method in ("fedavg", "fedprox", "fedft-all") else 12)
+    after = {k: v.cpu() for k, v in model.state_dict().items()}
+    assert any(not torch.equal(before[k], after[k]) for k in model.upper_state_keys(config.freeze))
+
+
+def test_augmented_training_and_evaluation_on_the_device(device: torch.device) -> None:
+    config = make_config(method="fedavg", dataset="synthetic", model="lenet5", local_epochs=1, batch_size=8,
+                         augment=True)
+    model = build_model_for(config, seed=0)
+    data = synthetic_data()
+    local_update(model, data, config, server_round=1, partition_id=0, learning_rate=0.1, device=device)
+    loss, accuracy = evaluate(model.eval(), data.inputs(device), data.labels.to(device), 16)
+    assert loss > 0 and 0 <= accuracy <= 1
+
+
+def test_the_fake_accelerator_computes_exactly_what_the_cpu_computes() -> None:
+    """Random draws come from CPU generators, so a device changes no selection and no batch order."""
+    config = make_config(method="fedft-eds", dataset="synthetic", model="lenet5", local_epochs=2, batch_size=8,
+                         selection_fraction=0.3, proximal_mu=0.1)
+    states = []
+    for accelerate in (False, True):
+        model = build_model_for(config, seed=0)
+        if accelerate:
+            with FakeAccelerator():
+                result = local_update(model, synthetic_data(), config, server_round=3, partition_id=2,
+                                      learning_rate=0.1, device=FAKE)
+                states.append(({k: v.cpu() for k, v in model.state_dict().items()}, result))
+        else:
+            result = local_update(model, synthetic_data(), config, server_round=3, partition_id=2, learning_rate=0.1,
+                                  device=torch.device("cpu"))
+            states.append((model.state_dict(), result))
+    (cpu_state, cpu_result), (fake_state, fake_result) = states
+    assert all(torch.equal(cpu_state[k], fake_state[k]) for k in cpu_state)
+    assert cpu_result.selected_entropy_mean == fake_result.selected_entropy_mean
+
+
+def test_selection_indices_live_on_the_entropies_device(device: torch.device) -> None:
+    entropies = torch.tensor([0.1, 0.9, 0.5, 0.3]).to(device)
+    for policy in ("all", "random", "entropy"):
+        chosen = select_samples(policy, entropies, 0.5, torch.Generator().manual_seed(0))
+        assert chosen.device == device
+        assert entropies[chosen].numel() == (4 if policy == "all" else 2)
+
+
+def test_frozen_features_and_crops_on_the_device(device: torch.device) -> None:
+    model = build_model_for(make_config(dataset="synthetic", model="wrn-10-1"), seed=0).to(device).eval()
+    features = frozen_features(model, synthetic_data(10), "mid", 4, device, torch.float16)
+    assert features.device == torch.device("cpu") and features.dtype == torch.float16 and len(features) == 10
+    crops = random_crop_flip(torch.randn(6, 1, 32, 32).to(device), torch.Generator().manual_seed(1))
+    assert crops.device == device and crops.shape == (6, 1, 32, 32)
+
+
+def test_training_loop_and_pretraining_on_the_device(device: torch.device, tmp_path: Path) -> None:
+    config = make_config(dataset="synthetic", model="wrn-10-1", pretrain_epochs=2, batch_size=16, eval_batch_size=32)
+    model = build_model_for(config, seed=0)
+    train = load_dataset("synthetic").train
+    report = pretrain(model, ImageData(train.images[:48], train.labels[:48]), "synthetic", config, device)
+    assert report["best_epoch"] in (1, 2) and report["fit_samples"] + report["validation_samples"] == 48
+    assert all(p.device == device for p in model.parameters())
+    x, y = torch.randn(12, 1, 32, 32).to(device), torch.randint(0, 4, (12,)).to(device)
+    loss = train_epochs(model, list(model.parameters()), x, y, epochs=1, batch_size=5, lr=0.01, proximal_mu=0.5)
+    assert loss > 0
+
+
+def test_cka_and_entropy_histograms_on_the_device(device: torch.device, tmp_path: Path) -> None:
+    config = make_config(method="fedavg", dataset="synthetic", model="lenet5", local_epochs=1,
+                         pretrain="none", pretrain_cache_dir=str(tmp_path))
+    models = client_models(config, 2, device)
+    inputs = torch.randn(16, 1, 32, 32).to(device)
+    similarity = level_similarity(models, inputs, batch_size=8)
+    assert all(matrix.shape == (2, 2) for matrix in similarity.values())
+    assert cka_matrix([[inputs, inputs * 2]])[0, 1] == pytest.approx(1.0)
+    entropies = client_entropies(config, 0, 4, [0.1, 1.0], device)
+    assert set(entropies) == {0.1, 1.0}
+
+
+def test_centralised_baseline_on_the_device(device: torch.device, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(centralised, "resolve_device", lambda name, key: device)
+    summary = centralised.main(["--epochs", "1", "--num-partitions", "2", "--run-config",
+                                f'dataset="synthetic" model="lenet5" pretrain="none" results-dir="{tmp_path}"'])
+    assert summary["rounds"] == 1 and summary["best_accuracy"] is not None
+
+
+def test_a_whole_fedft_eds_run_on_the_device_aggregates_every_round(device: torch.device, tmp_path: Path,
+                                                                     monkeypatch) -> None:
+    """Server and clients both on the device: the run must train (the bug this guards against left every
+    round without an update and still ended 'successfully')."""
+    monkeypatch.setattr(client_module, "resolve_device", lambda name, key: device)
+    monkeypatch.setattr(server_module, "resolve_device", lambda name, key: device)
+    config = small_run_config(tmp_path, **{"num-server-rounds": 2})
+    run_in_process(config, num_partitions=3)
+    import json
+
+    summary = json.loads((tmp_path / "results" / "run" / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["rounds_aggregated"] == 2

@@ -11,6 +11,7 @@ from client_app.data_selection import hardened_entropy, select_by_entropy
 from client_app.feature_cache import FeatureCache
 from client_app.local_data import LocalData
 from client_app.local_update import local_update
+from data.catalog import DATASETS
 from models import WideResNet
 from tests.conftest import make_config
 
@@ -20,8 +21,12 @@ torch.set_flush_denormal(True)
 def tiny_setup(n: int = 60) -> tuple[WideResNet, LocalData]:
     torch.manual_seed(0)
     model = WideResNet(10, 1, in_channels=1, num_classes=4, dropout=0.3)
-    data = LocalData(torch.randn(n, 1, 32, 32), torch.randint(0, 4, (n,)))
+    images = torch.randint(0, 256, (n, 1, 32, 32), dtype=torch.uint8)
+    data = LocalData(images, torch.randint(0, 4, (n,)), DATASETS["synthetic"])
     return model, data
+
+
+CPU = torch.device("cpu")
 
 
 def config(**kw):
@@ -34,7 +39,7 @@ def test_phi_parameters_and_batchnorm_buffers_are_bitwise_unchanged() -> None:
     upper_before = {k: v.clone() for k, v in model.state_dict().items() if k in set(model.upper_state_keys("mid"))}
     for cache in (None, FeatureCache(2**30)):
         local_update(model, data, config(method="fedft-eds"), server_round=1, partition_id=0, learning_rate=0.1,
-                     cache=cache, cache_key="k")
+                     cache=cache, cache_key="k", device=CPU)
     after = model.state_dict()
     assert all(torch.equal(after[k], v) for k, v in lower_before.items())  # running stats included
     assert any(not torch.equal(after[k], v) for k, v in upper_before.items())
@@ -44,15 +49,16 @@ def test_cache_gives_the_same_selection_and_update_as_recomputation() -> None:
     model, data = tiny_setup()
     cached_model, plain_model = copy.deepcopy(model), copy.deepcopy(model)
     cache = FeatureCache(2**30)
-    cfg = config(method="fedft-eds", selection_fraction=0.25)
-    a = local_update(cached_model, data, cfg, server_round=3, partition_id=1, learning_rate=0.1, cache=cache, cache_key="k")
-    b = local_update(plain_model, data, cfg, server_round=3, partition_id=1, learning_rate=0.1, cache=None)
+    cfg = config(method="fedft-eds", selection_fraction=0.25, feature_cache_dtype="float32")
+    a = local_update(cached_model, data, cfg, server_round=3, partition_id=1, learning_rate=0.1, cache=cache,
+                     cache_key="k", device=CPU)
+    b = local_update(plain_model, data, cfg, server_round=3, partition_id=1, learning_rate=0.1, cache=None, device=CPU)
     assert a.cache_seconds > 0 and b.cache_seconds == 0
     assert a.selected_entropy_mean == b.selected_entropy_mean and a.num_examples == b.num_examples == 15
     for (name, x), (_, y) in zip(cached_model.state_dict().items(), plain_model.state_dict().items()):
         torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6, msg=name)
     again = local_update(copy.deepcopy(model), data, cfg, server_round=4, partition_id=1, learning_rate=0.1,
-                         cache=cache, cache_key="k")
+                         cache=cache, cache_key="k", device=CPU)
     assert again.cache_seconds == 0  # second round: features come from the cache
 
 
@@ -60,9 +66,10 @@ def test_entropy_selection_matches_a_direct_computation_on_the_received_model() 
     model, data = tiny_setup()
     received = copy.deepcopy(model).eval()
     with torch.no_grad():
-        h = hardened_entropy(received(data.inputs), 0.1)
+        h = hardened_entropy(received(data.inputs(CPU)), 0.1)
     expected = select_by_entropy(h, math.ceil(0.1 * len(data)))
-    result = local_update(model, data, config(method="fedft-eds"), server_round=1, partition_id=0, learning_rate=0.1)
+    result = local_update(model, data, config(method="fedft-eds"), server_round=1, partition_id=0, learning_rate=0.1,
+                          device=CPU)
     assert result.num_examples == 6 and result.num_local == 60
     assert math.isclose(result.selected_entropy_mean, float(h[expected].mean()), rel_tol=1e-6)
     assert math.isclose(result.local_entropy_mean, float(h.mean()), rel_tol=1e-6)
@@ -71,7 +78,8 @@ def test_entropy_selection_matches_a_direct_computation_on_the_received_model() 
 def test_fedavg_trains_every_parameter_on_all_data() -> None:
     model, data = tiny_setup()
     before = copy.deepcopy(model.state_dict())
-    result = local_update(model, data, config(method="fedavg"), server_round=1, partition_id=0, learning_rate=0.1)
+    result = local_update(model, data, config(method="fedavg"), server_round=1, partition_id=0, learning_rate=0.1,
+                          device=CPU)
     assert result.num_examples == 60 and result.cache_seconds == 0
     assert not torch.equal(model.state_dict()["stages.stem.weight"], before["stages.stem.weight"])
 
@@ -79,8 +87,8 @@ def test_fedavg_trains_every_parameter_on_all_data() -> None:
 def test_random_selection_is_redrawn_each_round() -> None:
     model, data = tiny_setup()
     cfg = config(method="fedft-rds", selection_fraction=0.5)
-    sizes = [local_update(copy.deepcopy(model), data, cfg, server_round=r, partition_id=0, learning_rate=0.1)
-             for r in (1, 2)]
+    sizes = [local_update(copy.deepcopy(model), data, cfg, server_round=r, partition_id=0, learning_rate=0.1,
+                          device=CPU) for r in (1, 2)]
     assert [s.num_examples for s in sizes] == [30, 30]
     assert sizes[0].selected_entropy_mean != sizes[1].selected_entropy_mean
 
@@ -89,6 +97,35 @@ def test_same_seed_same_round_gives_identical_updates() -> None:
     model, data = tiny_setup()
     m1, m2 = copy.deepcopy(model), copy.deepcopy(model)
     cfg = config(method="fedprox")
-    local_update(m1, data, cfg, server_round=2, partition_id=5, learning_rate=0.1)
-    local_update(m2, data, cfg, server_round=2, partition_id=5, learning_rate=0.1)
+    local_update(m1, data, cfg, server_round=2, partition_id=5, learning_rate=0.1, device=CPU)
+    local_update(m2, data, cfg, server_round=2, partition_id=5, learning_rate=0.1, device=CPU)
     assert all(torch.equal(a, b) for a, b in zip(m1.state_dict().values(), m2.state_dict().values()))
+
+
+def test_half_precision_cache_selects_and_trains_as_full_precision() -> None:
+    """float16 features (the default) pick exactly the samples float32 picks, on a fixed model and real data, and
+    the trained θ differs only by rounding."""
+    from client_app.local_data import load_local_data
+    from client_app.local_update import frozen_features
+    from models.training import predict_logits
+    from run_config import federated_split
+
+    configs = {dtype: make_config(dataset="fashion-mnist-mini", local_epochs=1, batch_size=32, method="fedft-eds",
+                                  feature_cache_dtype=dtype) for dtype in ("float16", "float32")}
+    data = load_local_data(federated_split(configs["float32"]), 0, 10)
+    torch.manual_seed(0)
+    model = WideResNet(16, 1, in_channels=1, num_classes=10, dropout=0.3).eval()
+    size = math.ceil(0.1 * len(data))
+    chosen = {}
+    for dtype, torch_dtype in (("float16", torch.float16), ("float32", torch.float32)):
+        features = frozen_features(model, data, "mid", 100, CPU, torch_dtype)
+        logits = predict_logits(lambda h: model.forward_from(h.float(), "mid"), features, 100)
+        chosen[dtype] = set(select_by_entropy(hardened_entropy(logits, 0.1), size).tolist())
+    assert chosen["float16"] == chosen["float32"]
+    models = {dtype: copy.deepcopy(model) for dtype in configs}
+    for dtype, trained in models.items():
+        local_update(trained, data, configs[dtype], server_round=1, partition_id=0, learning_rate=0.1,
+                     cache=FeatureCache(2**30), cache_key=dtype, device=CPU)
+    half, full = models["float16"].state_dict(), models["float32"].state_dict()
+    for key in model.upper_state_keys("mid"):
+        torch.testing.assert_close(half[key].float(), full[key].float(), rtol=1e-2, atol=1e-3, msg=key)

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import torch
 import pytest
 
 from client_app.local_data import load_local_data, load_node_local_data
@@ -30,7 +31,8 @@ def test_exported_folders_hold_exactly_the_simulation_partitions(tmp_path: Path)
         assert meta["split"]["seed"] == SPLIT.seed and meta["dataset"] == "synthetic"
     torch_from_folder = load_node_local_data(str(folders[1]), "synthetic")
     torch_from_split = load_local_data(SPLIT, 1, 3)
-    assert (torch_from_folder.inputs == torch_from_split.inputs).all()
+    assert torch.equal(torch_from_folder.images, torch_from_split.images)
+    assert torch.equal(torch_from_folder.labels, torch_from_split.labels)
 
 
 def test_missing_folder_is_named(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from server_app.app import RunSetupError
+from server_app.run_errors import RunFailedError
 from server_app.checkpoint import CHECKPOINT_FILE, load_checkpoint
 from tests.in_process import ServerKilled, run_in_process, small_run_config
 
@@ -101,15 +102,31 @@ def test_failing_hanging_and_garbage_clients_are_left_out(tmp_path: Path) -> Non
     assert all(torch.isfinite(v).all() for v in model.values() if v.is_floating_point())
 
 
-def test_rounds_below_min_train_nodes_are_skipped_and_keep_the_model(tmp_path: Path) -> None:
+def test_a_run_in_which_no_round_aggregates_fails_naming_the_first_client_error(tmp_path: Path) -> None:
     config = small_run_config(tmp_path, **{"fail-partitions": "0:raise,1:raise,2:raise", "min-train-nodes": 2,
                                            "num-server-rounds": 2})
-    run_in_process(config)
+    with pytest.raises(RunFailedError, match="no round aggregated an update: round 1: client 0 failed: InjectedFault"):
+        run_in_process(config)
     rounds = rounds_of(tmp_path / "results", "run")
     summary = json.loads((tmp_path / "results" / "run" / "summary.json").read_text())
     assert [r["aggregated"] for r in rounds] == [False, False]
     assert [r["accuracy"] for r in rounds] == [summary["initial_accuracy"]] * 2
     assert [s["partition_id"] for s in rounds[0]["client_stats"]] == [3]
+    assert summary["status"] == "failed" and summary["rounds_aggregated"] == 0 and summary["rounds_skipped"] == 2
+    assert summary["failure"].startswith("round 1: client 0 failed: InjectedFault: fail-partitions")
+
+
+def test_skipped_rounds_are_warnings_when_another_round_aggregates(tmp_path: Path) -> None:
+    """One client a round (seed 0 picks partitions 2, 3, 2); partition 2 raises, so rounds 1 and 3 are skipped."""
+    config = small_run_config(tmp_path, **{"fail-partitions": "2:raise", "fraction-train": 0.25,
+                                           "num-server-rounds": 3})
+    run_in_process(config)
+    rounds = rounds_of(tmp_path / "results", "run")
+    summary = json.loads((tmp_path / "results" / "run" / "summary.json").read_text())
+    assert [r["clients"] for r in rounds] == [[2], [3], [2]]
+    assert [r["aggregated"] for r in rounds] == [False, True, False]
+    assert summary["status"] == "completed" and summary["failure"] is None
+    assert summary["rounds_skipped"] == 2 and summary["rounds_aggregated"] == 1
 
 
 def test_a_corrupt_checkpoint_stops_the_run_with_a_clear_error(tmp_path: Path) -> None:

@@ -1,0 +1,75 @@
+"""Which torch device a node computes on: ``auto`` | ``cpu`` | ``cuda`` | ``cuda:N`` | ``mps``.
+
+``auto`` takes a CUDA GPU (a GPU server, a Jetson) when torch sees one, else Apple's MPS, else the CPU. Naming an
+accelerator the node does not have is an error that says what torch does see, never a silent fall-back to the
+CPU: a run meant for a GPU that quietly trains on the CPU is slower by orders of magnitude and hard to notice.
+The server (``server-device``) and the clients (``device``, or a SuperNode's node config ``device``) resolve
+their own.
+"""
+
+from __future__ import annotations
+
+import re
+
+import torch
+
+_DEVICE_NAME = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+DEVICE_NAMES_HELP = "`auto` (a CUDA GPU, else Apple MPS, else CPU), `cpu`, `cuda`, `cuda:N` or `mps`"
+
+
+class DeviceUnavailableError(ValueError):
+    """The configured device does not exist on this node."""
+
+
+def is_device_name(name: str) -> bool:
+    """Whether ``name`` is one of the accepted spellings (not whether this node has it)."""
+    return bool(_DEVICE_NAME.match(name))
+
+
+def _mps_available() -> bool:
+    return bool(getattr(torch.backends, "mps", None)) and torch.backends.mps.is_available()
+
+
+def available_devices() -> list[torch.device]:
+    """Every device torch can compute on here: the CPU, each CUDA GPU, MPS."""
+    devices = [torch.device("cpu")]
+    if torch.cuda.is_available():
+        devices += [torch.device("cuda", index) for index in range(torch.cuda.device_count())]
+    if _mps_available():
+        devices.append(torch.device("mps"))
+    return devices
+
+
+def describe_available() -> str:
+    """What torch sees on this node, e.g. ``cpu, cuda:0 (NVIDIA H100 80GB HBM3)``."""
+    names = []
+    for device in available_devices():
+        label = str(device)
+        if device.type == "cuda":
+            label += f" ({torch.cuda.get_device_name(device)})"
+        names.append(label)
+    build = f"torch {torch.__version__}" + (f", CUDA {torch.version.cuda}" if torch.version.cuda else ", no CUDA support")
+    return f"{', '.join(names)} ({build})"
+
+
+def resolve_device(name: str, key: str = "device") -> torch.device:
+    """The torch device for ``name``; DeviceUnavailableError naming ``key`` when it is not on this node."""
+    if not is_device_name(name):
+        raise DeviceUnavailableError(f"'{key}' = {name!r} is not a device name: use {DEVICE_NAMES_HELP}")
+    if name == "auto":
+        return available_devices()[1] if len(available_devices()) > 1 else torch.device("cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", 0)
+    if device not in available_devices():
+        raise DeviceUnavailableError(f"'{key}' = {name!r} but this node has no such device; torch sees: "
+                                     f"{describe_available()}")
+    return device
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for the device's queued work, so that a timer around it measures the work and not its queueing."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
