@@ -8,8 +8,18 @@ import pytest
 import torch
 
 from methods.fedat import (
-    AT_LEVELS_KEY, LEVEL_KEY, aggregate_global_copies, at_step_loss, attention_map, attention_transfer_loss,
-    check_pairing, global_copy, levels_for_step, normalised_attention, prepare_step, train_server_step,
+    AT_LEVELS_KEY,
+    LEVEL_KEY,
+    aggregate_global_copies,
+    at_step_loss,
+    attention_map,
+    attention_transfer_loss,
+    check_pairing,
+    global_copy,
+    levels_for_step,
+    normalised_attention,
+    prepare_step,
+    train_server_step,
 )
 from models import build_model
 
@@ -21,8 +31,9 @@ def test_attention_map_sums_squared_channels() -> None:
     assert attention_map(MAP).tolist() == [[5.0, 1.0, 4.0, 10.0]]
     assert attention_map(MAP, p=1).tolist() == [[3.0, 1.0, 2.0, 4.0]]
     norm = math.sqrt(25 + 1 + 16 + 100)
-    torch.testing.assert_close(normalised_attention(MAP), torch.tensor([[5 / norm, 1 / norm, 4 / norm, 10 / norm]],
-                                                                        dtype=torch.float64))
+    torch.testing.assert_close(
+        normalised_attention(MAP), torch.tensor([[5 / norm, 1 / norm, 4 / norm, 10 / norm]], dtype=torch.float64)
+    )
 
 
 def test_attention_map_refuses_non_spatial_features() -> None:
@@ -67,8 +78,10 @@ def test_at_step_loss_is_cross_entropy_plus_beta_times_at() -> None:
     student, teacher = build_model("wrn-16-1", 3, 10).eval(), build_model("wrn-10-1", 3, 10).eval()
     x, y = torch.randn(2, 3, 8, 8), torch.tensor([1, 7])
     ce = torch.nn.functional.cross_entropy(student(x), y)
-    at = sum(attention_transfer_loss({lv: student.forward_to(x, lv)}, {lv: teacher.forward_to(x, lv)}, [lv])
-             for lv in ("low", "mid", "up"))
+    at = sum(
+        attention_transfer_loss({lv: student.forward_to(x, lv)}, {lv: teacher.forward_to(x, lv)}, [lv])
+        for lv in ("low", "mid", "up")
+    )
     loss = at_step_loss(student, teacher, x, y, ("low", "mid", "up"), beta=1000.0)
     assert loss.item() == pytest.approx((ce + 1000.0 * at).item(), rel=1e-5)
     assert at_step_loss(student, teacher, x, y, ()).item() == pytest.approx(ce.item(), rel=1e-6)
@@ -103,8 +116,20 @@ def test_step_three_trains_phi_and_leaves_theta_bitwise_frozen() -> None:
     copy = global_copy(global_model)
     before = _state(copy)
     x, y = _data()
-    train_server_step(copy, 3, "mid", x, y, teacher=client, epochs=1, batch_size=4, lr=0.1, momentum=0.9,
-                      weight_decay=1e-3, generator=torch.Generator().manual_seed(0))
+    train_server_step(
+        copy,
+        3,
+        "mid",
+        x,
+        y,
+        teacher=client,
+        epochs=1,
+        batch_size=4,
+        lr=0.1,
+        momentum=0.9,
+        weight_decay=1e-3,
+        generator=torch.Generator().manual_seed(0),
+    )
     changed = _changed(before, copy)
     theta = set(copy.upper_state_keys("mid"))
     assert theta and not changed & theta  # weights and BN statistics of group "up" and the head untouched
@@ -119,8 +144,9 @@ def test_step_two_trains_only_theta_on_metadata() -> None:
     before = _state(model)
     g = torch.Generator().manual_seed(1)
     metadata, labels = torch.randn(8, 32, 4, 4, generator=g), torch.randint(0, 10, (8,), generator=g)
-    train_server_step(model, 2, "mid", metadata, labels, epochs=1, batch_size=4, lr=0.1,
-                      generator=torch.Generator().manual_seed(0))
+    train_server_step(
+        model, 2, "mid", metadata, labels, epochs=1, batch_size=4, lr=0.1, generator=torch.Generator().manual_seed(0)
+    )
     changed = _changed(before, model)
     assert changed and changed <= set(model.upper_state_keys("mid"))
 
@@ -130,8 +156,18 @@ def test_step_one_trains_everything() -> None:
     model, client = build_model("wrn-16-1", 3, 10), build_model("wrn-10-1", 3, 10)
     before = _state(model)
     x, y = _data()
-    train_server_step(model, 1, "mid", x, y, teacher=client, epochs=1, batch_size=8, lr=0.1,
-                      generator=torch.Generator().manual_seed(0))
+    train_server_step(
+        model,
+        1,
+        "mid",
+        x,
+        y,
+        teacher=client,
+        epochs=1,
+        batch_size=8,
+        lr=0.1,
+        generator=torch.Generator().manual_seed(0),
+    )
     changed = _changed(before, model)
     assert {k.split(".")[1] for k in changed} == {"stem", "low", "mid", "up", "head"}
 
@@ -151,8 +187,9 @@ def test_prepare_step_hands_out_only_the_allowed_parameters() -> None:
 def test_steps_one_and_three_need_a_teacher() -> None:
     x, y = _data()
     with pytest.raises(ValueError, match="teacher"):
-        train_server_step(build_model("wrn-10-1", 3, 10), 3, "low", x, y, epochs=1, batch_size=4, lr=0.1,
-                          generator=torch.Generator())
+        train_server_step(
+            build_model("wrn-10-1", 3, 10), 3, "low", x, y, epochs=1, batch_size=4, lr=0.1, generator=torch.Generator()
+        )
 
 
 def test_global_copies_are_averaged_by_client_data_size() -> None:
@@ -177,8 +214,10 @@ def test_wider_client_pairs_for_attention_but_not_for_metadata() -> None:
 
 def test_models_that_cannot_pair_are_refused_naming_the_key() -> None:
     with pytest.raises(ValueError, match=f"{AT_LEVELS_KEY}: attention maps at 'low' cannot pair"):
-        check_pairing(build_model("lenet5", 3, 10), build_model("wrn-16-1", 3, 10), (3, 32, 32), "low",
-                      at_levels=("low", "up"))
+        check_pairing(
+            build_model("lenet5", 3, 10), build_model("wrn-16-1", 3, 10), (3, 32, 32), "low", at_levels=("low", "up")
+        )
     with pytest.raises(ValueError, match=f"{AT_LEVELS_KEY}: the client model has no level 'top'"):
-        check_pairing(build_model("wrn-10-1", 3, 10), build_model("wrn-16-1", 3, 10), (3, 8, 8), "low",
-                      at_levels=("top",))
+        check_pairing(
+            build_model("wrn-10-1", 3, 10), build_model("wrn-16-1", 3, 10), (3, 8, 8), "low", at_levels=("top",)
+        )

@@ -7,8 +7,17 @@ import torch
 import torch.nn.functional as F
 
 from methods.fedfsc import (
-    FEWSHOT_KEY, NON_STRAGGLER_KEY, FewShotOptimiser, assign_roles, average_fewshot_classifiers,
-    compose_global_state, draw_shots, eligible_classes, fscprox_penalty, train_fewshot_classifier, uplink_bytes,
+    FEWSHOT_KEY,
+    NON_STRAGGLER_KEY,
+    FewShotOptimiser,
+    assign_roles,
+    average_fewshot_classifiers,
+    compose_global_state,
+    draw_shots,
+    eligible_classes,
+    fscprox_penalty,
+    train_fewshot_classifier,
+    uplink_bytes,
 )
 from methods.model_outputs import final_linear_keys, penultimate_features
 from methods.state_averaging import average_states
@@ -45,7 +54,9 @@ def test_draw_shots_takes_n_distinct_samples_of_each_eligible_class() -> None:
 
 def test_draws_depend_on_the_seed_and_cover_every_sample() -> None:
     eligible = torch.tensor([True, False, True, False])
-    draws = {tuple(sorted(draw_shots(LABELS, eligible, 2, torch.Generator().manual_seed(s)).tolist())) for s in range(40)}
+    draws = {
+        tuple(sorted(draw_shots(LABELS, eligible, 2, torch.Generator().manual_seed(s)).tolist())) for s in range(40)
+    }
     assert len(draws) > 10
     assert {i for d in draws for i in d} == {i for i, y in enumerate(LABELS.tolist()) if y in (0, 2)}
     same = [draw_shots(LABELS, eligible, 2, torch.Generator().manual_seed(7)).tolist() for _ in range(2)]
@@ -78,13 +89,23 @@ def test_fewshot_update_copies_the_base_classifier_and_trains_only_on_the_shots(
 def test_resampling_each_epoch_differs_from_one_draw_per_round() -> None:
     features, labels, weight, bias = _features()
     opt = FewShotOptimiser(epochs=3)
-    per_epoch = train_fewshot_classifier(features, labels, weight, bias, shots=2, optimiser=opt,
-                                         generator=torch.Generator().manual_seed(0))
-    per_round = train_fewshot_classifier(features, labels, weight, bias, shots=2, optimiser=opt,
-                                         generator=torch.Generator().manual_seed(0), resample_each_epoch=False)
+    per_epoch = train_fewshot_classifier(
+        features, labels, weight, bias, shots=2, optimiser=opt, generator=torch.Generator().manual_seed(0)
+    )
+    per_round = train_fewshot_classifier(
+        features,
+        labels,
+        weight,
+        bias,
+        shots=2,
+        optimiser=opt,
+        generator=torch.Generator().manual_seed(0),
+        resample_each_epoch=False,
+    )
     assert not torch.equal(per_epoch[0], per_round[0])
-    again = train_fewshot_classifier(features, labels, weight, bias, shots=2, optimiser=opt,
-                                     generator=torch.Generator().manual_seed(0))
+    again = train_fewshot_classifier(
+        features, labels, weight, bias, shots=2, optimiser=opt, generator=torch.Generator().manual_seed(0)
+    )
     assert torch.equal(per_epoch[0], again[0]) and torch.equal(per_epoch[1], again[1])
 
 
@@ -93,7 +114,9 @@ def test_fewshot_update_lowers_the_loss_on_separable_features() -> None:
     features = F.one_hot(labels, 4).float() * 3 + 0.1 * torch.randn(40, 4, generator=torch.Generator().manual_seed(0))
     weight, bias = torch.zeros(4, 4), torch.zeros(4)
     w, b = train_fewshot_classifier(features, labels, weight, bias, generator=torch.Generator().manual_seed(0))
-    assert F.cross_entropy(F.linear(features, w, b), labels) < 0.5 * F.cross_entropy(F.linear(features, weight, bias), labels)
+    assert F.cross_entropy(F.linear(features, w, b), labels) < 0.5 * F.cross_entropy(
+        F.linear(features, weight, bias), labels
+    )
 
 
 def test_classifiers_are_averaged_uniformly_not_by_sample_count() -> None:
@@ -167,11 +190,14 @@ def test_small_pools_keep_one_non_straggler() -> None:
     assert len(roles.full) == 1 and len(roles.fewshot) == 1 and len(roles.dropped) == 1
 
 
-@pytest.mark.parametrize(("f_n", "f_fs", "match"), [
-    (0.5, 0.5, f"{NON_STRAGGLER_KEY} \\+ {FEWSHOT_KEY} must be < 1"),
-    (0.0, 0.1, NON_STRAGGLER_KEY),
-    (0.2, -0.1, FEWSHOT_KEY),
-])
+@pytest.mark.parametrize(
+    ("f_n", "f_fs", "match"),
+    [
+        (0.5, 0.5, f"{NON_STRAGGLER_KEY} \\+ {FEWSHOT_KEY} must be < 1"),
+        (0.0, 0.1, NON_STRAGGLER_KEY),
+        (0.2, -0.1, FEWSHOT_KEY),
+    ],
+)
 def test_role_fractions_are_validated_naming_the_keys(f_n: float, f_fs: float, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         assign_roles(list(range(10)), f_n, f_fs, seed=0, server_round=2)

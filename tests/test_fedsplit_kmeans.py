@@ -9,8 +9,17 @@ from sklearn.cluster import KMeans
 from sklearn.decomposition import PCA
 
 from methods.fedsplit_kmeans import (
-    CLUSTERS_KEY, LEVEL_KEY, N_COM_KEY, feature_maps_at, fit_pca, kmeans_plus_plus, kmeans_representatives, lloyd,
-    metadata_bytes, nearest_members, select_metadata,
+    CLUSTERS_KEY,
+    LEVEL_KEY,
+    N_COM_KEY,
+    feature_maps_at,
+    fit_pca,
+    kmeans_plus_plus,
+    kmeans_representatives,
+    lloyd,
+    metadata_bytes,
+    nearest_members,
+    select_metadata,
 )
 from models import build_model
 
@@ -109,7 +118,9 @@ def test_selection_falls_back_to_all_samples_of_a_small_class() -> None:
 @pytest.mark.parametrize(("n_com", "clusters", "key"), [(9, 2, N_COM_KEY), (0, 2, N_COM_KEY), (4, 0, CLUSTERS_KEY)])
 def test_settings_are_refused_naming_the_key(n_com: int, clusters: int, key: str) -> None:
     with pytest.raises(ValueError, match=key):
-        select_metadata(torch.randn(10, 2, 2, 2), torch.zeros(10, dtype=torch.long), n_com=n_com, clusters=clusters, seed=0)
+        select_metadata(
+            torch.randn(10, 2, 2, 2), torch.zeros(10, dtype=torch.long), n_com=n_com, clusters=clusters, seed=0
+        )
 
 
 def test_feature_maps_come_from_the_level_of_the_received_model() -> None:

@@ -9,7 +9,11 @@ import torch
 import torch.nn.functional as F
 
 from methods.moon import (
-    anchor_representation, check_moon_settings, local_logits_and_representation, moon_contrastive_loss, moon_loss,
+    anchor_representation,
+    check_moon_settings,
+    local_logits_and_representation,
+    moon_contrastive_loss,
+    moon_loss,
 )
 from models import build_model
 
