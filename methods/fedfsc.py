@@ -69,12 +69,11 @@ def eligible_classes(labels: torch.Tensor, shots: int, num_classes: int) -> tupl
 def draw_shots(labels: torch.Tensor, eligible: torch.Tensor, shots: int, generator: torch.Generator) -> torch.Tensor:
     """Indices of ``shots`` samples drawn uniformly without replacement from each eligible class.
 
-    Vectorised: random keys (drawn on the CPU ``generator``) order the samples within each class, and the first
-    ``shots`` of each eligible class are kept. Indices come back grouped by class, ascending class.
+    Vectorised: a random permutation (drawn on the CPU ``generator``) orders the samples within each class, and
+    the first ``shots`` of each eligible class are kept. Indices come back grouped by class, ascending class.
     """
     device = labels.device
-    keys = torch.rand(len(labels), generator=generator, dtype=torch.float64).to(device)
-    shuffled = torch.argsort(keys)
+    shuffled = torch.randperm(len(labels), generator=generator).to(device)
     by_class = shuffled[torch.argsort(labels[shuffled], stable=True)]
     sorted_labels = labels[by_class]
     positions = torch.arange(len(labels), device=device)

@@ -101,15 +101,15 @@ def kmeans_plus_plus(x: torch.Tensor, clusters: int, generator: torch.Generator)
     inverse-CDF search on the device, so there is no host synchronisation.
     """
     n = x.shape[0]
-    uniforms = torch.rand(clusters, generator=generator, dtype=torch.float64).to(x.device)
+    uniforms = torch.rand(clusters, generator=generator, dtype=x.dtype).to(x.device)
     first = torch.clamp((uniforms[0] * n).long(), max=n - 1)
     centres = [x[first]]
-    nearest = ((x - centres[0]) ** 2).sum(dim=1).double()
+    nearest = ((x - centres[0]) ** 2).sum(dim=1)
     for j in range(1, clusters):
         cdf = torch.cumsum(nearest, dim=0)
         index = torch.clamp(torch.searchsorted(cdf, uniforms[j] * cdf[-1], right=True), max=n - 1)
         centres.append(x[index])
-        nearest = torch.minimum(nearest, ((x - centres[-1]) ** 2).sum(dim=1).double())
+        nearest = torch.minimum(nearest, ((x - centres[-1]) ** 2).sum(dim=1))
     return torch.stack(centres)
 
 

@@ -16,8 +16,8 @@ def average_states(
 ) -> dict[str, torch.Tensor]:
     """Σ_k p_k · state_k key by key, with p_k = weights_k / Σ weights (uniform 1/K when ``weights`` is None).
 
-    Sums run in float64 and are cast back to each tensor's dtype; integer buffers (BatchNorm's
-    ``num_batches_tracked``) are rounded. Every state must have the same keys and shapes.
+    Sums run in float64 (float32 on Apple's MPS, which has no float64) and are cast back to each tensor's dtype;
+    integer buffers (BatchNorm's ``num_batches_tracked``) are rounded. Every state must have the same keys and shapes.
     """
     if not states:
         raise ValueError("nothing to average: no states given")
@@ -32,10 +32,11 @@ def average_states(
     if any(w < 0 for w in weights) or sum(weights) <= 0:
         raise ValueError(f"weights must be non-negative with a positive sum, got {list(weights)}")
     device = states[0][keys[0]].device
-    p = torch.tensor(weights, dtype=torch.float64, device=device) / sum(weights)
+    accumulate = torch.float32 if device.type == "mps" else torch.float64
+    p = torch.tensor(weights, dtype=accumulate, device=device) / sum(weights)
     averaged: dict[str, torch.Tensor] = {}
     for key in keys:
-        stacked = torch.stack([state[key].to(device=device, dtype=torch.float64) for state in states])
+        stacked = torch.stack([state[key].to(device=device, dtype=accumulate) for state in states])
         mean = torch.tensordot(p, stacked, dims=1)
         dtype = states[0][key].dtype
         averaged[key] = (mean.round() if not dtype.is_floating_point else mean).to(dtype)

@@ -138,3 +138,12 @@ def test_feature_maps_come_from_the_level_of_the_received_model() -> None:
 def test_metadata_bytes_match_the_thesis_arithmetic() -> None:
     assert metadata_bytes(800, (16, 32, 32)) == 800 * 16384 * 4 == 52_428_800
     assert metadata_bytes(50_000, (16, 32, 32)) == 3_276_800_000
+
+
+def test_float32_maps_select_the_same_samples_as_float64() -> None:
+    maps = torch.from_numpy(np.concatenate([_blobs(6, n=40, dim=16), _blobs(7, n=40, dim=16)]))
+    labels = torch.tensor([0] * 40 + [1] * 40)
+    double = select_metadata(maps, labels, n_com=5, clusters=3, seed=2)
+    single = select_metadata(maps.float(), labels, n_com=5, clusters=3, seed=2)
+    assert sorted(single.indices.tolist()) == sorted(double.indices.tolist())  # cluster order may differ
+    assert single.feature_maps.dtype == torch.float32
