@@ -39,11 +39,26 @@ Step = Literal[1, 2, 3]
 LEVEL_KEY = "metadata-level"
 AT_LEVELS_KEY = "at-levels"
 BETA_KEY = "at-beta"
+FORM_KEY = "at-form"
+AT_FORMS: tuple[str, ...] = ("reference", "thesis")
 
 #: β of the thesis (borrowed from the AT paper).
 DEFAULT_BETA = 1000.0
 #: The three paired levels of our WRNs (I in eqs. 5.14 and 5.20).
 AT_LEVELS: tuple[str, ...] = ("low", "mid", "up")
+
+
+def check_fedat_settings(metadata_level: str, beta: float, form: str, at_levels: Sequence[str] = AT_LEVELS) -> None:
+    """Refuse an unknown ``metadata-level`` or ``at-levels`` entry, ``at-beta`` < 0 and an unknown ``at-form``."""
+    if metadata_level not in AT_LEVELS:
+        raise ValueError(f"{LEVEL_KEY} must be one of {', '.join(AT_LEVELS)}, got {metadata_level!r}")
+    unknown = [level for level in at_levels if level not in AT_LEVELS]
+    if unknown or not at_levels:
+        raise ValueError(f"{AT_LEVELS_KEY} must be a non-empty subset of {', '.join(AT_LEVELS)}, got {list(at_levels)}")
+    if beta < 0:
+        raise ValueError(f"{BETA_KEY} must be >= 0, got {beta}")
+    if form not in AT_FORMS:
+        raise ValueError(f"{FORM_KEY} must be one of {', '.join(AT_FORMS)}, got {form!r}")
 
 
 def attention_map(feature_map: torch.Tensor, p: int = 2) -> torch.Tensor:
@@ -79,7 +94,7 @@ def attention_transfer_loss(
         elif form == "thesis":
             terms.append(difference.norm(dim=1).mean())
         else:
-            raise ValueError(f"at-form must be 'reference' or 'thesis', got {form!r}")
+            raise ValueError(f"{FORM_KEY} must be one of {', '.join(AT_FORMS)}, got {form!r}")
     return torch.stack(terms).sum()
 
 
@@ -174,7 +189,8 @@ def train_server_step(
     """Run one FedAT server step in place on ``model`` (a global copy, or a client model for eq. 5.19).
 
     Steps 1 and 3 train on D_g images (``inputs``) against ``teacher``; step 2 trains on metadata maps taken at
-    ``level``. Only the parameters ``prepare_step`` allows are given to SGD, so nothing else can change.
+    ``level``. Only the parameters ``prepare_step`` allows are given to SGD, so nothing else can change. The model
+    is left in train mode with every parameter trainable again.
     """
     params = prepare_step(model, step, level)
     levels = levels_for_step(step, level, at_levels)

@@ -32,6 +32,7 @@ from methods.state_averaging import average_states
 NON_STRAGGLER_KEY = "non-straggler-fraction"
 FEWSHOT_KEY = "fewshot-fraction"
 SHOTS_KEY = "fewshot-shots"
+FSCPROX_MU_KEY = "fscprox-mu"
 
 #: Few-shot updates start in round 2: round 1 trains the base model only, to initialise φ (Alg. 1 line 7).
 FIRST_FEWSHOT_ROUND = 2
@@ -153,7 +154,7 @@ def fscprox_penalty(classifier: Sequence[torch.Tensor], anchor: Sequence[torch.T
     With the base model's own classifier as ``anchor`` this is baseProx. The anchor carries no gradient.
     """
     if mu < 0:
-        raise ValueError(f"fscprox-mu must be >= 0, got {mu}")
+        raise ValueError(f"{FSCPROX_MU_KEY} must be >= 0, got {mu}")
     return mu * torch.stack([((p - a.detach()) ** 2).sum() for p, a in zip(classifier, anchor, strict=True)]).sum()
 
 

@@ -39,6 +39,14 @@ DEFAULT_BETA = 1.0
 DEFAULT_GENERIC_SAMPLES = 5000
 
 
+def check_fedkad_settings(beta: float, generic_samples: int) -> None:
+    """Refuse ``prototype-beta`` < 0 and ``generic-samples`` < 1."""
+    if beta < 0:
+        raise ValueError(f"{BETA_KEY} must be >= 0, got {beta}")
+    if generic_samples < 1:
+        raise ValueError(f"{GENERIC_SAMPLES_KEY} must be >= 1, got {generic_samples}")
+
+
 def class_prototypes(
     feature_maps: torch.Tensor, labels: torch.Tensor, num_classes: int
 ) -> tuple[torch.Tensor, torch.Tensor]:

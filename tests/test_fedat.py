@@ -14,6 +14,7 @@ from methods.fedat import (
     at_step_loss,
     attention_map,
     attention_transfer_loss,
+    check_fedat_settings,
     check_pairing,
     global_copy,
     levels_for_step,
@@ -221,3 +222,27 @@ def test_models_that_cannot_pair_are_refused_naming_the_key() -> None:
         check_pairing(
             build_model("wrn-10-1", 3, 10), build_model("wrn-16-1", 3, 10), (3, 8, 8), "low", at_levels=("top",)
         )
+
+
+@pytest.mark.parametrize(
+    ("level", "beta", "form", "at_levels", "match"),
+    [
+        ("head", 1000.0, "reference", ("low",), "metadata-level must be one of low, mid, up"),
+        ("low", -1.0, "reference", ("low",), "at-beta must be >= 0"),
+        ("low", 1000.0, "squared", ("low",), "at-form must be one of reference, thesis"),
+        ("low", 1000.0, "thesis", ("low", "top"), "at-levels must be a non-empty subset"),
+        ("low", 1000.0, "thesis", (), "at-levels must be a non-empty subset"),
+    ],
+)
+def test_settings_are_validated_naming_the_key(
+    level: str, beta: float, form: str, at_levels: tuple[str, ...], match: str
+) -> None:
+    with pytest.raises(ValueError, match=match):
+        check_fedat_settings(level, beta, form, at_levels)
+    check_fedat_settings("mid", 1000.0, "reference")
+
+
+def test_unknown_at_form_is_refused_by_the_loss() -> None:
+    maps = {"low": torch.ones(1, 1, 2, 2)}
+    with pytest.raises(ValueError, match="at-form"):
+        attention_transfer_loss(maps, maps, ["low"], form="l1")  # type: ignore[arg-type]

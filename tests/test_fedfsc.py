@@ -212,3 +212,8 @@ def test_uplink_bytes_count_full_model_plus_one_linear_layer() -> None:
     assert uplink_bytes(state, keys, full=True, fewshot=False) == full
     assert uplink_bytes(state, keys, full=False, fewshot=True) == linear
     assert uplink_bytes(state, keys, full=True, fewshot=True) == full + linear
+
+
+def test_fscprox_refuses_a_negative_mu() -> None:
+    with pytest.raises(ValueError, match="fscprox-mu must be >= 0"):
+        fscprox_penalty([torch.zeros(1)], [torch.zeros(1)], mu=-1.0)

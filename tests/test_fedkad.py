@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from methods.fedkad import (
     BETA_KEY,
     GENERIC_SAMPLES_KEY,
+    check_fedkad_settings,
     class_prototypes,
     client_consensus,
     draw_generic_indices,
@@ -130,3 +131,10 @@ def test_generic_draw_is_seeded_and_without_replacement() -> None:
 def test_prototype_bytes_match_table_5_10() -> None:
     assert 20 * prototype_bytes(10, (64, 8, 8)) == 3_276_800  # 3.28 MB, CIFAR-10
     assert 20 * prototype_bytes(35, (64, 8, 8)) == 11_468_800  # 11.47 MB, GSC
+
+
+@pytest.mark.parametrize(("beta", "samples", "key"), [(-0.5, 10, BETA_KEY), (1.0, 0, GENERIC_SAMPLES_KEY)])
+def test_settings_are_validated_naming_the_key(beta: float, samples: int, key: str) -> None:
+    with pytest.raises(ValueError, match=key):
+        check_fedkad_settings(beta, samples)
+    check_fedkad_settings(0.5, 5000)
