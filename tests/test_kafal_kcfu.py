@@ -169,3 +169,16 @@ def test_options_are_validated() -> None:
         KCFUOptions(pairing="random")
     with pytest.raises(ValueError, match="class_weighting must be one of inverse-frequency, uniform"):
         KCFUOptions(class_weighting="1/C")
+
+
+@pytest.mark.parametrize("device", ["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
+def test_kcfu_loss_on_the_device_equals_the_cpu_loss(device: str) -> None:
+    student, teacher = models()
+    expected = kcfu_loss(student, teacher, X, Y, U, class_terms(COUNTS, KCFUOptions(), "cpu"),
+                         torch.Generator().manual_seed(3))
+    student.to(device)
+    teacher.to(device)
+    loss = kcfu_loss(student, teacher, X.to(device), Y.to(device), U.to(device),
+                     class_terms(COUNTS, KCFUOptions(), device), torch.Generator().manual_seed(3))
+    assert loss.total.device.type == torch.device(device).type
+    assert loss.total.item() == pytest.approx(expected.total.item(), rel=1e-6)

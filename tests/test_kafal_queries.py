@@ -283,3 +283,21 @@ def test_dispatcher_names_what_a_strategy_is_missing() -> None:
         select_queries("qbc", 2, ctx, torch.Generator())
     with pytest.raises(ValueError, match=r"budget must be in \[0, 30\]"):
         select_queries("random", 31, ctx, torch.Generator())
+
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("strategy", QUERY_STRATEGIES)
+def test_strategies_run_with_models_and_inputs_on_the_device(device: str, strategy: str) -> None:
+    ctx = context()
+    on_cpu = select_queries(strategy, 6, ctx, torch.Generator().manual_seed(0))
+    for module in [ctx.model, ctx.global_model, ctx.loss_module, *ctx.committee]:
+        assert module is not None
+        module.to(device)
+    ctx.unlabelled_inputs = ctx.unlabelled_inputs.to(device)
+    positions = select_queries(strategy, 6, ctx, torch.Generator().manual_seed(0))
+    assert positions.device.type == "cpu" and len(set(positions.tolist())) == 6
+    if strategy in ("kafal", "entropy", "margin", "ll4al", "qbc", "random", "coreset"):
+        assert positions.tolist() == on_cpu.tolist()
