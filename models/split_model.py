@@ -3,6 +3,11 @@
 FedFT freezes the lower part φ (every stage up to and including the split level) and trains the upper
 part θ (every stage above it). Because φ never changes, its output can be computed once and cached;
 ``forward_to`` and ``forward_from`` make that possible without knowing the architecture.
+
+Active-learning queries need two more views of a model: the penultimate features (the embedding the final
+Linear classifies; core-set, BADGE, ALFA-Mix) and the output of every level in one pass (the loss-prediction
+module of LL4AL). ``embed_and_classify`` and ``forward_with_levels`` give them for any chain whose last stage
+is either an ``nn.Linear`` or a ``ClassifierHead``.
 """
 
 from __future__ import annotations
@@ -14,6 +19,19 @@ from torch import nn
 
 #: The level name meaning "freeze nothing": the whole model is θ.
 NO_FREEZE = "none"
+
+
+class ClassifierHead(nn.Module):
+    """A last stage that maps features to an embedding (``embed``) and classifies it with the Linear ``fc``."""
+
+    fc: nn.Linear
+
+    def embed(self, h: torch.Tensor) -> torch.Tensor:
+        """The penultimate features: the input of ``fc``."""
+        raise NotImplementedError
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.embed(h))
 
 
 class SplitModel(nn.Module):
@@ -40,6 +58,41 @@ class SplitModel(nn.Module):
         for stage in self.stages.values():
             x = stage(x)
         return x
+
+    def forward_with_levels(self, x: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Logits and the output of every split level, from one forward pass."""
+        outputs: dict[str, torch.Tensor] = {}
+        for name, stage in self.stages.items():
+            x = stage(x)
+            if name in self.levels:
+                outputs[name] = x
+        return x, outputs
+
+    def _body_and_classifier(self, x: torch.Tensor) -> tuple[torch.Tensor, nn.Module]:
+        *body, head = self.stages.values()
+        for stage in body:
+            x = stage(x)
+        return x, head
+
+    def embed_and_classify(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Penultimate features (N x D, what the final Linear reads) and logits, from one forward pass."""
+        h, head = self._body_and_classifier(x)
+        if isinstance(head, ClassifierHead):
+            embedding = head.embed(h)
+            return embedding, head.fc(embedding)
+        if isinstance(head, nn.Linear):
+            embedding = h.flatten(1)
+            return embedding, head(embedding)
+        raise TypeError(f"the last stage must be nn.Linear or ClassifierHead, not {type(head).__name__}")
+
+    def classify(self, embedding: torch.Tensor) -> torch.Tensor:
+        """Logits of the final Linear applied to penultimate features (ALFA-Mix classifies mixed embeddings)."""
+        head = list(self.stages.values())[-1]
+        if isinstance(head, ClassifierHead):
+            return head.fc(embedding)
+        if isinstance(head, nn.Linear):
+            return head(embedding)
+        raise TypeError(f"the last stage must be nn.Linear or ClassifierHead, not {type(head).__name__}")
 
     def forward_to(self, x: torch.Tensor, level: str) -> torch.Tensor:
         """Output of the lower part φ: every stage up to and including ``level``."""

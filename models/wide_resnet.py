@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from models.split_model import SplitModel
+from models.split_model import ClassifierHead, SplitModel
 
 
 class PreActBlock(nn.Module):
@@ -42,16 +42,16 @@ class PreActBlock(nn.Module):
         return out + residual
 
 
-class WideResNetHead(nn.Module):
-    """Final BN -> ReLU -> global average pool -> Linear."""
+class WideResNetHead(ClassifierHead):
+    """Final BN -> ReLU -> global average pool -> Linear; the pooled vector is the embedding."""
 
     def __init__(self, channels: int, num_classes: int) -> None:
         super().__init__()
         self.bn = nn.BatchNorm2d(channels)
         self.fc = nn.Linear(channels, num_classes)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(torch.relu(self.bn(x)).mean(dim=(2, 3)))
+    def embed(self, h: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.bn(h)).mean(dim=(2, 3))
 
 
 def _group(in_ch: int, out_ch: int, blocks: int, stride: int, dropout: float) -> nn.Sequential:
