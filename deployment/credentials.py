@@ -5,7 +5,8 @@ Written with Python's ``cryptography`` (a Flower dependency), no OpenSSL or ssh-
 - ``ca.crt`` / ``ca.key``: a self-signed certificate authority. ``ca.crt`` goes to every SuperNode and to
   the machine running ``flwr`` (it verifies the SuperLink); ``ca.key`` stays offline.
 - ``superlink.crt`` / ``superlink.key``: the SuperLink's certificate, signed by the CA, valid for the
-  host names and IP addresses given with ``--host`` (the addresses SuperNodes and ``flwr`` connect to).
+  host names and IP addresses given with ``--host`` (the addresses SuperNodes connect to) and always for
+  127.0.0.1, where the SuperLink's Control API answers ``flwr`` (deployment/loopback_gate.py).
 - ``supernode-<i>`` / ``supernode-<i>.pub``: one EC (SECP384R1) key pair per SuperNode in OpenSSH format,
   the form Flower's SuperNode authentication reads. The public key is registered with
   ``flwr supernode register``; the private key never leaves its device.
@@ -26,6 +27,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 CERT_DAYS = 365
+CONTROL_HOST = "127.0.0.1"
 
 
 def _name(common_name: str) -> x509.Name:
@@ -115,15 +117,23 @@ def write_credentials(out: Path, hosts: Sequence[str], num_supernodes: int, days
     return sorted(out.iterdir())
 
 
+def certificate_hosts(hosts: Sequence[str]) -> list[str]:
+    """``hosts`` (default: localhost) and 127.0.0.1, the only address the gated SuperLink's Control API answers on."""
+    named = list(hosts) or ["localhost"]
+    return named if CONTROL_HOST in named else [*named, CONTROL_HOST]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m deployment.credentials", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True, help="folder to write the files into")
-    parser.add_argument("--host", action="append", default=[], help="SuperLink host name or IP (repeatable; default 127.0.0.1 and localhost)")
+    parser.add_argument("--host", action="append", default=[],
+                        help="SuperLink host name or IP for SuperNodes (repeatable; default localhost); "
+                             "127.0.0.1 is always added")
     parser.add_argument("--supernodes", type=int, default=2, help="SuperNode key pairs to create (default 2)")
     parser.add_argument("--days", type=int, default=CERT_DAYS, help=f"certificate validity (default {CERT_DAYS})")
     args = parser.parse_args(argv)
-    for path in write_credentials(args.out, args.host or ["127.0.0.1", "localhost"], args.supernodes, args.days):
+    for path in write_credentials(args.out, certificate_hosts(args.host), args.supernodes, args.days):
         print(path)
     return 0
 

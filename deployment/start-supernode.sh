@@ -7,14 +7,15 @@
 #   CA_CERT            ca.crt, to verify the SuperLink's certificate
 #   PRIVATE_KEY        this node's supernode-<i> key (its .pub was registered with `flwr supernode register`)
 #   PORT               a free local port for the SuperNode's ClientApp API (one per SuperNode on a host)
-#   NODE_CONFIG        e.g. 'partition-id=0 num-partitions=3 data-path="/data/node-0"' (device="cuda" on a Jetson)
+#   NODE_CONFIG        e.g. 'partition-id=0 num-partitions=3 data-path="/data/node-0"' (device="cuda" on a Jetson),
+#                      or the path of a .toml file with these keys (deployment/fedft-node.toml)
 #
 # STATE_DIR receives supernode.log, supernode.pid and the node's Flower home (installed apps).
 # --insecure (testing only) connects without TLS or authentication; CA_CERT and PRIVATE_KEY are then ignored.
 set -euo pipefail
 insecure=0
 if [[ "${1:-}" == "--insecure" ]]; then insecure=1; shift; fi
-if [[ $# -lt 6 ]]; then sed -n '2,15p' "$0"; exit 2; fi
+if [[ $# -lt 6 ]]; then sed -n '2,14p' "$0"; exit 2; fi
 state=$1 superlink=$2 ca=$3 key=$4 port=$5 node_config=$6
 mkdir -p "$state/flwr-home"
 if (( insecure )); then

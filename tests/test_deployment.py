@@ -1,22 +1,29 @@
-"""A real deployment on loopback: SuperLink with TLS and SuperNode authentication, SuperNodes reading their
-own exported data, a FedFT-EDS run with FedEntOpt selection submitted with ``flwr run`` (the scripts in
-``deployment/`` start and stop everything)."""
+"""A real deployment on loopback: SuperLink with TLS, SuperNode authentication and the loopback gate,
+SuperNodes reading their own exported data, a FedFT-EDS run with FedEntOpt selection submitted with ``flwr``
+(the scripts in ``deployment/`` start and stop everything).
+
+The SuperLink listens on 0.0.0.0. Its "public" address in this test is 127.0.0.2, which the gate treats like
+any non-loopback interface: SuperNodes connect there (Fleet API); an outsider holding the CA certificate tries
+the Control and Runtime APIs there and is refused. The operator uses 127.0.0.1 (linux: all of 127/8 is
+loopback, so 127.0.0.2 needs no setup)."""
 
 from __future__ import annotations
 
 import json
 import os
+import ssl
 import subprocess
 import sys
 import time
 import uuid
 from pathlib import Path
 
+import httpx
 import pytest
 
+from data.node_data import export_partitions
 from deployment.credentials import write_credentials
 from run_config import federated_split
-from data.node_data import export_partitions
 from simulation.local_run import free_port, processes_marked
 from tests.conftest import make_config
 
@@ -24,6 +31,7 @@ PROJECT = Path(__file__).resolve().parents[1]
 SCRIPTS = PROJECT / "deployment"
 BIN = Path(sys.executable).parent
 MARKER = "FEDFT_DEPLOYMENT_TEST_ID"
+REFUSED = "answers its Control and Runtime APIs only on 127.0.0.1"
 
 
 def wait_for(predicate, timeout: float, what: str) -> None:
@@ -35,10 +43,16 @@ def wait_for(predicate, timeout: float, what: str) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def assert_refused_by_gate(result: subprocess.CompletedProcess) -> None:
+    """A ``flwr ... --format json`` call that the SuperLink's loopback gate refused (flwr exits 0 with JSON)."""
+    reply = json.loads(result.stdout)
+    assert reply["success"] is False and REFUSED in reply["error-message"], result.stdout
+
+
 @pytest.mark.e2e
 def test_tls_authenticated_deployment_runs_fedft_eds_with_fedentopt(tmp_path: Path) -> None:
     keys, homes = tmp_path / "keys", tmp_path / "nodes"
-    write_credentials(keys, ["127.0.0.1", "localhost"], num_supernodes=6)
+    write_credentials(keys, ["127.0.0.1", "127.0.0.2", "localhost"], num_supernodes=6)
     run_config = {"dataset": "fashion-mnist-mini", "partitioner": "dirichlet", "dirichlet-alpha": 0.5}
     split = federated_split(make_config(**{k.replace("-", "_"): v for k, v in run_config.items()}))
     export_partitions(split, 4, tmp_path / "data")
@@ -47,42 +61,58 @@ def test_tls_authenticated_deployment_runs_fedft_eds_with_fedentopt(tmp_path: Pa
     flwr_home = tmp_path / "flwr-home"
     flwr_home.mkdir()
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", MARKER: marker, "FLWR_HOME": str(flwr_home),
-           "FLWR_DISABLE_UPDATE_CHECK": "1", "SUPERNODE_EXTRA_ARGS": "--max-retries 3 --max-wait-time 20"}
+           "FLWR_DISABLE_UPDATE_CHECK": "1", "SUPERNODE_EXTRA_ARGS": "--max-retries 3 --max-wait-time 20",
+           "PYTHON": sys.executable}
     port = free_port()
-    address = f"127.0.0.1:{port}"
+    public = f"127.0.0.2:{port}"  # what SuperNodes and outsiders reach
     (flwr_home / "config.toml").write_text(
-        f'[superlink]\ndefault = "deploy"\n\n[superlink.deploy]\naddress = "{address}"\n'
-        f'root-certificates = "{keys / "ca.crt"}"\n'
+        f'[superlink]\ndefault = "deploy"\n\n'
+        f'[superlink.deploy]\naddress = "127.0.0.1:{port}"\nroot-certificates = "{keys / "ca.crt"}"\n\n'
+        f'[superlink.outside]\naddress = "{public}"\nroot-certificates = "{keys / "ca.crt"}"\n'
     )
     link_state = tmp_path / "superlink"
     states = [link_state]
 
     def sh(*args: str, **kw) -> subprocess.CompletedProcess:
-        return subprocess.run(args, env=env, cwd=PROJECT, capture_output=True, text=True, timeout=120, **kw)
+        return subprocess.run(args, check=False, env=env, cwd=PROJECT, capture_output=True, text=True, timeout=120,
+                              **kw)
+
+    def flwr(*args: str) -> subprocess.CompletedProcess:
+        return sh(str(BIN / "flwr"), *args)
 
     def supernode(name: str, key: str, node_config: str, ca: Path | None = None) -> Path:
         state = homes / name
         states.append(state)
-        result = sh(str(SCRIPTS / "start-supernode.sh"), str(state), address, str(ca or keys / "ca.crt"),
+        result = sh(str(SCRIPTS / "start-supernode.sh"), str(state), public, str(ca or keys / "ca.crt"),
                     str(keys / key), str(free_port()), node_config)
         assert result.returncode == 0, result.stderr
         return state / "supernode.log"
 
     try:
-        assert sh(str(SCRIPTS / "start-superlink.sh"), str(link_state), str(keys), "127.0.0.1", str(port)).returncode == 0
-        wait_for(lambda: '"success": true' in sh(str(BIN / "flwr"), "supernode", "list", "deploy", "--format", "json").stdout,
+        assert sh(str(SCRIPTS / "start-superlink.sh"), str(link_state), str(keys), "0.0.0.0", str(port)).returncode == 0
+        wait_for(lambda: '"success": true' in flwr("supernode", "list", "deploy", "--format", "json").stdout,
                  60, "the SuperLink's control API")
+        # An outsider with the CA certificate, on the public address: cannot register its key, list runs or
+        # take the ServerApp's task from the Runtime API (Flower itself would answer 415 to this empty request).
+        outsider_key = str(keys / "supernode-4.pub")
+        assert_refused_by_gate(flwr("supernode", "register", outsider_key, "outside", "--format", "json"))
+        assert_refused_by_gate(flwr("ls", "outside", "--format", "json"))
+        trust_ca = ssl.create_default_context(cafile=str(keys / "ca.crt"))
+        runtime = httpx.post(f"https://{public}/v1/runtime/acquire-task", verify=trust_ca, timeout=30)
+        assert runtime.status_code == 403 and REFUSED in runtime.json()["detail"]
         for i in range(4):  # node 4 and node 5 stay unregistered
-            registered = sh(str(BIN / "flwr"), "supernode", "register", str(keys / f"supernode-{i}.pub"), "deploy")
+            registered = flwr("supernode", "register", str(keys / f"supernode-{i}.pub"), "deploy")
             assert registered.returncode == 0, registered.stdout + registered.stderr
 
         for i in range(3):
-            supernode(f"node-{i}", f"supernode-{i}", f'partition-id={i} num-partitions=4 data-path="{tmp_path / "data" / f"node-{i}"}"')
+            data = tmp_path / "data" / f"node-{i}"
+            supernode(f"node-{i}", f"supernode-{i}", f'partition-id={i} num-partitions=4 data-path="{data}"')
         # Registered, but its data-path does not exist: fails on its first data access, the run goes on.
         supernode("node-3", "supernode-3", f'partition-id=3 num-partitions=4 data-path="{tmp_path / "missing"}"')
         intruder_log = supernode("intruder", "supernode-4", 'partition-id=0 num-partitions=4')
         # The CA bundle of the system instead of ours: the SuperLink's certificate cannot be verified.
-        no_ca_log = supernode("no-ca", "supernode-5", 'partition-id=1 num-partitions=4', ca=Path("/etc/ssl/certs/ca-certificates.crt"))
+        no_ca_log = supernode("no-ca", "supernode-5", 'partition-id=1 num-partitions=4',
+                              ca=Path("/etc/ssl/certs/ca-certificates.crt"))
 
         overrides = (
             'method="fedft-eds" model="lenet5" pretrain-epochs=2 num-server-rounds=2 local-epochs=1 '
@@ -90,11 +120,18 @@ def test_tls_authenticated_deployment_runs_fedft_eds_with_fedentopt(tmp_path: Pa
             f'run-name="deployed" results-dir="{tmp_path / "results"}" pretrain-cache-dir="{tmp_path / "pretrained"}" '
             f'feature-cache-dir="{tmp_path / "features"}" dirichlet-alpha=0.5'
         )
-        run = sh(str(BIN / "flwr"), "run", str(PROJECT), "deploy", "--stream", "--run-config", overrides)
-        log = run.stdout + run.stderr
+        assert_refused_by_gate(flwr("run", str(PROJECT), "outside", "--format", "json", "--run-config", overrides))
+        started = flwr("run", str(PROJECT), "deploy", "--format", "json", "--run-config", overrides)
+        run_id = json.loads(started.stdout)["run-id"]
+        assert_refused_by_gate(flwr("stop", run_id, "outside", "--format", "json"))  # the run is still going
+        streamed = flwr("log", run_id, "deploy", "--stream")
+        log = streamed.stdout + streamed.stderr
         (tmp_path / "flwr-run.log").write_text(log)
-        listing = json.loads(sh(str(BIN / "flwr"), "ls", "deploy", "--format", "json").stdout)
-        assert [r["status"] for r in listing["runs"]] == ["finished:completed"], log[-4000:]
+        # One run (the outsider's was refused), completed (the outsider's stop was refused).
+        listing = json.loads(flwr("ls", "deploy", "--format", "json").stdout)
+        assert [(r["run-id"], r["status"]) for r in listing["runs"]] == [(run_id, "finished:completed")], log[-4000:]
+        nodes = json.loads(flwr("supernode", "list", "deploy", "--format", "json").stdout)["nodes"]
+        assert len(nodes) == 4  # supernode-4's registration from outside did not happen
 
         results = tmp_path / "results" / "deployed"
         rounds = [json.loads(line) for line in (results / "rounds.jsonl").read_text().splitlines()]
@@ -103,7 +140,8 @@ def test_tls_authenticated_deployment_runs_fedft_eds_with_fedentopt(tmp_path: Pa
             assert len(record["clients"]) == 2 and set(record["clients"]) <= {0, 1, 2}  # node 3 has no usable data
             assert record["failed"] == [] and record["rejected"] == [] and record["timed_out"] == []
             for stats in record["client_stats"]:
-                exported = json.loads((tmp_path / "data" / f"node-{stats['partition_id']}" / "partition.json").read_text())
+                node_folder = tmp_path / "data" / f"node-{stats['partition_id']}"
+                exported = json.loads((node_folder / "partition.json").read_text())
                 assert stats["num_local"] == exported["num-samples"]  # trained on its own exported folder
         assert sorted(json.loads((results / "label_counts.json").read_text())) == ["0", "1", "2"]
         assert "partition 3 sent unusable label counts (error reply: NodeDataError: node config 'data-path'" in log
