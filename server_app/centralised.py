@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import logging
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -23,10 +24,11 @@ from data.federated import load_client_partition, load_test_set
 from data.image_data import ImageData
 from data.transforms import random_crop_flip, to_model_input
 from models.training import evaluate, train_epochs
-from run_config import build_model_for, federated_split
+from run_config import RunConfig, build_model_for, federated_split
 from run_config.overrides import config_with_overrides
 from server_app.pretraining import check_source, initial_state
 from server_app.results import RunRecorder, run_directory
+from server_app.run_lock import RunFolderError, lock_run_folder
 
 METHOD = "centralised"
 
@@ -38,29 +40,18 @@ def pooled_training_data(config, num_partitions: int) -> ImageData:
     return ImageData(np.concatenate([p.images for p in parts]), np.concatenate([p.labels for p in parts]))
 
 
-def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="python -m server_app.centralised", description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=30)
-    parser.add_argument("--num-partitions", type=int, default=10, help="clients whose data is pooled (default 10)")
-    parser.add_argument("--run-config", default="", help="overrides, as for flwr run")
-    args = parser.parse_args(argv)
-    try:
-        config = config_with_overrides(args.run_config)
-    except ValueError as err:
-        parser.error(str(err))
-    check_source(config)
-    torch.set_flush_denormal(True)
-
+def train_pooled(config: RunConfig, epochs: int, num_partitions: int, directory: Path) -> dict:
+    """Train on the pooled data for ``epochs``, evaluating after each, with results in ``directory``."""
     split = federated_split(config)
-    pool, test = pooled_training_data(config, args.num_partitions), load_test_set(split)
+    pool, test = pooled_training_data(config, num_partitions), load_test_set(split)
     inputs, labels = to_model_input(pool.images, split.info), torch.from_numpy(pool.labels)
     test_inputs, test_labels = to_model_input(test.images, split.info), torch.from_numpy(test.labels)
     model = build_model_for(config)
     model.load_state_dict(initial_state(config))
-    recorder = RunRecorder(run_directory(config, method=METHOD), config, method=METHOD)
+    recorder = RunRecorder(directory, config, method=METHOD)
     recorder.evaluated(0, *evaluate(model.eval(), test_inputs, test_labels, config.eval_batch_size))
     generator = torch.Generator().manual_seed(config.seed)
-    for epoch in range(1, args.epochs + 1):
+    for epoch in range(1, epochs + 1):
         recorder.round_started(epoch, [], 0)
         tick = time.perf_counter()
         model.train()
@@ -75,6 +66,27 @@ def main(argv: list[str] | None = None) -> dict:
         test_loss, accuracy = evaluate(model, test_inputs, test_labels, config.eval_batch_size)
         recorder.evaluated(epoch, test_loss, accuracy)
     return recorder.finish(model.state_dict())
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(prog="python -m server_app.centralised", description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=30)
+    parser.add_argument("--num-partitions", type=int, default=10, help="clients whose data is pooled (default 10)")
+    parser.add_argument("--run-config", default="", help="overrides, as for flwr run")
+    args = parser.parse_args(argv)
+    try:
+        config = config_with_overrides(args.run_config)
+    except ValueError as err:
+        parser.error(str(err))
+    check_source(config)
+    torch.set_flush_denormal(True)
+    directory = run_directory(config, method=METHOD)
+    try:
+        lock = lock_run_folder(directory, config.results_dir, resume=False)  # a centralised run never resumes
+    except RunFolderError as err:
+        parser.exit(1, f"cannot start the run: {err}\n")
+    with lock:
+        return train_pooled(config, args.epochs, args.num_partitions, directory)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import torch
 from flwr.common.logger import log
 
 from run_config import RunConfig
+from server_app.atomic_write import replace_file, replace_text
 
 CONFIG_FILE, ROUNDS_FILE, SUMMARY_FILE, MODEL_FILE = "config.json", "rounds.jsonl", "summary.json", "model.pt"
 LABEL_COUNTS_FILE = "label_counts.json"
@@ -62,8 +63,8 @@ class RunRecorder:
         self._pending: dict[str, Any] = {}
         self._round_start = 0.0
         directory.mkdir(parents=True, exist_ok=True)
-        (directory / ROUNDS_FILE).write_text("".join(_json_line(r) for r in self.rounds))
-        (directory / CONFIG_FILE).write_text(json.dumps(config.to_dict(), indent=2) + "\n")
+        replace_text(directory / ROUNDS_FILE, "".join(_json_line(r) for r in self.rounds))
+        replace_text(directory / CONFIG_FILE, json.dumps(config.to_dict(), indent=2) + "\n")
 
     def state(self) -> dict[str, Any]:
         """What a checkpoint keeps of the results so far."""
@@ -142,12 +143,12 @@ class RunRecorder:
 
     def write_label_counts(self, counts: dict[str, list[float]]) -> None:
         """The label counts the server used (partition id -> counts)."""
-        (self.directory / LABEL_COUNTS_FILE).write_text(json.dumps(counts, indent=1) + "\n")
+        replace_text(self.directory / LABEL_COUNTS_FILE, json.dumps(counts, indent=1) + "\n")
 
     def finish(self, state_dict: dict[str, torch.Tensor]) -> dict[str, Any]:
         """Write summary.json and the final global model; return the summary."""
-        torch.save(state_dict, self.directory / MODEL_FILE)
+        replace_file(self.directory / MODEL_FILE, lambda handle: torch.save(state_dict, handle))
         summary = {k: _json_safe(v) for k, v in self.summary().items()}
-        (self.directory / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
+        replace_text(self.directory / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
         log(INFO, "results written to %s", self.directory)
         return summary
