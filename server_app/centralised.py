@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> dict:
     torch.set_flush_denormal(True)
     directory = run_directory(config, method=METHOD)
     try:
-        lock = lock_run_folder(directory, config.results_dir, resume=False)  # a centralised run never resumes
+        lock = lock_run_folder(directory, config.results_dir, resume=False, resumable=False)
     except RunFolderError as err:
         parser.exit(1, f"cannot start the run: {err}\n")
     with lock:

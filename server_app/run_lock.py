@@ -76,9 +76,10 @@ def _open_lock_file(directory: Path) -> int:
         raise RunFolderError(f"run folder {directory} cannot be locked: {err.strerror} ({directory / LOCK_FILE})") from None
 
 
-def lock_run_folder(directory: Path, results_dir: str | Path, resume: bool) -> RunLock:
+def lock_run_folder(directory: Path, results_dir: str | Path, resume: bool, resumable: bool = True) -> RunLock:
     """Create ``directory`` and lock it for this run; RunFolderError, one line naming the folder, if it resolves
-    outside ``results_dir``, another run holds it, or it holds an earlier run and ``resume`` is off."""
+    outside ``results_dir``, another run holds it, or it holds an earlier run and ``resume`` is off (the message
+    suggests ``resume = true`` when the caller is ``resumable``)."""
     check_inside(directory, Path(results_dir))
     try:
         directory.mkdir(parents=True, exist_ok=True)
@@ -94,8 +95,9 @@ def lock_run_folder(directory: Path, results_dir: str | Path, resume: bool) -> R
                              "choose another run-name") from None
     if not resume and holds_earlier_run(directory):
         os.close(descriptor)
-        raise RunFolderError(f"run folder {directory} holds an earlier run; set resume = true to go on from its "
-                             "checkpoint, or choose another run-name (or remove the folder)")
+        resuming = "set resume = true to go on from its checkpoint, or " if resumable else ""
+        raise RunFolderError(f"run folder {directory} holds an earlier run; {resuming}choose another run-name "
+                             "(or remove the folder)")
     os.ftruncate(descriptor, 0)
     os.pwrite(descriptor, f"{os.getpid()}\n".encode(), 0)
     return RunLock(directory, descriptor)
