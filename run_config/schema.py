@@ -139,10 +139,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("results-dir", str, "Folder for run results: any folder without control characters, not empty; a relative "
             "path is taken from the SuperLink's working folder (the project folder under `make run`). Runs write only "
             "inside it.", required_path_problem),
-    Setting("run-name", str, "Results sub-folder `<results-dir>/<run-name>`, one folder name (letters, digits, `-`, `_`, "
-            "`.`, `=`, `+`; not starting with `.`; at most 255 characters); empty makes one from method, dataset and time. "
-            "A run is refused while another run writes the folder, and, without `resume = true`, when it holds an "
-            "earlier run.", run_name_problem),
+    Setting("run-name", str, "Results sub-folder `<results-dir>/<run-name>`, one folder name (letters, digits, "
+            "`-`, `_`, `.`, `=`, `+`; not starting with `.`; at most 255 characters); empty makes one from method, "
+            "dataset and time. A run is refused while another run writes the folder, and, without `resume = true`, "
+            "when it holds an earlier run.", run_name_problem),
 )
 
 def _attr(key: str) -> str:

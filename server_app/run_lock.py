@@ -45,7 +45,9 @@ class RunLock:
     def __enter__(self) -> RunLock:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         self.release()
 
 
@@ -73,7 +75,8 @@ def _open_lock_file(directory: Path) -> int:
     try:
         return os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     except OSError as err:
-        raise RunFolderError(f"run folder {directory} cannot be locked: {err.strerror} ({directory / LOCK_FILE})") from None
+        raise RunFolderError(f"run folder {directory} cannot be locked: {err.strerror} "
+                             f"({directory / LOCK_FILE})") from None
 
 
 def lock_run_folder(directory: Path, results_dir: str | Path, resume: bool, resumable: bool = True) -> RunLock:

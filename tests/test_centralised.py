@@ -25,7 +25,9 @@ def test_unknown_key_is_refused(tmp_path: Path) -> None:
         main(["--run-config", "no-such-key=1"])
 
 
-def test_a_second_run_into_the_same_folder_is_refused_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_a_second_run_into_the_same_folder_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     overrides = f"dataset=synthetic model=lenet5 pretrain=none results-dir={tmp_path} run-name=c"
     main(["--epochs", "1", "--num-partitions", "2", "--run-config", overrides])
     capsys.readouterr()

@@ -143,6 +143,9 @@ def test_partition_id_out_of_range() -> None:
         load_client_partition(_split(), 5, 5)
 
 
+SOUND_DATA = np.zeros((4, 3072), np.uint8)
+
+
 def cifar10_folder(tmp_path: Path, first_batch: dict) -> Path:
     """A cifar-10-batches-py folder whose data_batch_1 is ``first_batch``; every other batch is sound."""
     folder = tmp_path / "cifar-10-batches-py"
@@ -157,15 +160,15 @@ def cifar10_folder(tmp_path: Path, first_batch: dict) -> Path:
 @pytest.mark.parametrize(
     ("batch", "expected"),
     [
-        ({b"data": np.zeros((4, 3000), np.uint8), b"labels": [0] * 4}, "'data' is uint8 (4, 3000), expected uint8 N x 3072"),
-        ({b"data": np.zeros(3072 * 4, np.uint8), b"labels": [0] * 4}, "'data' is uint8 (12288,), expected uint8 N x 3072"),
+        ({b"data": np.zeros((4, 3000), np.uint8), b"labels": [0] * 4}, "'data' is uint8 (4, 3000), expected uint8"),
+        ({b"data": np.zeros(3072 * 4, np.uint8), b"labels": [0] * 4}, "'data' is uint8 (12288,), expected uint8"),
         ({b"data": np.zeros((4, 3072), np.int64), b"labels": [0] * 4}, "'data' is int64 (4, 3072), expected uint8"),
         ({b"data": [[0] * 3072] * 4, b"labels": [0] * 4}, "'data' is list, expected uint8 N x 3072"),
-        ({b"data": np.zeros((4, 3072), np.uint8), b"labels": [0] * 3}, "'labels': labels are int64 (3,), expected 4 integers"),
-        ({b"data": np.zeros((4, 3072), np.uint8), b"labels": ["a"] * 4}, "labels are <U1 (4,), expected 4 integers"),
-        ({b"data": np.zeros((4, 3072), np.uint8), b"labels": [0, 1, 2, 10]}, "labels span 0..10, but 'cifar10' has classes 0..9"),
-        ({b"data": np.zeros((4, 3072), np.uint8), b"labels": [0, -1, 2, 3]}, "labels span -1..3"),
-        ({b"data": np.zeros((4, 3072), np.uint8), b"labels": 4}, "'labels' is int, expected a list of 4 labels"),
+        ({b"data": SOUND_DATA, b"labels": [0] * 3}, "'labels': labels are int64 (3,), expected 4 integers"),
+        ({b"data": SOUND_DATA, b"labels": ["a"] * 4}, "labels are <U1 (4,), expected 4 integers"),
+        ({b"data": SOUND_DATA, b"labels": [0, 1, 2, 10]}, "labels span 0..10, but 'cifar10' has classes 0..9"),
+        ({b"data": SOUND_DATA, b"labels": [0, -1, 2, 3]}, "labels span -1..3"),
+        ({b"data": SOUND_DATA, b"labels": 4}, "'labels' is int, expected a list of 4 labels"),
     ],
 )
 def test_cifar_batch_of_the_wrong_shape_or_classes_is_refused_naming_the_file(

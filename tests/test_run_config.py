@@ -143,7 +143,8 @@ def test_readme_rows_are_one_per_key() -> None:
 @pytest.mark.parametrize(
     ("name", "expected"),
     [
-        ("../outside", "may hold only letters, digits, '-', '_', '.', '=' and '+', not '/' (it names one folder, never a path)"),
+        ("../outside", "may hold only letters, digits, '-', '_', '.', '=' and '+', not '/' (it names one folder, "
+                       "never a path)"),
         ("/etc/cron.d", "not '/'"),
         ("a/b", "not '/'"),
         ("a\\b", "not '\\\\'"),
@@ -164,13 +165,18 @@ def test_unsafe_run_names_are_refused_naming_the_key(defaults: dict, name: str, 
     assert message.startswith(f"run config 'run-name' = {name!r} is invalid: it ") and expected in message
 
 
-@pytest.mark.parametrize("name", ["", "run", "long-run_2.v3", "fedavg+fedentopt__dirichlet-alpha=0.1__seed0", "a..b", "x" * 255])
+@pytest.mark.parametrize(
+    "name", ["", "run", "long-run_2.v3", "fedavg+fedentopt__dirichlet-alpha=0.1__seed0", "a..b", "x" * 255]
+)
 def test_safe_run_names_are_accepted(defaults: dict, name: str) -> None:
     defaults["run-name"] = name
     assert parse_run_config(defaults).run_name == name
 
 
-@pytest.mark.parametrize("key", ["results-dir", "pretrain-cache-dir", "feature-cache-dir", "data-dir", "pretrain-checkpoint"])
+PATH_KEYS = ["results-dir", "pretrain-cache-dir", "feature-cache-dir", "data-dir", "pretrain-checkpoint"]
+
+
+@pytest.mark.parametrize("key", PATH_KEYS)
 @pytest.mark.parametrize("value", ["bad\x00path", "line\nbreak", "tab\there"])
 def test_path_settings_refuse_control_characters(defaults: dict, key: str, value: str) -> None:
     defaults[key] = value
@@ -189,5 +195,5 @@ def test_path_settings_may_point_anywhere(defaults: dict, key: str, value: str) 
 
 def test_results_dir_must_not_be_empty(defaults: dict) -> None:
     defaults["results-dir"] = " "
-    with pytest.raises(ConfigError, match="run config 'results-dir' = ' ' is invalid: it must name a folder, not be empty"):
+    with pytest.raises(ConfigError, match="'results-dir' = ' ' is invalid: it must name a folder, not be empty"):
         parse_run_config(defaults)

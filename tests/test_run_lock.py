@@ -57,7 +57,8 @@ def test_a_lock_held_by_another_process_refuses_until_that_process_dies(tmp_path
     run = results / "r"
     with lock_held_by_another_process(run, results) as child:
         (run / "checkpoint.pt").write_bytes(b"written by the first run")
-        with pytest.raises(RunFolderError, match=rf"^run folder {run} is in use by another run \(process {child.pid}\)"):
+        in_use = rf"^run folder {run} is in use by another run \(process {child.pid}\)"
+        with pytest.raises(RunFolderError, match=in_use):
             lock_run_folder(run, results, resume=True)
     # killed: the kernel dropped its lock; resuming may go on, starting afresh may not
     with pytest.raises(RunFolderError) as err:
