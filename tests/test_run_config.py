@@ -143,8 +143,8 @@ def test_readme_rows_are_one_per_key() -> None:
 @pytest.mark.parametrize(
     ("name", "expected"),
     [
-        ("../outside", "may hold only letters, digits, '-', '_', '.', '=' and '+', not '/' (it names one folder, "
-                       "never a path)"),
+        ("../outside", ("may hold only letters, digits, '-', '_', '.', '=' and '+', not '/' (it names one folder, "
+                        "never a path)")),
         ("/etc/cron.d", "not '/'"),
         ("a/b", "not '/'"),
         ("a\\b", "not '\\\\'"),

@@ -144,9 +144,8 @@ def quick_run_config(tmp_path: Path, **overrides) -> dict:
 
 def test_the_server_refuses_a_run_folder_another_process_writes_and_writes_nothing(tmp_path: Path) -> None:
     results = tmp_path / "results"
-    with lock_held_by_another_process(results / "run", results) as child:
-        with pytest.raises(RunSetupError) as err:
-            run_in_process(quick_run_config(tmp_path, resume=True))
+    with lock_held_by_another_process(results / "run", results) as child, pytest.raises(RunSetupError) as err:
+        run_in_process(quick_run_config(tmp_path, resume=True))
     assert str(err.value) == (f"run folder {results.resolve() / 'run'} is in use by another run (process "
                               f"{child.pid}); wait for it to end or choose another run-name")
     assert [p.name for p in (results / "run").iterdir()] == [LOCK_FILE]
