@@ -16,6 +16,11 @@ class DatasetInfo:
     std: tuple[float, ...]
     pad_to_32: bool  # 28x28 MNIST-family images are zero-padded to 32x32
 
+    @property
+    def image_size(self) -> tuple[int, int]:
+        """Height and width of the images as the dataset's files hold them, before any padding."""
+        return (28, 28) if self.pad_to_32 else (32, 32)
+
 
 _MNIST_LIKE = {"channels": 1, "num_classes": 10, "pad_to_32": True}
 _CIFAR_MEAN, _CIFAR_STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)

@@ -8,13 +8,15 @@ import functools
 import io
 import json
 import os
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from data.catalog import DATASETS
-from data.file_formats import read_cifar_pickles, read_idx_pair
+from data.file_formats import DataFormatError, read_cifar_pickles, read_idx_pair
+from data.image_checks import images_problem, labels_problem
 from data.image_data import DatasetSplits, ImageData
 
 #: ``data-dir`` value that loads the dataset from the Hugging Face hub (needs internet).
@@ -92,28 +94,41 @@ def _find(name: str, data_dir: str) -> Path:
 
 
 def _load_files(name: str, data_dir: str) -> DatasetSplits:
-    folder = _find(name, data_dir)
+    folder, info = _find(name, data_dir), DATASETS[name]
     if name in ("fashion-mnist", "mnist"):
-        train = read_idx_pair(folder / _IDX_FILES[0], folder / _IDX_FILES[1])
-        test = read_idx_pair(folder / _IDX_FILES[2], folder / _IDX_FILES[3])
+        train = read_idx_pair(folder / _IDX_FILES[0], folder / _IDX_FILES[1], info)
+        test = read_idx_pair(folder / _IDX_FILES[2], folder / _IDX_FILES[3], info)
     elif name == "cifar10":
-        train = read_cifar_pickles([folder / f for f in _CIFAR10_FILES[:5]], "labels")
-        test = read_cifar_pickles([folder / "test_batch"], "labels")
+        train = read_cifar_pickles([folder / f for f in _CIFAR10_FILES[:5]], "labels", info)
+        test = read_cifar_pickles([folder / "test_batch"], "labels", info)
     else:
         key = "coarse_labels" if name == "cifar100-coarse" else "fine_labels"
-        train = read_cifar_pickles([folder / "train"], key)
-        test = read_cifar_pickles([folder / "test"], key)
+        train = read_cifar_pickles([folder / "train"], key, info)
+        test = read_cifar_pickles([folder / "test"], key, info)
     return DatasetSplits(train, test)
 
 
-def load_mini() -> DatasetSplits:
-    """The embedded Fashion-MNIST subset (see data/assets/README.md)."""
-    npz = base64.b85decode(json.loads(MINI_FILE.read_text())["npz_base85"])
-    with np.load(io.BytesIO(npz)) as arrays:
-        return DatasetSplits(
-            ImageData(arrays["train_images"], arrays["train_labels"].astype(np.int64)),
-            ImageData(arrays["test_images"], arrays["test_labels"].astype(np.int64)),
-        )
+def _checked_mini_split(images: np.ndarray, labels: np.ndarray, split: str, source: Path) -> ImageData:
+    """One split of the embedded set, refused with ``DataFormatError`` unless it is Fashion-MNIST-shaped."""
+    info = DATASETS["fashion-mnist-mini"]
+    problem = images_problem(images, info) or labels_problem(labels, len(images), info)
+    if problem:
+        raise DataFormatError(f"{source} ({split}): {problem}")
+    return ImageData(images, labels.astype(np.int64))
+
+
+def load_mini(source: Path = MINI_FILE) -> DatasetSplits:
+    """The embedded Fashion-MNIST subset (see data/assets/README.md); ``source`` is for tests."""
+    try:
+        npz = base64.b85decode(json.loads(source.read_text())["npz_base85"])
+        with np.load(io.BytesIO(npz), allow_pickle=False) as arrays:
+            splits = {key: arrays[key] for key in ("train_images", "train_labels", "test_images", "test_labels")}
+    except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as err:
+        raise DataFormatError(f"cannot read the embedded data set {source}: {type(err).__name__}: {err}") from None
+    return DatasetSplits(
+        _checked_mini_split(splits["train_images"], splits["train_labels"], "train", source),
+        _checked_mini_split(splits["test_images"], splits["test_labels"], "test", source),
+    )
 
 
 def make_synthetic(num_train: int = 800, num_test: int = 200, seed: int = 1234) -> DatasetSplits:

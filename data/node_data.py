@@ -21,6 +21,7 @@ import numpy as np
 
 from data.catalog import DATASETS
 from data.federated import FederatedSplit, load_client_partition
+from data.image_checks import images_problem, labels_problem
 from data.image_data import ImageData
 
 IMAGES_FILE, LABELS_FILE, PARTITION_FILE = "images.npy", "labels.npy", "partition.json"
@@ -59,14 +60,14 @@ def read_node_data(path: Path, dataset: str) -> ImageData:
     except (OSError, ValueError) as err:
         raise NodeDataError(f"node config 'data-path' = '{path}' cannot be read: {err}") from None
     info = DATASETS[dataset]
+    if not isinstance(meta, dict):
+        raise NodeDataError(f"data-path '{path}': {PARTITION_FILE} holds a {type(meta).__name__}, not an object")
     if meta.get("dataset") != dataset:
         raise NodeDataError(f"data-path '{path}' holds {meta.get('dataset')!r} data but the run uses {dataset!r}")
-    if images.dtype != np.uint8 or images.ndim != 4 or images.shape[1] != info.channels:
-        raise NodeDataError(f"data-path '{path}': images are {images.dtype} {images.shape}, expected uint8 "
-                            f"N x {info.channels} x H x W for {dataset!r}")
-    if labels.shape != (len(images),) or labels.dtype.kind not in "iu":
-        raise NodeDataError(f"data-path '{path}': labels are {labels.dtype} {labels.shape}, expected {len(images)} integers")
-    if len(labels) and (labels.min() < 0 or labels.max() >= info.num_classes):
-        raise NodeDataError(f"data-path '{path}': labels span {labels.min()}..{labels.max()}, but {dataset!r} has "
-                            f"classes 0..{info.num_classes - 1}")
+    problem = images_problem(images, info) or labels_problem(labels, len(images), info)
+    if problem:
+        raise NodeDataError(f"data-path '{path}': {problem}")
+    if meta.get("num-samples") != len(images):
+        raise NodeDataError(f"data-path '{path}': {PARTITION_FILE} says {meta.get('num-samples')!r} samples but "
+                            f"{IMAGES_FILE} holds {len(images)}")
     return ImageData(images, labels.astype(np.int64))

@@ -30,6 +30,7 @@ import yaml
 
 from run_config import ConfigError, parse_run_config
 from run_config.defaults import load_defaults
+from run_config.paths import folder_name_problem
 from run_config.presets import METHODS
 
 #: Run-config keys the runner sets itself for every cell.
@@ -291,15 +292,24 @@ def parse_experiment(raw: Any, path: Path) -> Experiment:
     methods = _methods(check, raw["methods"])
     grid = _grid(check, raw.get("grid"))
     seeds = _seeds(check, raw.get("seeds"))
+    name = raw.get("name", path.stem)
+    problem = folder_name_problem(name)
+    if problem:
+        check.fail("name", f"= {name!r} names the results folder and {problem}"
+                   + ("" if "name" in raw else "; set 'name' in the file"))
     cells = expand_cells(methods, grid, seeds, base)
     for cell in cells:
+        problem = folder_name_problem(cell.name)
+        if problem:
+            raise ExperimentFileError(f"{path}: cell {cell.name!r}: its folder name (method label, grid values, seed) "
+                                      f"{problem}")
         try:
             parse_run_config({**check.defaults, **cell.overrides, "seed": cell.seed})
         except ConfigError as err:
             raise ExperimentFileError(f"{path}: cell {cell.name}: {err}") from None
     return Experiment(
         path=path,
-        name=raw.get("name", path.stem),
+        name=name,
         description=raw["description"],
         cost=raw["cost"],
         clients=clients,

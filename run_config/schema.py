@@ -17,6 +17,7 @@ from data.catalog import DATASET_NAMES
 from models.device import DEVICE_NAMES_HELP, is_device_name
 from models.registry import MODEL_NAMES_HELP, parse_model_name
 from run_config.fail_partitions import parse_fail_partitions
+from run_config.paths import path_problem, required_path_problem, run_name_problem
 from run_config.presets import METHODS, resolve_presets
 
 
@@ -95,16 +96,21 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("proximal-mu", float, "FedProx μ: adds μ/2·‖w − w_t‖² on the trained parameters (0 = off).", _non_negative, auto=True),
     Setting("pretrain", str, "Initial weights: `public` (pretrain on the server's held-out split), `dataset` (on `pretrain-dataset`), `checkpoint` (`pretrain-checkpoint`) or `none`.", _one_of("public", "dataset", "checkpoint", "none")),
     Setting("pretrain-dataset", str, "Source dataset for `pretrain = \"dataset\"` (its whole training set; the classifier is re-initialised).", _one_of(*DATASET_NAMES)),
-    Setting("pretrain-checkpoint", str, "State-dict file for `pretrain = \"checkpoint\"`."),
+    Setting("pretrain-checkpoint", str, "State-dict file for `pretrain = \"checkpoint\"`: any path without control "
+            "characters.", path_problem),
     Setting("pretrain-epochs", int, "Server pretraining epochs.", _positive),
     Setting("pretrain-learning-rate", float, "Server pretraining SGD learning rate (momentum 0.9, weight decay 5e-4, batch `batch-size`).", _positive),
-    Setting("pretrain-cache-dir", str, "Where pretrained weights are cached; empty = `~/.cache/fedft/pretrained`."),
+    Setting("pretrain-cache-dir", str, "Where pretrained weights are cached: any folder without control characters; "
+            "empty = `~/.cache/fedft/pretrained`.", path_problem),
     Setting("feature-cache", bool, "Clients keep φ(x) of their data across rounds instead of recomputing it."),
     Setting("feature-cache-mb", int, "Per-process memory cap of the feature cache (least recently used clients are evicted).", _positive),
     Setting("feature-cache-dtype", str, "How cached features are stored: `float16` (half the memory; selections and accuracy checked equal to `float32` in the tests) or `float32`.", _one_of("float16", "float32")),
-    Setting("feature-cache-dir", str, "Folder where cached features also go, so they outlive the process (a deployed SuperNode runs each round in a new one); empty = memory only."),
+    Setting("feature-cache-dir", str, "Folder where cached features also go, so they outlive the process (a deployed "
+            "SuperNode runs each round in a new one): any folder without control characters; empty = memory only.",
+            path_problem),
     Setting("dataset", str, f"Dataset: {', '.join(DATASET_NAMES)} (see Data).", _one_of(*DATASET_NAMES)),
-    Setting("data-dir", str, "Folder holding the dataset files; empty searches the well-known places; `hub` downloads from Hugging Face (needs internet)."),
+    Setting("data-dir", str, "Folder holding the dataset files (any folder without control characters); empty searches "
+            "the well-known places; `hub` downloads from Hugging Face (needs internet).", path_problem),
     Setting("model", str, f"Model: {MODEL_NAMES_HELP}.", _model),
     Setting("dropout", float, "Dropout inside WRN blocks.", _below_one),
     Setting("partitioner", str, "How training data is split over clients.", _one_of("dirichlet", "pathological", "iid")),
@@ -137,8 +143,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("resume", bool, "Go on from the checkpoint in `<results-dir>/<run-name>/` (needs a `run-name`); without one the run starts afresh."),
     Setting("fail-partitions", str, "Testing only: `partition:mode` pairs (`raise`, `hang`, `garbage`), e.g. `\"2:raise,5:hang\"`, make those clients fail every round.", _fault_list),
     Setting("node-wait-seconds", float, "Seconds the server waits for all clients to connect before round 1.", _non_negative),
-    Setting("results-dir", str, "Folder for run results; a relative path is taken from the SuperLink's working folder (the project folder under `make run`)."),
-    Setting("run-name", str, "Results sub-folder; empty makes one from method, dataset and time."),
+    Setting("results-dir", str, "Folder for run results: any folder without control characters, not empty; a relative "
+            "path is taken from the SuperLink's working folder (the project folder under `make run`). Runs write only "
+            "inside it.", required_path_problem),
+    Setting("run-name", str, "Results sub-folder `<results-dir>/<run-name>`, one folder name (letters, digits, "
+            "`-`, `_`, `.`, `=`, `+`; not starting with `.`; at most 255 characters); empty makes one from method, "
+            "dataset and time. A run is refused while another run writes the folder, and, without `resume = true`, "
+            "when it holds an earlier run.", run_name_problem),
 )
 
 def _attr(key: str) -> str:

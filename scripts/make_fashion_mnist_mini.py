@@ -21,6 +21,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from data.catalog import DATASETS  # noqa: E402
 from data.file_formats import read_idx_pair  # noqa: E402
 from data.image_data import ImageData  # noqa: E402
 from data.loading import MINI_FILE  # noqa: E402
@@ -37,8 +38,9 @@ def main() -> None:
     parser.add_argument("--train-per-class", type=int, default=600)
     parser.add_argument("--test-per-class", type=int, default=100)
     args = parser.parse_args()
-    train = read_idx_pair(args.source / "train-images-idx3-ubyte.gz", args.source / "train-labels-idx1-ubyte.gz")
-    test = read_idx_pair(args.source / "t10k-images-idx3-ubyte.gz", args.source / "t10k-labels-idx1-ubyte.gz")
+    info = DATASETS["fashion-mnist"]
+    train = read_idx_pair(args.source / "train-images-idx3-ubyte.gz", args.source / "train-labels-idx1-ubyte.gz", info)
+    test = read_idx_pair(args.source / "t10k-images-idx3-ubyte.gz", args.source / "t10k-labels-idx1-ubyte.gz", info)
     train, test = first_per_class(train, args.train_per_class), first_per_class(test, args.test_per_class)
     buffer = io.BytesIO()
     np.savez_compressed(

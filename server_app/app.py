@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from logging import ERROR, INFO
 
 import torch
@@ -21,6 +22,7 @@ from server_app.checkpoint import CHECKPOINT_FILE, Checkpoint, CheckpointError, 
 from server_app.pretraining import check_source, initial_state, pretraining_report
 from server_app.results import RunRecorder, run_directory
 from server_app.run_errors import RunError, RunFailedError, RunSetupError, hide_tracebacks_of
+from server_app.run_lock import RunFolderError, lock_run_folder
 from strategies.client_population import ClientPopulation
 from strategies.cohort_fedavg import SelectCohort
 from strategies.fedentopt_selection import FedEntOptSelector, buffer_capacity
@@ -70,15 +72,22 @@ def learning_rate_schedule(config: RunConfig):
 def main(grid: Grid, context: Context) -> None:
     """Run federated training as configured in ``[tool.flwr.app.config]``."""
     hide_tracebacks_of(RunError)
+    with ExitStack() as held:
+        federated_run(grid, context, held)
+
+
+def federated_run(grid: Grid, context: Context, held: ExitStack) -> None:
+    """The run; ``held`` keeps the run folder's lock until the run ends or fails."""
     try:
         config = parse_run_config(context.run_config)
         server_device = resolve_device(config.server_device, key="run config 'server-device'")
+        directory = run_directory(config)
+        held.enter_context(lock_run_folder(directory, config.results_dir, config.resume))
         check_source(config)
         split = federated_split(config)
         population = ClientPopulation(wait_seconds=config.node_wait_seconds)
         num_clients = len(population.available(grid))
         sizes = partition_sizes(split, population.expected)
-        directory = run_directory(config)
         checkpoint = resume_point(directory, config)
         recorder = RunRecorder(directory, config, resume_from=checkpoint.results if checkpoint else None)
         state = checkpoint.model if checkpoint else initial_state(config, server_device)
@@ -89,7 +98,7 @@ def main(grid: Grid, context: Context) -> None:
         if checkpoint and checkpoint.selection:
             select.load_state_dict(checkpoint.selection)
     except (ConfigError, CheckpointError, DataNotFoundError, DataFormatError, PartitioningError,
-            DeviceUnavailableError) as err:
+            DeviceUnavailableError, RunFolderError) as err:
         log(ERROR, "cannot start the run: %s", err)
         raise RunSetupError(str(err)) from None
     done = checkpoint.server_round if checkpoint else 0

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import logging
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -24,10 +25,11 @@ from data.image_data import ImageData
 from data.transforms import random_crop_flip, to_model_input
 from models.device import resolve_device
 from models.training import evaluate, train_epochs
-from run_config import build_model_for, federated_split
+from run_config import RunConfig, build_model_for, federated_split
 from run_config.overrides import config_with_overrides
 from server_app.pretraining import check_source, initial_state
 from server_app.results import RunRecorder, run_directory
+from server_app.run_lock import RunFolderError, lock_run_folder
 
 METHOD = "centralised"
 
@@ -37,6 +39,36 @@ def pooled_training_data(config, num_partitions: int) -> ImageData:
     split = federated_split(config)
     parts = [load_client_partition(split, pid, num_partitions) for pid in range(num_partitions)]
     return ImageData(np.concatenate([p.images for p in parts]), np.concatenate([p.labels for p in parts]))
+
+
+def train_pooled(config: RunConfig, epochs: int, num_partitions: int, directory: Path, device: torch.device) -> dict:
+    """Train on the pooled data for ``epochs`` on ``device``, evaluating after each, with results in ``directory``."""
+    split = federated_split(config)
+    pool, test = pooled_training_data(config, num_partitions), load_test_set(split)
+    inputs, labels = to_model_input(pool.images, split.info).to(device), torch.from_numpy(pool.labels).to(device)
+    test_inputs = to_model_input(test.images, split.info).to(device)
+    test_labels = torch.from_numpy(test.labels).to(device)
+    model = build_model_for(config)
+    model.load_state_dict(initial_state(config, device))
+    model.to(device)
+    recorder = RunRecorder(directory, config, method=METHOD)
+    recorder.evaluated(0, *evaluate(model.eval(), test_inputs, test_labels, config.eval_batch_size))
+    generator = torch.Generator().manual_seed(config.seed)
+    for epoch in range(1, epochs + 1):
+        recorder.round_started(epoch, [], 0)
+        tick = time.perf_counter()
+        model.train()
+        loss = train_epochs(model, list(model.parameters()), inputs, labels, epochs=1, batch_size=config.batch_size,
+                            lr=config.learning_rate, momentum=config.momentum, weight_decay=config.weight_decay,
+                            generator=generator, augment=random_crop_flip if config.augment else None)
+        seconds = time.perf_counter() - tick
+        stats = {"partition_id": -1, "num_examples": len(labels), "num_local": len(labels), "train_loss": loss,
+                 "train_seconds": seconds}
+        recorder.replies_received(epoch, [stats], 0)
+        model.eval()
+        test_loss, accuracy = evaluate(model, test_inputs, test_labels, config.eval_batch_size)
+        recorder.evaluated(epoch, test_loss, accuracy)
+    return recorder.finish({k: v.cpu() for k, v in model.state_dict().items()})
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -52,33 +84,13 @@ def main(argv: list[str] | None = None) -> dict:
         parser.error(str(err))
     check_source(config)
     torch.set_flush_denormal(True)
-
-    split = federated_split(config)
-    pool, test = pooled_training_data(config, args.num_partitions), load_test_set(split)
-    inputs, labels = to_model_input(pool.images, split.info).to(device), torch.from_numpy(pool.labels).to(device)
-    test_inputs = to_model_input(test.images, split.info).to(device)
-    test_labels = torch.from_numpy(test.labels).to(device)
-    model = build_model_for(config)
-    model.load_state_dict(initial_state(config, device))
-    model.to(device)
-    recorder = RunRecorder(run_directory(config, method=METHOD), config, method=METHOD)
-    recorder.evaluated(0, *evaluate(model.eval(), test_inputs, test_labels, config.eval_batch_size))
-    generator = torch.Generator().manual_seed(config.seed)
-    for epoch in range(1, args.epochs + 1):
-        recorder.round_started(epoch, [], 0)
-        tick = time.perf_counter()
-        model.train()
-        loss = train_epochs(model, list(model.parameters()), inputs, labels, epochs=1, batch_size=config.batch_size,
-                            lr=config.learning_rate, momentum=config.momentum, weight_decay=config.weight_decay,
-                            generator=generator, augment=random_crop_flip if config.augment else None)
-        seconds = time.perf_counter() - tick
-        stats = {"partition_id": -1, "num_examples": len(labels), "num_local": len(labels), "train_loss": loss,
-                 "train_seconds": seconds}
-        recorder.replies_received(epoch, [stats], 0)
-        model.eval()
-        test_loss, accuracy = evaluate(model, test_inputs, test_labels, config.eval_batch_size)
-        recorder.evaluated(epoch, test_loss, accuracy)
-    return recorder.finish({k: v.cpu() for k, v in model.state_dict().items()})
+    directory = run_directory(config, method=METHOD)
+    try:
+        lock = lock_run_folder(directory, config.results_dir, resume=False, resumable=False)
+    except RunFolderError as err:
+        parser.exit(1, f"cannot start the run: {err}\n")
+    with lock:
+        return train_pooled(config, args.epochs, args.num_partitions, directory, device)
 
 
 if __name__ == "__main__":

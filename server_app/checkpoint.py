@@ -10,7 +10,6 @@ leaves the previous checkpoint intact.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ import torch
 from flwr.app import ArrayRecord, MetricRecord
 
 from run_config import ConfigError, RunConfig
+from server_app.atomic_write import replace_file
 from server_app.torch_files import load_torch_file
 
 CHECKPOINT_FILE = "checkpoint.pt"
@@ -54,12 +54,7 @@ class Checkpoint:
 
 def save_checkpoint(path: Path, checkpoint: Checkpoint) -> None:
     """Write ``checkpoint`` atomically: to a temporary file first, then renamed over ``path``."""
-    temporary = path.with_name(path.name + ".tmp")
-    with temporary.open("wb") as handle:
-        torch.save(asdict(checkpoint), handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    replace_file(path, lambda handle: torch.save(asdict(checkpoint), handle))
 
 
 def load_checkpoint(path: Path) -> Checkpoint:

@@ -20,6 +20,7 @@ import torch
 from flwr.common.logger import log
 
 from run_config import RunConfig
+from server_app.atomic_write import replace_file, replace_text
 
 CONFIG_FILE, ROUNDS_FILE, SUMMARY_FILE, MODEL_FILE = "config.json", "rounds.jsonl", "summary.json", "model.pt"
 LABEL_COUNTS_FILE = "label_counts.json"
@@ -79,8 +80,8 @@ class RunRecorder:
         self._round_start = 0.0
         self.finished = False
         directory.mkdir(parents=True, exist_ok=True)
-        (directory / ROUNDS_FILE).write_text("".join(_json_line(r) for r in self.rounds))
-        (directory / CONFIG_FILE).write_text(json.dumps(config.to_dict(), indent=2) + "\n")
+        replace_text(directory / ROUNDS_FILE, "".join(_json_line(r) for r in self.rounds))
+        replace_text(directory / CONFIG_FILE, json.dumps(config.to_dict(), indent=2) + "\n")
 
     def state(self) -> dict[str, Any]:
         """What a checkpoint keeps of the results so far."""
@@ -166,17 +167,17 @@ class RunRecorder:
 
     def write_label_counts(self, counts: dict[str, list[float]]) -> None:
         """The label counts the server used (partition id -> counts)."""
-        (self.directory / LABEL_COUNTS_FILE).write_text(json.dumps(counts, indent=1) + "\n")
+        replace_text(self.directory / LABEL_COUNTS_FILE, json.dumps(counts, indent=1) + "\n")
 
     def _write_summary(self, status: str | None, extra: dict[str, Any]) -> dict[str, Any]:
         summary = {k: _json_safe(v) for k, v in {**self.summary(status), **extra}.items()}
-        (self.directory / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
+        replace_text(self.directory / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
         return summary
 
     def finish(self, state_dict: dict[str, torch.Tensor], **extra: Any) -> dict[str, Any]:
         """Write summary.json (with ``extra`` fields, e.g. the pretraining report) and the final global model;
         log a short readable summary; return the summary."""
-        torch.save(state_dict, self.directory / MODEL_FILE)
+        replace_file(self.directory / MODEL_FILE, lambda handle: torch.save(state_dict, handle))
         self.finished = True
         summary = self._write_summary(None, extra)
         for line in readable_summary(summary):

@@ -23,3 +23,16 @@ def test_centralised_trains_on_the_pooled_client_data(tmp_path: Path) -> None:
 def test_unknown_key_is_refused(tmp_path: Path) -> None:
     with pytest.raises(SystemExit):
         main(["--run-config", "no-such-key=1"])
+
+
+def test_a_second_run_into_the_same_folder_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    overrides = f"dataset=synthetic model=lenet5 pretrain=none results-dir={tmp_path} run-name=c"
+    main(["--epochs", "1", "--num-partitions", "2", "--run-config", overrides])
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_:
+        main(["--epochs", "1", "--num-partitions", "2", "--run-config", overrides])
+    assert exit_.value.code == 1
+    assert capsys.readouterr().err == (f"cannot start the run: run folder {tmp_path.resolve() / 'c'} holds an earlier "
+                                       "run; choose another run-name (or remove the folder)\n")

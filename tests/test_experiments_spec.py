@@ -158,3 +158,21 @@ def test_select_cells_refuses_a_pattern_that_matches_nothing() -> None:
     with pytest.raises(ValueError, match=r"--only 'fedft-eds__seed0' matches no cell; cells are named "
                                          r"<method>__<key>=<value>__seed<n>, e\.g\. fedft-eds__dirichlet-alpha=0\.1"):
         select_cells(parse().cells, ("fedft-*", "fedft-eds__seed0"))
+
+
+def test_a_grid_value_that_makes_an_unsafe_cell_folder_name_is_refused() -> None:
+    message = error(grid={"data-dir": ["/data/x"]}, methods=["fedft-eds"], seeds=[0])
+    assert message == ("exp.yaml: cell 'fedft-eds__data-dir=/data/x__seed0': its folder name (method label, grid "
+                       "values, seed) may hold only letters, digits, '-', '_', '.', '=' and '+', not '/' (it names "
+                       "one folder, never a path)")
+
+
+@pytest.mark.parametrize("name", ["../outside", "/abs", ".hidden", "with space"])
+def test_an_unsafe_experiment_name_is_refused(name: str) -> None:
+    assert error(name=name).startswith(f"exp.yaml: 'name' = {name!r} names the results folder and ")
+
+
+def test_a_file_whose_stem_is_no_safe_name_must_set_one() -> None:
+    with pytest.raises(ExperimentFileError, match=r"'name' = 'my exp' names the results folder and .*; set 'name'"):
+        parse_experiment(VALID, Path("my exp.yaml"))
+    assert parse_experiment({**VALID, "name": "my-exp"}, Path("my exp.yaml")).name == "my-exp"

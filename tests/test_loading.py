@@ -11,7 +11,7 @@ import pytest
 from data.catalog import DATASETS
 from data.federated import FederatedSplit, load_client_partition, load_public_split, partition_sizes
 from data.file_formats import DataFormatError, read_idx, write_idx
-from data.loading import DataNotFoundError, load_dataset
+from data.loading import DataNotFoundError, load_dataset, load_mini
 
 RNG = np.random.default_rng(0)
 
@@ -141,3 +141,96 @@ def test_clients_never_see_the_servers_public_split() -> None:
 def test_partition_id_out_of_range() -> None:
     with pytest.raises(ValueError, match="partition-id 5 is outside"):
         load_client_partition(_split(), 5, 5)
+
+
+SOUND_DATA = np.zeros((4, 3072), np.uint8)
+
+
+def cifar10_folder(tmp_path: Path, first_batch: dict) -> Path:
+    """A cifar-10-batches-py folder whose data_batch_1 is ``first_batch``; every other batch is sound."""
+    folder = tmp_path / "cifar-10-batches-py"
+    folder.mkdir()
+    with (folder / "data_batch_1").open("wb") as handle:
+        pickle.dump(first_batch, handle)
+    for name in [f"data_batch_{i}" for i in range(2, 6)] + ["test_batch"]:
+        write_cifar_batch(folder / name, 4, b"labels", 10)
+    return folder / "data_batch_1"
+
+
+@pytest.mark.parametrize(
+    ("batch", "expected"),
+    [
+        ({b"data": np.zeros((4, 3000), np.uint8), b"labels": [0] * 4}, "'data' is uint8 (4, 3000), expected uint8"),
+        ({b"data": np.zeros(3072 * 4, np.uint8), b"labels": [0] * 4}, "'data' is uint8 (12288,), expected uint8"),
+        ({b"data": np.zeros((4, 3072), np.int64), b"labels": [0] * 4}, "'data' is int64 (4, 3072), expected uint8"),
+        ({b"data": [[0] * 3072] * 4, b"labels": [0] * 4}, "'data' is list, expected uint8 N x 3072"),
+        ({b"data": SOUND_DATA, b"labels": [0] * 3}, "'labels': labels are int64 (3,), expected 4 integers"),
+        ({b"data": SOUND_DATA, b"labels": ["a"] * 4}, "labels are <U1 (4,), expected 4 integers"),
+        ({b"data": SOUND_DATA, b"labels": [0, 1, 2, 10]}, "labels span 0..10, but 'cifar10' has classes 0..9"),
+        ({b"data": SOUND_DATA, b"labels": [0, -1, 2, 3]}, "labels span -1..3"),
+        ({b"data": SOUND_DATA, b"labels": 4}, "'labels' is int, expected a list of 4 labels"),
+    ],
+)
+def test_cifar_batch_of_the_wrong_shape_or_classes_is_refused_naming_the_file(
+    tmp_path: Path, batch: dict, expected: str
+) -> None:
+    path = cifar10_folder(tmp_path, batch)
+    with pytest.raises(DataFormatError) as err:
+        load_dataset.__wrapped__("cifar10", str(tmp_path))
+    assert str(err.value).startswith(f"{path}: ") and expected in str(err.value)
+
+
+def test_cifar_file_holding_no_dict_is_refused(tmp_path: Path) -> None:
+    path = cifar10_folder(tmp_path, {})
+    path.write_bytes(pickle.dumps([1, 2, 3]))
+    with pytest.raises(DataFormatError, match=f"{path} holds a list, not a CIFAR batch"):
+        load_dataset.__wrapped__("cifar10", str(tmp_path))
+
+
+def test_idx_images_that_are_not_28_by_28_are_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "mnist"
+    write_mnist_like(folder)
+    write_idx(folder / "train-images-idx3-ubyte.gz", RNG.integers(0, 256, (40, 32, 32), dtype=np.uint8))
+    with pytest.raises(DataFormatError) as err:
+        load_dataset.__wrapped__("mnist", str(tmp_path))
+    assert str(err.value) == (f"{folder / 'train-images-idx3-ubyte.gz'}: images are uint8 (40, 1, 32, 32), expected "
+                              "uint8 N x 1 x H x W with H x W = 28 x 28 for 'mnist'")
+
+
+def test_idx_labels_outside_the_classes_are_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "fashion-mnist"
+    write_mnist_like(folder)
+    write_idx(folder / "t10k-labels-idx1-ubyte.gz", np.full(10, 12, dtype=np.uint8))
+    with pytest.raises(DataFormatError, match=r"t10k-labels-idx1-ubyte.gz: labels span 12..12, but 'fashion-mnist'"):
+        load_dataset.__wrapped__("fashion-mnist", str(tmp_path))
+
+
+def test_idx_image_and_label_counts_must_match(tmp_path: Path) -> None:
+    folder = tmp_path / "mnist"
+    write_mnist_like(folder)
+    write_idx(folder / "train-labels-idx1-ubyte.gz", np.zeros(39, dtype=np.uint8))
+    with pytest.raises(DataFormatError, match=r"\(40, 28, 28\) and .*train-labels-idx1-ubyte.gz \(39,\) do not match"):
+        load_dataset.__wrapped__("mnist", str(tmp_path))
+
+
+def test_idx_header_cut_short_is_a_format_error(tmp_path: Path) -> None:
+    (tmp_path / "a").write_bytes(bytes([0, 0, 8, 3, 0, 0]))
+    with pytest.raises(DataFormatError, match="the header of 3 dimensions is cut short"):
+        read_idx(tmp_path / "a")
+
+
+def test_embedded_set_of_the_wrong_shape_is_refused(tmp_path: Path) -> None:
+    import base64
+    import io
+    import json
+
+    buffer = io.BytesIO()
+    np.savez(buffer, train_images=np.zeros((4, 1, 32, 32), np.uint8), train_labels=np.zeros(4, np.uint8),
+             test_images=np.zeros((2, 1, 28, 28), np.uint8), test_labels=np.zeros(2, np.uint8))
+    source = tmp_path / "mini.json"
+    source.write_text(json.dumps({"npz_base85": base64.b85encode(buffer.getvalue()).decode()}))
+    with pytest.raises(DataFormatError, match=r"mini.json \(train\): images are uint8 \(4, 1, 32, 32\), expected"):
+        load_mini(source)
+    source.write_text("{}")
+    with pytest.raises(DataFormatError, match=r"cannot read the embedded data set .*mini.json: KeyError"):
+        load_mini(source)

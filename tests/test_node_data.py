@@ -68,3 +68,35 @@ def test_images_of_the_wrong_shape_are_refused(tmp_path: Path) -> None:
     np.save(folder / IMAGES_FILE, np.repeat(images, 3, axis=1))
     with pytest.raises(NodeDataError, match=r"expected uint8 N x 1 x H x W"):
         read_node_data(folder, "synthetic")
+
+
+def test_images_of_another_size_are_refused(tmp_path: Path) -> None:
+    (folder,) = export_partitions(SPLIT, 1, tmp_path)
+    images = np.load(folder / IMAGES_FILE)
+    np.save(folder / IMAGES_FILE, images[:, :, :28, :28])
+    with pytest.raises(NodeDataError) as err:
+        read_node_data(folder, "synthetic")
+    assert str(err.value) == (f"data-path '{folder}': images are uint8 ({len(images)}, 1, 28, 28), expected uint8 "
+                              "N x 1 x H x W with H x W = 32 x 32 for 'synthetic'")
+
+
+def test_a_sample_count_other_than_the_partition_files_is_refused(tmp_path: Path) -> None:
+    (folder,) = export_partitions(SPLIT, 1, tmp_path)
+    np.save(folder / IMAGES_FILE, np.load(folder / IMAGES_FILE)[:-1])
+    np.save(folder / LABELS_FILE, np.load(folder / LABELS_FILE)[:-1])
+    with pytest.raises(NodeDataError, match=r"partition.json says \d+ samples but images.npy holds \d+"):
+        read_node_data(folder, "synthetic")
+
+
+def test_a_partition_file_that_is_no_object_is_refused(tmp_path: Path) -> None:
+    (folder,) = export_partitions(SPLIT, 1, tmp_path)
+    (folder / PARTITION_FILE).write_text("[1, 2]")
+    with pytest.raises(NodeDataError, match="partition.json holds a list, not an object"):
+        read_node_data(folder, "synthetic")
+
+
+def test_labels_of_another_count_are_refused(tmp_path: Path) -> None:
+    (folder,) = export_partitions(SPLIT, 1, tmp_path)
+    np.save(folder / LABELS_FILE, np.load(folder / LABELS_FILE)[:-1])
+    with pytest.raises(NodeDataError, match=r"labels are int64 \(\d+,\), expected \d+ integers"):
+        read_node_data(folder, "synthetic")

@@ -98,7 +98,7 @@ def test_invalid_values_name_the_key(defaults: dict, key: str, value: object, ex
 
 WRONG_TYPE = {str: 5, int: "five", float: "five", bool: "yes"}
 #: Values of the right type that some check refuses; each checked key must refuse at least one of them.
-OUT_OF_RANGE = {str: ["nope", "0:explode"], int: [-1, 0], float: [-1.0, 0.0, 1.0, 1.5]}
+OUT_OF_RANGE = {str: ["nope", "0:explode", "bad\x00path"], int: [-1, 0], float: [-1.0, 0.0, 1.0, 1.5]}
 
 
 @pytest.mark.parametrize("setting", SETTINGS, ids=lambda s: s.key)
@@ -138,3 +138,62 @@ def test_readme_rows_are_one_per_key() -> None:
     section = README.read_text().split("## Configuration", 1)[1].split("\n## ", 1)[0]
     rows = re.findall(r"^\| `([a-z0-9-]+)` \| `", section, flags=re.M)
     assert sorted(rows) == sorted(s.key for s in SETTINGS)
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("../outside", ("may hold only letters, digits, '-', '_', '.', '=' and '+', not '/' (it names one folder, "
+                        "never a path)")),
+        ("/etc/cron.d", "not '/'"),
+        ("a/b", "not '/'"),
+        ("a\\b", "not '\\\\'"),
+        ("~", "not '~'"),
+        ("two words", "not ' '"),
+        ("new\nline", "not '\\n'"),
+        ("..", "must not start with '.' (no '.', '..' or hidden folders)"),
+        (".", "must not start with '.'"),
+        (".hidden", "must not start with '.'"),
+        ("x" * 256, "must be at most 255 characters long, not 256"),
+    ],
+)
+def test_unsafe_run_names_are_refused_naming_the_key(defaults: dict, name: str, expected: str) -> None:
+    defaults["run-name"] = name
+    with pytest.raises(ConfigError) as err:
+        parse_run_config(defaults)
+    message = str(err.value)
+    assert message.startswith(f"run config 'run-name' = {name!r} is invalid: it ") and expected in message
+
+
+@pytest.mark.parametrize(
+    "name", ["", "run", "long-run_2.v3", "fedavg+fedentopt__dirichlet-alpha=0.1__seed0", "a..b", "x" * 255]
+)
+def test_safe_run_names_are_accepted(defaults: dict, name: str) -> None:
+    defaults["run-name"] = name
+    assert parse_run_config(defaults).run_name == name
+
+
+PATH_KEYS = ["results-dir", "pretrain-cache-dir", "feature-cache-dir", "data-dir", "pretrain-checkpoint"]
+
+
+@pytest.mark.parametrize("key", PATH_KEYS)
+@pytest.mark.parametrize("value", ["bad\x00path", "line\nbreak", "tab\there"])
+def test_path_settings_refuse_control_characters(defaults: dict, key: str, value: str) -> None:
+    defaults[key] = value
+    with pytest.raises(ConfigError) as err:
+        parse_run_config(defaults)
+    assert str(err.value) == (f"run config '{key}' = {value!r} is invalid: it must not hold control characters "
+                              "such as NUL or a line break")
+
+
+@pytest.mark.parametrize("key", ["results-dir", "pretrain-cache-dir", "feature-cache-dir", "data-dir"])
+@pytest.mark.parametrize("value", ["/srv/fedft", "../shared/results", "~/fedft", "with space/ünïcode"])
+def test_path_settings_may_point_anywhere(defaults: dict, key: str, value: str) -> None:
+    defaults[key] = value
+    assert parse_run_config(defaults).to_dict()[key] == value
+
+
+def test_results_dir_must_not_be_empty(defaults: dict) -> None:
+    defaults["results-dir"] = " "
+    with pytest.raises(ConfigError, match="'results-dir' = ' ' is invalid: it must name a folder, not be empty"):
+        parse_run_config(defaults)
