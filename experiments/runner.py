@@ -18,24 +18,24 @@ from experiments.cell_results import config_differences, is_finished, read_cell,
 from experiments.progress import progress_line, seconds_left
 from experiments.spec import Cell, Experiment
 from run_config.defaults import load_defaults
-from simulation.local_run import run_simulation
+from simulation.local_run import Resources, run_simulation
 
 CELLS_DIR, LOGS_DIR = "cells", "logs"
 POLL_SECONDS = 0.5
 
-#: Runs one cell; returns its exit code. Arguments: run-config overrides, number of clients, CPUs per
-#: client, log file. The default starts a private SuperLink (simulation/local_run.py).
-RunCell = Callable[[dict, int, int, Path], int]
+#: Runs one cell; returns its exit code. Arguments: run-config overrides, number of clients, the clients'
+#: resources, log file. The default starts a private SuperLink (simulation/local_run.py).
+RunCell = Callable[[dict, int, Resources, Path], int]
 
 
 class StaleResultsError(RuntimeError):
     """Finished cells in the results folder were made with other settings than the file now gives."""
 
 
-def simulate_cell(overrides: dict, clients: int, cpus_per_client: int, log_file: Path) -> int:
+def simulate_cell(overrides: dict, clients: int, resources: Resources, log_file: Path) -> int:
     """One ``flwr run`` in simulation, its output in ``log_file``."""
     with log_file.open("ab") as log:
-        return run_simulation(overrides, num_supernodes=clients, cpus_per_client=cpus_per_client, stream_to=log)
+        return run_simulation(overrides, num_supernodes=clients, resources=resources, stream_to=log)
 
 
 def default_results_dir(experiment: Experiment) -> Path:
@@ -106,10 +106,13 @@ def run_experiment(
     run_cell: RunCell = simulate_cell,
     echo: Callable[[str], None] = print,
     cells: tuple[Cell, ...] | None = None,
+    gpus_per_client: float = 0.0,
+    ray_address: str = "",
 ) -> RunOutcome:
     """Run every unfinished cell (of ``cells``, default all the file's); print a progress line whenever a round
     finishes. Every finished cell of the file is checked against it first, since the report covers them all."""
     cells = experiment.cells if cells is None else cells
+    resources = Resources(experiment.cpus_per_client, gpus_per_client, ray_address)
     results_dir.mkdir(parents=True, exist_ok=True)
     check_finished_cells(experiment, results_dir)
     shutil.copyfile(experiment.path, results_dir / "experiment.yaml")
@@ -140,7 +143,7 @@ def run_experiment(
         rounds_total -= watcher.first_round  # > 0 when an interrupted cell resumes
         watcher.start()
         try:  # the cell runs in this thread, so Ctrl-C or SIGTERM reaches its clean-up (stop by PID)
-            code = run_cell(cell_run_config(cell, results_dir), experiment.clients, experiment.cpus_per_client, log_file)
+            code = run_cell(cell_run_config(cell, results_dir), experiment.clients, resources, log_file)
         finally:
             watcher.stop()
         rounds_done += watcher.seen - watcher.first_round

@@ -105,6 +105,28 @@ def stop_process_tree(process: subprocess.Popen, grace: float = 10.0) -> None:
 
 
 @dataclass(frozen=True)
+class Resources:
+    """What each simulated client gets, and where Ray runs.
+
+    ``gpus_per_client`` is Flower's ``client-resources-num-gpus``: a fraction lets several ClientApps share one
+    GPU (0.1: ten at a time), and Ray then shows each actor only its GPU. ``ray_address`` points the simulation
+    at a running Ray cluster (``ray start --head`` on one machine, ``ray start --address`` on the others) instead
+    of starting a private Ray instance; the SuperLink passes it to ``ray.init`` through ``RAY_ADDRESS``.
+    """
+
+    cpus_per_client: int = 1
+    gpus_per_client: float = 0.0
+    ray_address: str = ""
+
+    def federation_config(self, num_supernodes: int) -> str:
+        """The ``--federation-config`` text for ``flwr run``."""
+        text = f"num-supernodes={num_supernodes} client-resources-num-cpus={self.cpus_per_client}"
+        if self.gpus_per_client > 0:
+            text += f" client-resources-num-gpus={self.gpus_per_client}"
+        return text
+
+
+@dataclass(frozen=True)
 class LocalSuperLink:
     """A running SuperLink in simulation mode."""
 
@@ -126,7 +148,7 @@ def _wait_for_port(port: int, process: subprocess.Popen, log_file: Path, timeout
 
 
 @contextmanager
-def local_superlink(flwr_home: Path, cwd: Path = PROJECT_DIR) -> Iterator[LocalSuperLink]:
+def local_superlink(flwr_home: Path, cwd: Path = PROJECT_DIR, ray_address: str = "") -> Iterator[LocalSuperLink]:
     """A private simulation SuperLink on free loopback ports, stopped by PID on exit.
 
     Its state lives in memory, so ``flwr ls`` lists only the runs of this SuperLink.
@@ -145,6 +167,8 @@ def local_superlink(flwr_home: Path, cwd: Path = PROJECT_DIR) -> Iterator[LocalS
         "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0",
         RUN_MARKER: uuid.uuid4().hex,
     }
+    if ray_address:
+        env["RAY_ADDRESS"] = ray_address
     address = f"127.0.0.1:{port}"
     (flwr_home / "config.toml").write_text(
         f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\naddress = "{address}"\ninsecure = true\n'
@@ -182,7 +206,7 @@ def run_simulation(
     overrides: Mapping[str, object],
     *,
     num_supernodes: int,
-    cpus_per_client: int = 1,
+    resources: Resources = Resources(),
     flwr_home: Path | None = None,
     project_dir: Path = PROJECT_DIR,
     stream_to=None,
@@ -196,15 +220,15 @@ def run_simulation(
     if private_home:  # concurrent launchers must not share the connection in $FLWR_HOME/config.toml
         (project_dir / ".flwr-home").mkdir(exist_ok=True)
         flwr_home = Path(tempfile.mkdtemp(prefix="run-", dir=project_dir / ".flwr-home"))
-    code = _run_on_local_superlink(overrides, num_supernodes, cpus_per_client, flwr_home, project_dir, stream_to, timeout)
+    code = _run_on_local_superlink(overrides, num_supernodes, resources, flwr_home, project_dir, stream_to, timeout)
     if private_home and code == 0:  # a failed run's folder keeps superlink.log
         shutil.rmtree(flwr_home, ignore_errors=True)
     return code
 
 
-def _run_on_local_superlink(overrides: Mapping[str, object], num_supernodes: int, cpus_per_client: int,
+def _run_on_local_superlink(overrides: Mapping[str, object], num_supernodes: int, resources: Resources,
                             flwr_home: Path, project_dir: Path, stream_to, timeout: float | None) -> int:
-    with local_superlink(flwr_home, cwd=project_dir) as link:
+    with local_superlink(flwr_home, cwd=project_dir, ray_address=resources.ray_address) as link:
         command = [
             str(Path(sys.executable).parent / "flwr"),
             "run",
@@ -212,7 +236,7 @@ def _run_on_local_superlink(overrides: Mapping[str, object], num_supernodes: int
             CONNECTION,
             "--stream",
             "--federation-config",
-            f"num-supernodes={num_supernodes} client-resources-num-cpus={cpus_per_client}",
+            resources.federation_config(num_supernodes),
         ]
         if overrides:
             command += ["--run-config", format_overrides(overrides)]

@@ -13,6 +13,7 @@ from experiments.cell_results import config_differences, read_cell, read_rounds
 from experiments.report import write_report
 from experiments.runner import CELLS_DIR, StaleResultsError, cell_run_config, run_experiment
 from experiments.spec import load_experiment
+from simulation.local_run import Resources
 from tests.in_process import ServerKilled, run_in_process, small_run_config
 
 
@@ -36,7 +37,7 @@ class InProcessCells:
         self.ran: list[str] = []
         self.fail = fail
 
-    def __call__(self, overrides: dict, clients: int, cpus: int, log_file: Path) -> int:
+    def __call__(self, overrides: dict, clients: int, resources: Resources, log_file: Path) -> int:
         self.ran.append(overrides["run-name"])
         log_file.write_text("in-process\n")
         if overrides["run-name"] in self.fail:
@@ -125,7 +126,7 @@ def test_an_interrupted_cell_resumes_from_its_checkpoint(tmp_path: Path) -> None
     experiment = load_experiment(write_experiment(tmp_path, methods=["fedft-eds"], seeds=[0]))
     results_dir = tmp_path / "out"
 
-    def interrupted(overrides: dict, clients: int, cpus: int, log_file: Path) -> int:
+    def interrupted(overrides: dict, clients: int, resources: Resources, log_file: Path) -> int:
         with pytest.raises(ServerKilled):
             run_in_process(small_run_config(Path("/nonexistent"), **overrides), num_partitions=clients, kill_at_round=3)
         raise KeyboardInterrupt  # what Ctrl-C does to the runner while the cell runs
