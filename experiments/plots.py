@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import math
 import textwrap
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -132,16 +133,36 @@ def _panel_title(ax, point: str, missing: Sequence[str], planned_count: int) -> 
         ax.text(0.5, 0.5, NOT_RUN, transform=ax.transAxes, ha="center", va="center", fontsize=14,
                 color=NOT_RUN_COLOUR)
     elif missing:
-        title += "\n" + textwrap.fill(f"{NOT_RUN}: " + ", ".join(missing), width=50)
+        title += "\n" + textwrap.fill(f"{NOT_RUN}: " + ", ".join(missing), width=50, break_on_hyphens=False)
     ax.set_title(title, fontsize=10)
 
 
+def hidden_under(curves: Mapping[str, Mapping[str, Curve]], plan: Planned,
+                 values: Callable[[Curve], np.ndarray]) -> dict[str, str]:
+    """Method -> the method drawn later whose curve equals its own in every panel where it has one (so it hides
+    it entirely, e.g. two methods with the same random cohorts); the topmost such method."""
+    hidden = {}
+    for index, method in enumerate(plan.methods):
+        panels = [methods for methods in curves.values() if method in methods]
+        for later in reversed(plan.methods[index + 1:]):
+            if panels and all(later in m and _same(values(m[method]), values(m[later])) for m in panels):
+                hidden[method] = later
+                break
+    return hidden
+
+
+def _same(first: np.ndarray, second: np.ndarray) -> bool:
+    return first.shape == second.shape and bool(np.allclose(first, second, equal_nan=True))
+
+
 def _method_legend(figure, plan: Planned, styles: Mapping[str, MethodStyle], ran: Iterable[str],
-                   extra: Sequence[Artist] = (), bars: bool = False) -> None:
+                   extra: Sequence[Artist] = (), bars: bool = False, hidden: Mapping[str, str] | None = None) -> None:
     """One legend for the whole figure, right of the panels: every planned method (a line with its marker, or a
-    bar's patch), "(not run)" where it has no results in the figure, then the figure's reference marks."""
-    present = set(ran)
+    bar's patch), "(not run)" where it has no results in the figure or "(under …)" where another method's equal
+    curve covers it, then the figure's reference marks."""
+    present, hidden = set(ran), hidden or {}
     labels = {m: m if m in present else f"{m} ({NOT_RUN})" for m in plan.methods}
+    labels |= {m: f"{m} (under {top})" for m, top in hidden.items()}
     handles = [Patch(color=styles[m].colour, label=labels[m]) if bars else
                Line2D([], [], color=styles[m].colour, marker=styles[m].marker, markersize=5, label=labels[m])
                for m in plan.methods]
@@ -175,25 +196,34 @@ def _same_x_limits(axes: Sequence) -> None:
             ax.set_xlim(min(lo for lo, _ in limits), max(hi for _, hi in limits))
 
 
-def _zoom_limits(methods: Mapping[str, Curve]) -> tuple[float, float] | None:
-    """y-limits (%) around the last half of every curve's rounds, widened to the initial accuracies that lie
-    within one band width below it, when that band is under a third of the panel's whole range (pretrained
-    methods near 85% beside a run from scratch that starts at 10%); None otherwise."""
-    whole, late, starts = [], [], []
-    for curve in methods.values():
-        values = 100 * curve.accuracy
-        whole += [*values, 100 * curve.initial_accuracy]
-        late += list(values[len(values) // 2:])
-        starts.append(100 * curve.initial_accuracy)
-    whole, late = [v for v in whole if math.isfinite(v)], [v for v in late if math.isfinite(v)]
-    if not late:
-        return None
-    low, high = min(late), max(late)
-    low = min([low, *(v for v in starts if low - (high - low) <= v < low)])
-    if 3 * (high - low) >= max(whole) - min(whole):
-        return None
-    margin = max(0.1 * (high - low), 0.5)
-    return low - margin, high + margin
+def _accuracy_values(curve: Curve) -> list[float]:
+    """A curve's accuracies (%) from the initial model on."""
+    return [v for v in 100 * np.concatenate([[curve.initial_accuracy], curve.accuracy]) if math.isfinite(v)]
+
+
+def squashed(methods: Mapping[str, Curve]) -> list[str]:
+    """The methods whose curve spans under a quarter of the panel's accuracy range: another curve (a run from
+    scratch climbing from 10% beside pretrained ones near 85%) stretches the axis so that they look flat."""
+    spans = {m: _accuracy_values(c) for m, c in methods.items()}
+    everything = [v for values in spans.values() for v in values]
+    if not everything:
+        return []
+    whole = max(everything) - min(everything)
+    return [m for m, values in spans.items() if values and 4 * (max(values) - min(values)) < whole]
+
+
+def _zoom(ax, point: str, methods: Mapping[str, Curve]) -> None:
+    """Limit a panel of the zoom block to the range of its squashed curves; hide it when none is squashed."""
+    names = squashed(methods)
+    if not names:
+        ax.set_visible(False)
+        return
+    values = [v for m in names for v in _accuracy_values(methods[m])]
+    margin = max(0.1 * (max(values) - min(values)), 0.5)
+    ax.set_ylim(min(values) - margin, max(values) + margin)
+    which = ", ".join(names) if len(names) <= 3 else f"the {len(names)} curves flattened above"
+    ax.set_title(f"{point or 'all cells'}\n" + textwrap.fill(f"zoom on {which}", width=50, break_on_hyphens=False),
+                 fontsize=10)
 
 
 def _accuracy_panel(ax, methods: Mapping[str, Curve], plan: Planned, styles: Mapping[str, MethodStyle],
@@ -215,27 +245,25 @@ def _accuracy_panel(ax, methods: Mapping[str, Curve], plan: Planned, styles: Map
 
 def accuracy_figure(curves: Mapping[str, Mapping[str, Curve]], plan: Planned, against_seconds: bool = False) -> Figure:
     """Test accuracy (mean over seeds, ± std shaded) from the initial model on, per round or against cumulative
-    client training seconds (symlog: 0, then logarithmic); one panel per planned grid point. Where the curves'
-    last rounds crowd into a small band of the panel, a second block of panels zooms in on that band."""
+    client training seconds (symlog: 0, then logarithmic); one panel per planned grid point. Where one curve
+    stretches a panel so far that others look flat, a second block of panels zooms in on the flattened ones."""
     styles = method_styles(plan.methods)
     seconds = [s for methods in curves.values() for c in methods.values() for s in c.client_seconds]
-    zooms = {point: _zoom_limits(curves.get(point, {})) for point in plan.points}
-    figure, grids = _panels(len(plan.points), blocks=2 if any(zooms.values()) else 1)
+    zoom = any(squashed(curves.get(point, {})) for point in plan.points)
+    figure, grids = _panels(len(plan.points), blocks=2 if zoom else 1)
     for block, axes in enumerate(grids):
         for ax, point in zip(axes, plan.points):
             methods = curves.get(point, {})
             _accuracy_panel(ax, methods, plan, styles, seconds if against_seconds else None)
             if block == 0:
                 _panel_title(ax, point, plan.not_run(methods), len(plan.methods))
-            elif zooms[point]:
-                ax.set_ylim(*zooms[point])
-                ax.set_title(f"{point or 'all cells'}: zoom on the last half of the rounds", fontsize=10)
             else:
-                ax.set_visible(False)
+                _zoom(ax, point, methods)
         _same_x_limits(axes)
     start = Line2D([], [], linestyle="none", marker="o", markersize=7, markerfacecolor="white",
                    markeredgecolor="black", label="initial model\n(round 0, 0 s)")
-    _method_legend(figure, plan, styles, {m for methods in curves.values() for m in methods}, [start])
+    _method_legend(figure, plan, styles, {m for methods in curves.values() for m in methods}, [start],
+                   hidden=hidden_under(curves, plan, lambda c: np.concatenate(_start_and_curve(c, against_seconds))))
     return figure
 
 
@@ -294,10 +322,10 @@ def learning_efficiency_figure(rows: Sequence[SummaryRow], plan: Planned) -> Fig
         for m, method in enumerate(plan.methods):
             x = p + (m - (len(plan.methods) - 1) / 2) * width
             row = by_cell.get((point, method))
-            mean, std = row.stats["learning_efficiency"] if row else (math.nan, None)
-            if math.isnan(mean):
+            if row is None or math.isnan(row.stats["learning_efficiency"][0]):
                 _empty_slot_label(ax, x, NOT_RUN if row is None else "no value")
                 continue
+            mean, std = row.stats["learning_efficiency"]
             ax.bar(x, mean, width, yerr=std, capsize=3, color=styles[method].colour, label=method)
             _bar_label(ax, x, mean, std or 0.0, len(row.seeds), plan.seeds)
             means.append(mean)
@@ -324,7 +352,7 @@ def cohort_entropy_figure(curves: Mapping[str, Mapping[str, Curve]], plan: Plann
     """Label entropy (bits) of each round's cohort, with FedEntOpt's check log2(C − 1) and the maximum log2 C."""
     styles = method_styles(plan.methods)
     figure, (axes,) = _panels(len(plan.points))
-    references = [(math.log2(num_classes), ":", f"log2 C = {math.log2(num_classes):.2f}")]
+    references: list[tuple[float, Any, str]] = [(math.log2(num_classes), ":", f"log2 C = {math.log2(num_classes):.2f}")]
     if num_classes > 2:
         references.append((math.log2(num_classes - 1), "--", f"log2(C−1) = {math.log2(num_classes - 1):.2f}"))
     for ax, point in zip(axes, plan.points):
@@ -343,7 +371,8 @@ def cohort_entropy_figure(curves: Mapping[str, Mapping[str, Curve]], plan: Plann
         ax.grid(alpha=0.3)
     _same_x_limits(axes)
     lines = [Line2D([], [], color="grey", linestyle=style, label=label) for _, style, label in references]
-    _method_legend(figure, plan, styles, {m for methods in curves.values() for m in methods}, lines)
+    _method_legend(figure, plan, styles, {m for methods in curves.values() for m in methods}, lines,
+                   hidden=hidden_under(curves, plan, lambda curve: curve.cohort_entropy))
     return figure
 
 

@@ -9,11 +9,11 @@ from experiments.cell_results import CellResult, is_finished, read_cell
 from experiments.entropy_histogram import client_entropies
 from experiments.plots import (
     mean_curves,
+    planned,
     plot_accuracy,
     plot_cohort_entropy,
     plot_entropy_histograms,
     plot_learning_efficiency,
-    planned,
 )
 from experiments.runner import CELLS_DIR
 from experiments.spec import Cell, Experiment

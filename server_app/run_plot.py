@@ -69,9 +69,9 @@ class RunSeries:
 
 def run_series(rounds: Sequence[Mapping[str, Any]], initial_accuracy: float | None) -> RunSeries:
     """The rounds.jsonl records as a curve, round 0 (0 s, the initial model) first when it is known."""
-    start = initial_accuracy is not None
-    series = RunSeries([0] if start else [], [100 * initial_accuracy] if start else [], [0.0] if start else [],
-                       [True] if start else [], initial_accuracy)
+    series = RunSeries([], [], [], [], initial_accuracy)
+    if initial_accuracy is not None:
+        series = RunSeries([0], [100 * initial_accuracy], [0.0], [True], initial_accuracy)
     total = 0.0
     for record in rounds:
         total += float(record.get("client_train_seconds") or 0.0)

@@ -141,3 +141,36 @@ def test_accuracy_curves_start_at_the_initial_model_on_a_log_seconds_axis() -> N
     eds = next(line for line in by_seconds.get_lines() if line.get_label() == "fedft-eds")
     assert list(eds.get_xdata()) == [0.0, 2.0, 4.0]
     assert by_seconds.get_xscale() == "symlog" and by_seconds.get_xlim()[0] < 0.0
+
+
+def test_a_curve_covered_by_an_equal_one_says_so_in_the_legend() -> None:
+    curves, plan = mean_curves(experiment(), results()), planned(experiment())
+    legend = [t.get_text() for t in cohort_entropy_figure(curves, plan, 10).legends[0].get_texts()]
+    assert legend[:3] == ["fedavg (under fedft-rds)", "fedft-eds (under fedft-rds)", "fedft-rds"]  # all 3.0 bits
+    accuracy_legend = [t.get_text() for t in accuracy_figure(curves, plan).legends[0].get_texts()]
+    assert accuracy_legend[:3] == METHODS  # different accuracies: nothing covered
+
+
+def test_curves_flattened_by_a_run_from_scratch_get_a_zoomed_panel() -> None:
+    methods = {"scratch": {"method": "fedavg", "pretrain": "none"}, "fedft-eds": {}}
+    one = parse_experiment({"description": "d", "cost": "c", "methods": methods}, Path("exp.yaml"))
+    scratch, fedft = one.cells
+    cells = {scratch: result(100.0, [0.4, 0.8], initial=0.1), fedft: result(1.0, [0.85, 0.86], initial=0.84)}
+    curves = mean_curves(one, cells)
+    figure = accuracy_figure(curves, planned(one))
+    full, zoom = figure.axes
+    assert full.get_title() == "all cells" and zoom.get_title() == "all cells\nzoom on fedft-eds"
+    low, high = zoom.get_ylim()
+    assert 80 < low < 84 and 86 < high < 90  # FedFT's 84–86%, the climb from 10% left out
+
+
+def test_a_run_without_a_learning_efficiency_is_not_called_not_run() -> None:
+    cells = results()
+    first = next(iter(cells))
+    cells[first] = CellResult({**cells[first].summary, "learning_efficiency": None}, cells[first].rounds, {})
+    ax = learning_efficiency_figure(summarise(experiment(), cells), planned(experiment())).axes[0]
+    assert texts(ax).count("no value") == 0  # the other fedavg seed still has one
+    for cell in [c for c in cells if c.method == "fedavg"]:
+        cells[cell] = CellResult({**cells[cell].summary, "learning_efficiency": None}, cells[cell].rounds, {})
+    ax = learning_efficiency_figure(summarise(experiment(), cells), planned(experiment())).axes[0]
+    assert texts(ax).count("no value") == 1 and texts(ax).count(NOT_RUN) == 1

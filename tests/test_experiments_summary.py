@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from experiments.cell_results import CellResult
-from experiments.plots import mean_curves, plot_accuracy, plot_cohort_entropy, plot_learning_efficiency, planned
+from experiments.plots import mean_curves, planned, plot_accuracy, plot_cohort_entropy, plot_learning_efficiency
 from experiments.progress import format_duration, progress_line, seconds_left
 from experiments.spec import parse_experiment
 from experiments.summary import markdown_table, mean_std, summarise, write_csv
