@@ -9,6 +9,7 @@ from experiments.cell_results import CellResult, is_finished, read_cell
 from experiments.entropy_histogram import client_entropies
 from experiments.plots import (
     mean_curves,
+    planned,
     plot_accuracy,
     plot_cohort_entropy,
     plot_entropy_histograms,
@@ -37,13 +38,13 @@ def write_report(experiment: Experiment, results_dir: Path) -> list[Path]:
     written = [write_summary(experiment, rows, results_dir, missing), results_dir / "summary.csv"]
     if not results:
         return written
-    curves = mean_curves(experiment, results)
+    curves, plan = mean_curves(experiment, results), planned(experiment)
     num_classes = DATASETS[next(iter(results.values())).config["dataset"]].num_classes
     written += [
-        plot_accuracy(curves, results_dir / "accuracy_vs_round.png"),
-        plot_accuracy(curves, results_dir / "accuracy_vs_client_seconds.png", against_seconds=True),
-        plot_learning_efficiency(rows, results_dir / "learning_efficiency.png"),
-        plot_cohort_entropy(curves, num_classes, results_dir / "cohort_label_entropy.png"),
+        plot_accuracy(curves, plan, results_dir / "accuracy_vs_round.png"),
+        plot_accuracy(curves, plan, results_dir / "accuracy_vs_client_seconds.png", against_seconds=True),
+        plot_learning_efficiency(rows, plan, results_dir / "learning_efficiency.png"),
+        plot_cohort_entropy(curves, plan, num_classes, results_dir / "cohort_label_entropy.png"),
     ]
     histogram = experiment.histogram
     source = next((c for c in results if histogram and c.method == histogram.method), None)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from experiments.cell_results import CellResult
-from experiments.plots import mean_curves, plot_accuracy, plot_cohort_entropy, plot_learning_efficiency
+from experiments.plots import mean_curves, planned, plot_accuracy, plot_cohort_entropy, plot_learning_efficiency
 from experiments.progress import format_duration, progress_line, seconds_left
 from experiments.spec import parse_experiment
 from experiments.summary import markdown_table, mean_std, summarise, write_csv
@@ -73,8 +73,10 @@ def test_mean_curves_average_rounds_and_accumulate_client_seconds(tmp_path: Path
     np.testing.assert_allclose(fedavg.client_seconds, [11.0, 23.0])
     np.testing.assert_allclose(fedavg.cohort_entropy, [3.05, 3.25])
     np.testing.assert_allclose(fedavg.accuracy_std, [np.std([0.5, 0.7], ddof=1), 0.0])
-    for path in (plot_accuracy(curves, tmp_path / "a.png"), plot_cohort_entropy(curves, 10, tmp_path / "e.png"),
-                 plot_learning_efficiency(summarise(experiment(), results()), tmp_path / "le.png")):
+    plan = planned(experiment())
+    for path in (plot_accuracy(curves, plan, tmp_path / "a.png"),
+                 plot_cohort_entropy(curves, plan, 10, tmp_path / "e.png"),
+                 plot_learning_efficiency(summarise(experiment(), results()), plan, tmp_path / "le.png")):
         assert path.read_bytes()[:4] == b"\x89PNG"
 
 
