@@ -1,6 +1,7 @@
 """The results contract: ``<results-dir>/<run-name>/`` with config.json, rounds.jsonl, summary.json
 and model.pt (a plain state dict, loadable with ``torch.load`` alone).
 
+accuracy.png (when matplotlib is installed) plots accuracy against round and against client seconds.
 summary.json says how the run ended: ``status`` is ``completed``, ``failed`` (no round aggregated a single update:
 every client failed, was rejected or timed out, so the "final" model is the initial one) or ``interrupted`` (stopped
 before its last round; the checkpoint holds the model so far), with the counts of rounds aggregated and skipped.
@@ -20,6 +21,7 @@ import torch
 from flwr.common.logger import log
 
 from run_config import RunConfig
+from server_app.run_plot import write_run_plot
 from server_app.atomic_write import replace_file, replace_text
 
 CONFIG_FILE, ROUNDS_FILE, SUMMARY_FILE, MODEL_FILE = "config.json", "rounds.jsonl", "summary.json", "model.pt"
@@ -182,6 +184,8 @@ class RunRecorder:
         summary = self._write_summary(None, extra)
         for line in readable_summary(summary):
             log(INFO if summary["status"] == "completed" else ERROR, "%s", line)
+        if write_run_plot(self.directory, self.rounds, self.initial_accuracy) is None:
+            log(INFO, "no accuracy.png: nothing to plot, or matplotlib is not installed (pip install '.[experiments]')")
         log(INFO, "results written to %s", self.directory)
         return summary
 

@@ -4,6 +4,7 @@ the wrong device. On a GPU machine the same tests run on each CUDA device too.""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -206,7 +207,6 @@ def test_a_whole_fedft_eds_run_on_the_device_aggregates_every_round(device: torc
     monkeypatch.setattr(server_module, "resolve_device", lambda name, key: device)
     config = small_run_config(tmp_path, **{"num-server-rounds": 2})
     run_in_process(config, num_partitions=3)
-    import json
-
     summary = json.loads((tmp_path / "results" / "run" / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["rounds_aggregated"] == 2
+    assert (tmp_path / "results" / "run" / "accuracy.png").stat().st_size > 10_000  # the run's plot
