@@ -46,7 +46,8 @@ def _parse(items: tuple) -> RunConfig:
 
 
 def _config(context: Context) -> RunConfig:
-    config = _parse(tuple(sorted(context.run_config.items())))
+    """The run's configuration as this node applies it (its node-local settings included)."""
+    config = _node_config(context, _parse(tuple(sorted(context.run_config.items()))))
     use_threads(config.client_threads)
     return config
 
@@ -56,11 +57,25 @@ def _partition(context: Context) -> tuple[int, int]:
 
 
 def _device(context: Context, config: RunConfig) -> torch.device:
-    """The run's ``device``, unless this node's config names its own; an error naming the key and what torch
-    sees when this node lacks it."""
-    if "device" in context.node_config:
-        return resolve_device(str(context.node_config["device"]), key="node config 'device'")
-    return resolve_device(config.device, key="run config 'device'")
+    """The node's ``device``; an error naming the key and what torch sees when this node lacks it."""
+    where = "node config" if "device" in context.node_config else "run config"
+    return resolve_device(config.device, key=f"{where} 'device'")
+
+
+#: Settings that describe a node's hardware: a SuperNode's node config may set its own.
+NODE_LOCAL_SETTINGS = ("device", "feature-cache-mb", "eval-batch-size")
+
+
+def _node_config(context: Context, config: RunConfig) -> RunConfig:
+    """The run's configuration with this node's own values of the node-local settings (a small device sets a
+    lower ``feature-cache-mb`` and ``eval-batch-size`` to bound its memory, a Jetson ``device = cuda``)."""
+    own = {key: context.node_config[key] for key in NODE_LOCAL_SETTINGS if key in context.node_config}
+    if not own:
+        return config
+    try:
+        return parse_run_config({**config.to_dict(), **own})
+    except ValueError as err:
+        raise ValueError(f"node config: {err}") from None
 
 
 def _local_data(context: Context, config: RunConfig) -> LocalData:

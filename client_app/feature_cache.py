@@ -1,21 +1,22 @@
-"""Cache of frozen features φ(x) (SPEC §4 with the issue's frozen-feature cache).
+"""Cache of frozen features φ(x) (SPEC §4 with the frozen-feature cache).
 
-φ never changes during a run, so a client computes φ(x) for its data once, the first round it takes
-part, and later rounds run only θ. Two tiers:
+φ never changes during a run, so a client computes φ(x) for its data once, the first round it takes part, and
+later rounds run only θ. Two tiers, both bounded:
 
-- memory: a per-process LRU capped at ``feature-cache-mb`` (a Ray actor in simulation serves many rounds);
-- disk (``feature-cache-dir``): a deployed SuperNode starts a new ClientApp process for every message, so
-  only files outlive a round there. Files are memory-mapped when read back.
+- memory: a per-process LRU of host tensors capped at ``feature-cache-mb`` (a Ray actor in simulation serves many
+  rounds and clients);
+- disk (``feature-cache-dir``): a deployed SuperNode starts a new ClientApp process for every message, so only
+  files outlive a round there. A file that fits the memory cap is loaded into it; a larger one is streamed a chunk
+  at a time each round (``OnDisk``), so a small node's memory holds one chunk, never the whole set.
 
-Entries are keyed by the client and a fingerprint of φ, so a different φ (another run, another
-pretraining) never reuses stale features. Features larger than the memory cap are read from disk each
-round, or, without a cache folder, recomputed every round; either way a log line says so.
+Features too large for the memory cap with no folder set are recomputed every round; a log line says which.
+Entries are keyed by the client and a fingerprint of φ, so a different φ (another run, another pretraining) never
+reuses stale features.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping
 from logging import INFO, WARNING
@@ -23,6 +24,8 @@ from pathlib import Path
 
 import torch
 from flwr.common.logger import log
+
+from client_app.feature_sources import Computed, Features, InMemory, OnDisk, write_features
 
 
 def fingerprint(state: Mapping[str, torch.Tensor]) -> str:
@@ -60,41 +63,60 @@ class FeatureCache:
     def _file(self, key: Hashable) -> Path | None:
         if self.directory is None:
             return None
-        return self.directory / (hashlib.sha256(repr(key).encode()).hexdigest()[:32] + ".pt")
+        return self.directory / (hashlib.sha256(repr(key).encode()).hexdigest()[:32] + ".npy")
 
-    def get(self, key: Hashable) -> torch.Tensor | None:
+    def get(self, key: Hashable) -> Features | None:
+        """The cached features of ``key``: in memory, or from its file (loaded if it fits the cap, else streamed)."""
         features = self._entries.get(key)
         if features is not None:
             self._entries.move_to_end(key)
-            return features
+            return InMemory(features)
         path = self._file(key)
         if path is None or not path.is_file():
             return None
         try:
-            features = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-        except (OSError, RuntimeError, EOFError) as err:
+            on_disk = OnDisk(path)
+            if on_disk.nbytes > self.max_bytes:
+                return on_disk
+            loaded = torch.cat(list(on_disk.chunks(4096)))
+        except (OSError, ValueError) as err:
             log(WARNING, "feature cache: unreadable %s (%s); recomputing", path, err)
             return None
-        self._remember(key, features)
-        return features
+        self._remember(key, loaded)
+        return InMemory(loaded)
 
     def put(self, key: Hashable, features: torch.Tensor) -> None:
         """Store ``features`` in memory (if they fit the cap) and on disk (if a folder is set)."""
         path = self._file(key)
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            partial = path.with_suffix(f".{os.getpid()}.tmp")
-            torch.save(features, partial)
-            partial.replace(path)
-        self._remember(key, features)
+            write_features(path, [features], len(features), tuple(features.shape[1:]), features.dtype)
+        if _nbytes(features) <= self.max_bytes:
+            self._remember(key, features)
+
+    def build(self, key: Hashable, source: Computed, batch_size: int, dtype: torch.dtype) -> Features | None:
+        """Compute ``source`` once and keep it: in memory if it fits the cap (and on disk when a folder is set),
+        else streamed into a file chunk by chunk. None (with a log line) when it fits neither: recompute."""
+        row_shape = source.row_shape()
+        row_bytes = int(torch.empty(row_shape, dtype=dtype).numel()) * torch.empty(0, dtype=dtype).element_size()
+        size = len(source) * row_bytes
+        path = self._file(key)
+        if size > self.max_bytes:
+            where = "streaming them from disk" if path else "recomputing the frozen part"
+            log(WARNING, "feature cache: %.0f MB of features exceed the %.0f MB memory cap (feature-cache-mb); %s "
+                "every round", size / 2**20, self.max_bytes / 2**20, where)
+            if path is None:
+                return None
+            return write_features(path, source.chunks(batch_size), len(source), row_shape, dtype)
+        features = torch.empty((len(source), *row_shape), dtype=dtype)
+        start = 0
+        for chunk in source.chunks(batch_size):
+            features[start : start + len(chunk)] = chunk.to("cpu", dtype)
+            start += len(chunk)
+        self.put(key, features)
+        return InMemory(features)
 
     def _remember(self, key: Hashable, features: torch.Tensor) -> None:
         size = _nbytes(features)
-        if size > self.max_bytes:
-            where = "reading them from disk" if self.directory else "recomputing the frozen part"
-            log(WARNING, "feature cache: %.0f MB of features exceed the %.0f MB memory cap (feature-cache-mb); %s every round",
-                size / 2**20, self.max_bytes / 2**20, where)
-            return
         self._entries.pop(key, None)
         while self._entries and self.used_bytes + size > self.max_bytes:
             evicted, _ = self._entries.popitem(last=False)

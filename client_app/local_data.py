@@ -36,6 +36,10 @@ class LocalData:
         """Normalised model inputs (float32 N x C x 32 x 32) of samples ``start:stop``, made on ``device``."""
         return normalise(self.images[start:stop].to(device), self.info)
 
+    def rows(self, device: torch.device, indices: torch.Tensor) -> torch.Tensor:
+        """Normalised model inputs of the samples at ``indices`` (a CPU index tensor), made on ``device``."""
+        return normalise(self.images[indices].to(device), self.info)
+
     @classmethod
     def from_images(cls, data: ImageData, info: DatasetInfo) -> LocalData:
         return cls(torch.from_numpy(np.ascontiguousarray(data.images)), torch.from_numpy(data.labels), info)

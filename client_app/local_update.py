@@ -17,6 +17,7 @@ import torch
 
 from client_app.data_selection import hardened_entropy, select_samples
 from client_app.feature_cache import FeatureCache
+from client_app.feature_sources import Computed, Features
 from client_app.local_data import LocalData
 from data.transforms import random_crop_flip
 from models import NO_FREEZE, SplitModel
@@ -54,17 +55,30 @@ def frozen_features(
     model: SplitModel, data: LocalData, level: str, batch_size: int, device: torch.device, dtype: torch.dtype
 ) -> torch.Tensor:
     """φ(x) of every local sample, φ in eval mode: computed on ``device`` a batch at a time and gathered on the
-    host in ``dtype``, so peak memory is the result plus one batch's activations."""
+    host in ``dtype``."""
     if len(data) == 0:
         raise ValueError("this client holds no data")
-    features: torch.Tensor | None = None
-    for start in range(0, len(data), batch_size):
-        batch = model.forward_to(data.inputs(device, start, start + batch_size), level).to("cpu", dtype)
-        if features is None:
-            features = torch.empty((len(data), *batch.shape[1:]), dtype=dtype)
-        features[start : start + len(batch)] = batch
-    assert features is not None
-    return features
+    chunks = Computed(model, data, level, device).chunks(batch_size)
+    return torch.cat([chunk.to("cpu", dtype) for chunk in chunks])
+
+
+def local_features(
+    model: SplitModel, data: LocalData, config: RunConfig, device: torch.device, cache: FeatureCache | None,
+    cache_key: Hashable,
+) -> tuple[Features, float]:
+    """φ(x) of the local data for this round, and the seconds spent building the cache (0 when it was cached or
+    is not used): from the feature cache when φ is frozen and cacheable, else computed on the device when read."""
+    computed = Computed(model, data, config.freeze, device)
+    if config.freeze == NO_FREEZE or cache is None or config.augment:
+        return computed, 0.0
+    key = (cache_key, config.feature_cache_dtype)
+    cached = cache.get(key)
+    if cached is not None:
+        return cached, 0.0
+    tick = time.perf_counter()
+    built = cache.build(key, computed, config.eval_batch_size, CACHE_DTYPES[config.feature_cache_dtype])
+    synchronize(device)
+    return (built, time.perf_counter() - tick) if built is not None else (computed, 0.0)
 
 
 def local_update(
@@ -80,8 +94,14 @@ def local_update(
     cache_key: Hashable = None,
 ) -> UpdateResult:
     """Select local samples and train θ on them for ``local-epochs``; ``model`` is updated in place (and
-    moved to ``device``). Inputs (or cached features, kept on the host) move to ``device`` once per round;
-    random draws (data selection, batch order) come from a CPU generator, so they do not depend on the device."""
+    moved to ``device``).
+
+    The entropy pass reads φ(x) of every sample a chunk at a time and training reads only the selected rows, which
+    move to ``device`` once per round; random draws (data selection, batch order) come from a CPU generator, so
+    they do not depend on the device. With ``augment``, crops change φ(x), so φ runs on every training batch.
+    """
+    if len(data) == 0:
+        raise ValueError("this client holds no data")
     start = time.perf_counter()
     level = config.freeze
     model.to(device)
@@ -90,44 +110,35 @@ def local_update(
     torch.manual_seed(seed)  # dropout masks
     model.set_frozen(level)
     labels = data.labels.to(device)
+    features, cache_seconds = local_features(model, data, config, device, cache, cache_key)
 
-    cache_seconds = 0.0
-    use_cache = level != NO_FREEZE and cache is not None and not config.augment
-    if use_cache:
-        dtype = CACHE_DTYPES[config.feature_cache_dtype]
-        key = (cache_key, config.feature_cache_dtype)
-        features = cache.get(key)
-        if features is None:
-            tick = time.perf_counter()
-            features = frozen_features(model, data, level, config.eval_batch_size, device, dtype)
-            synchronize(device)
-            cache_seconds = time.perf_counter() - tick
-            cache.put(key, features)
-        inputs = features.to(device)
+    def upper(h: torch.Tensor) -> torch.Tensor:
+        return model.forward_from(h.float(), level)
 
-        def forward(h: torch.Tensor) -> torch.Tensor:
-            return model.forward_from(h.float(), level)
+    tick = time.perf_counter()
+    model.eval()
+    with torch.no_grad():
+        logits = torch.cat([upper(chunk.to(device)) for chunk in features.chunks(config.eval_batch_size)])
+    entropies = hardened_entropy(logits, config.temperature)
+    chosen = select_samples(config.data_selection, entropies, config.selection_fraction, generator)
+    synchronize(device)
+    selection_seconds = time.perf_counter() - tick
 
-    else:
-        inputs = data.inputs(device)
+    model.set_frozen(level)
+    if config.augment:
+        inputs = data.rows(device, chosen.cpu())
 
         def forward(x: torch.Tensor) -> torch.Tensor:
             with torch.no_grad():
                 h = model.forward_to(x, level)
             return model.forward_from(h, level)
 
-    tick = time.perf_counter()
-    model.eval()
-    entropies = hardened_entropy(predict_logits(forward, inputs, config.eval_batch_size), config.temperature)
-    chosen = select_samples(config.data_selection, entropies, config.selection_fraction, generator)
-    synchronize(device)
-    selection_seconds = time.perf_counter() - tick
-
-    model.set_frozen(level)
+    else:
+        inputs, forward = features.rows(chosen.cpu()).to(device), upper
     loss = train_epochs(
         forward,
         model.upper_parameters(level),
-        inputs[chosen],
+        inputs,
         labels[chosen],
         epochs=config.local_epochs,
         batch_size=config.batch_size,

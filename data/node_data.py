@@ -31,22 +31,27 @@ class NodeDataError(ValueError):
     """A node's ``data-path`` is missing, unreadable or holds data of another dataset."""
 
 
+def write_node_folder(folder: Path, data: ImageData, dataset: str, partition_id: int, num_partitions: int,
+                      split: dict) -> Path:
+    """Write one node's folder: its images, labels and partition.json (``split``: how it was cut)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    np.save(folder / IMAGES_FILE, data.images)
+    np.save(folder / LABELS_FILE, data.labels.astype(np.int64))
+    meta = {
+        "dataset": dataset, "partition-id": partition_id, "num-partitions": num_partitions,
+        "num-samples": len(data), "num-classes": DATASETS[dataset].num_classes, "split": split,
+    }
+    (folder / PARTITION_FILE).write_text(json.dumps(meta, indent=1) + "\n")
+    return folder
+
+
 def export_partitions(split: FederatedSplit, num_partitions: int, out: Path) -> list[Path]:
     """Write ``out/node-<i>/`` for every partition ``i``; return the folders."""
-    folders = []
-    for pid in range(num_partitions):
-        part = load_client_partition(split, pid, num_partitions)
-        folder = out / f"node-{pid}"
-        folder.mkdir(parents=True, exist_ok=True)
-        np.save(folder / IMAGES_FILE, part.images)
-        np.save(folder / LABELS_FILE, part.labels.astype(np.int64))
-        meta = {
-            "dataset": split.dataset, "partition-id": pid, "num-partitions": num_partitions,
-            "num-samples": len(part), "num-classes": split.info.num_classes, "split": dataclasses.asdict(split),
-        }
-        (folder / PARTITION_FILE).write_text(json.dumps(meta, indent=1) + "\n")
-        folders.append(folder)
-    return folders
+    return [
+        write_node_folder(out / f"node-{pid}", load_client_partition(split, pid, num_partitions), split.dataset, pid,
+                          num_partitions, dataclasses.asdict(split))
+        for pid in range(num_partitions)
+    ]
 
 
 def read_node_data(path: Path, dataset: str) -> ImageData:

@@ -52,17 +52,18 @@ def describe_available() -> str:
     return f"{', '.join(names)} ({build})"
 
 
-def resolve_device(name: str, key: str = "device") -> torch.device:
-    """The torch device for ``name``; DeviceUnavailableError naming ``key`` when it is not on this node."""
+def resolve_device(name: str, key: str = "'device'") -> torch.device:
+    """The torch device for ``name``; DeviceUnavailableError naming ``key`` (e.g. ``run config 'device'``) when it
+    is not on this node."""
     if not is_device_name(name):
-        raise DeviceUnavailableError(f"'{key}' = {name!r} is not a device name: use {DEVICE_NAMES_HELP}")
+        raise DeviceUnavailableError(f"{key} = {name!r} is not a device name: use {DEVICE_NAMES_HELP}")
     if name == "auto":
         return available_devices()[1] if len(available_devices()) > 1 else torch.device("cpu")
     device = torch.device(name)
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", 0)
     if device not in available_devices():
-        raise DeviceUnavailableError(f"'{key}' = {name!r} but this node has no such device; torch sees: "
+        raise DeviceUnavailableError(f"{key} = {name!r} but this node has no such device; torch sees: "
                                      f"{describe_available()}")
     return device
 

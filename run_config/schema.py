@@ -103,7 +103,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("pretrain-cache-dir", str, "Where pretrained weights are cached: any folder without control characters; "
             "empty = `~/.cache/fedft/pretrained`.", path_problem),
     Setting("feature-cache", bool, "Clients keep φ(x) of their data across rounds instead of recomputing it."),
-    Setting("feature-cache-mb", int, "Per-process memory cap of the feature cache (least recently used clients are evicted).", _positive),
+    Setting("feature-cache-mb", int, "Per-process memory cap of the feature cache (least recently used clients are evicted; features over the cap stream from `feature-cache-dir` a chunk at a time). A SuperNode's node config may set its own.", _positive),
     Setting("feature-cache-dtype", str, "How cached features are stored: `float16` (half the memory; selections and accuracy checked equal to `float32` in the tests) or `float32`.", _one_of("float16", "float32")),
     Setting("feature-cache-dir", str, "Folder where cached features also go, so they outlive the process (a deployed "
             "SuperNode runs each round in a new one): any folder without control characters; empty = memory only.",
@@ -134,10 +134,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("momentum", float, "Local SGD momentum.", _below_one),
     Setting("weight-decay", float, "Local SGD weight decay.", _non_negative),
     Setting("augment", bool, "Random crop (pad 4) and horizontal flip during local training (the papers use none)."),
-    Setting("device", str, f"Where clients compute: {DEVICE_NAMES_HELP}; a SuperNode's node config `device` overrides it. A device the node lacks is an error, never a fall-back to the CPU.", _device),
+    Setting("device", str, f"Where clients compute: {DEVICE_NAMES_HELP}; a SuperNode's node config may set its own. A device the node lacks is an error, never a fall-back to the CPU.", _device),
     Setting("server-device", str, f"Where the server pretrains, evaluates every round and runs the centralised baseline: {DEVICE_NAMES_HELP}.", _device),
     Setting("client-threads", int, "Torch threads per ClientApp; 0 = the CPUs Ray gave the client in simulation, all cores on a device.", _non_negative),
-    Setting("eval-batch-size", int, "Batch size for evaluation passes.", _positive),
+    Setting("eval-batch-size", int, "Batch size of forward-only passes (evaluation, the entropy pass, building the feature cache); lower bounds a small node's memory. A SuperNode's node config may set its own.", _positive),
     Setting("round-timeout", float, "Seconds the server waits for a round's replies; later replies are dropped.", _positive),
     Setting("min-train-nodes", int, "Sound updates a round needs to be aggregated; with fewer the round is skipped and the global model kept.", _positive),
     Setting("resume", bool, "Go on from the checkpoint in `<results-dir>/<run-name>/` (needs a `run-name`); without one the run starts afresh."),

@@ -28,3 +28,23 @@ def test_only_selected_clients_load_their_data_while_all_send_label_counts(
     assert len(trained) == 2 and sorted(set(loaded)) == sorted(trained)
     counts = json.loads((run / "label_counts.json").read_text())
     assert sorted(counts, key=int) == [str(pid) for pid in range(8)]
+
+
+def test_a_node_sets_its_own_hardware_settings_and_bad_ones_name_the_key() -> None:
+    from flwr.app import Context, RecordDict
+
+    from run_config.defaults import load_defaults
+
+    def context(**node: object) -> Context:
+        return Context(run_id=1, node_id=1, node_config={"partition-id": 0, "num-partitions": 2, **node},
+                       state=RecordDict(), run_config=load_defaults())
+
+    plain = client._config(context())
+    own = client._config(context(**{"feature-cache-mb": 16, "eval-batch-size": 64, "device": "cpu"}))
+    assert (plain.feature_cache_mb, plain.eval_batch_size) == (2048, 500)
+    assert (own.feature_cache_mb, own.eval_batch_size, own.device) == (16, 64, "cpu")
+    assert own.temperature == plain.temperature and own.freeze == plain.freeze == "mid"
+    with pytest.raises(ValueError, match=r"node config: run config 'feature-cache-mb' = 0 is invalid"):
+        client._config(context(**{"feature-cache-mb": 0}))
+    with pytest.raises(ValueError, match=r"node config 'device' = 'cuda:3' but this node has no such device"):
+        client._device(context(device="cuda:3"), client._config(context(device="cuda:3")))

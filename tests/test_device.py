@@ -86,9 +86,9 @@ def test_device_names_and_a_missing_accelerator_is_named_with_what_torch_sees() 
     if len(available_devices()) == 1:
         assert resolve_device("auto") == torch.device("cpu")
     if not torch.cuda.is_available():
-        with pytest.raises(DeviceUnavailableError, match=r"'server-device' = 'cuda' but this node has no such device; "
-                                                         r"torch sees: cpu \(torch .*\)"):
-            resolve_device("cuda", key="server-device")
+        with pytest.raises(DeviceUnavailableError, match=r"run config 'server-device' = 'cuda' but this node has no "
+                                                         r"such device; torch sees: cpu \(torch .*\)"):
+            resolve_device("cuda", key="run config 'server-device'")
     with pytest.raises(DeviceUnavailableError, match=r"'device' = 'tpu' is not a device name"):
         resolve_device("tpu")
     with pytest.raises(DeviceUnavailableError, match="cuda:7"):

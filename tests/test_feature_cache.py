@@ -1,16 +1,26 @@
-"""The feature cache: hits, LRU eviction, the memory cap, the disk tier, fingerprints."""
+"""The feature cache and its sources: hits, LRU eviction, the memory cap, the disk tier (loaded when it fits the
+cap, streamed a chunk at a time when it does not), fingerprints."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 
 from client_app.feature_cache import FeatureCache, fingerprint
+from client_app.feature_sources import Computed, InMemory, OnDisk, write_features
+from client_app.local_data import LocalData
+from data.catalog import DATASETS
+from models import LeNet5
 
 
 def mb(n: float, value: float = 0.0) -> torch.Tensor:
-    return torch.full((int(n * 2**20 / 4),), value)
+    return torch.full((int(n * 2**20 / 16), 4), value)  # rows of 4 float32 values
+
+
+def whole(features) -> torch.Tensor:
+    return torch.cat(list(features.chunks(1000)))
 
 
 def test_hit_and_lru_eviction() -> None:
@@ -23,11 +33,10 @@ def test_hit_and_lru_eviction() -> None:
     assert cache.used_bytes <= 3 * 2**20
 
 
-def test_entry_over_the_cap_is_not_kept_in_memory(caplog) -> None:
+def test_an_entry_over_the_cap_is_not_kept_in_memory() -> None:
     cache = FeatureCache(max_bytes=2**20)
     cache.put("big", mb(2))
-    assert cache.get("big") is None
-    assert "exceed the 1 MB memory cap (feature-cache-mb); recomputing the frozen part every round" in caplog.text
+    assert cache.get("big") is None and cache.used_bytes == 0
 
 
 def test_configure_evicts() -> None:
@@ -42,21 +51,52 @@ def test_disk_tier_outlives_the_process(tmp_path: Path) -> None:
     FeatureCache(2**30, tmp_path).put(("client", 3), mb(1, 7.0))
     fresh = FeatureCache(2**30, tmp_path)  # a new process: empty memory, same folder
     features = fresh.get(("client", 3))
-    assert features is not None and torch.equal(features, mb(1, 7.0))
+    assert isinstance(features, InMemory) and torch.equal(features.tensor, mb(1, 7.0))
     assert fresh.get(("client", 4)) is None
-    assert len(list(tmp_path.glob("*.pt"))) == 1
+    assert len(list(tmp_path.glob("*.npy"))) == 1
 
 
-def test_over_the_cap_is_read_from_disk_every_round(tmp_path: Path) -> None:
+def test_over_the_cap_is_streamed_from_disk_in_chunks_and_rows(tmp_path: Path) -> None:
+    values = torch.arange(2 * 2**20 // 4, dtype=torch.float32).view(-1, 4)  # 2 MB
     cache = FeatureCache(2**20, tmp_path)
-    cache.put("big", mb(2, 1.0))
-    assert cache.used_bytes == 0 and torch.equal(cache.get("big"), mb(2, 1.0))
+    cache.put("big", values)
+    features = cache.get("big")
+    assert cache.used_bytes == 0 and isinstance(features, OnDisk) and len(features) == len(values)
+    chunks = list(features.chunks(1000))
+    assert [len(c) for c in chunks[:2]] == [1000, 1000] and torch.equal(torch.cat(chunks), values)
+    indices = torch.tensor([5, 100_000, 3, 5])
+    assert torch.equal(features.rows(indices), values[indices])  # in the asked order, repeats included
+
+
+def test_half_precision_features_round_trip_through_the_file(tmp_path: Path) -> None:
+    values = torch.randn(10, 2, 3).half()
+    on_disk = write_features(tmp_path / "f.npy", [values[:4], values[4:]], 10, (2, 3), torch.float16)
+    assert on_disk.shape == (10, 2, 3) and torch.equal(whole(on_disk), values)
+    with pytest.raises(ValueError, match="wrote 4 rows of features, expected 10"):
+        write_features(tmp_path / "g.npy", [values[:4]], 10, (2, 3), torch.float16)
+    assert not list(tmp_path.glob("g.npy*"))
+
+
+def test_build_keeps_features_in_memory_or_streams_them_to_disk_or_gives_up(tmp_path: Path, caplog) -> None:
+    images = torch.randint(0, 256, (30, 1, 32, 32), dtype=torch.uint8)
+    data = LocalData(images, torch.zeros(30, dtype=torch.long), DATASETS["synthetic"])
+    model = LeNet5(1, 4).eval()
+    source = Computed(model, data, "mid", torch.device("cpu"))
+    expected = whole(source).half()
+    in_memory = FeatureCache(2**30).build("k", source, 7, torch.float16)
+    assert isinstance(in_memory, InMemory) and torch.equal(in_memory.tensor, expected)
+    small = FeatureCache(1000, tmp_path)
+    streamed = small.build("k", source, 7, torch.float16)
+    assert isinstance(streamed, OnDisk) and torch.equal(whole(streamed), expected) and small.used_bytes == 0
+    assert "exceed the 0 MB memory cap (feature-cache-mb); streaming them from disk every round" in caplog.text
+    assert FeatureCache(1000).build("k", source, 7, torch.float16) is None
+    assert "recomputing the frozen part every round" in caplog.text
 
 
 def test_unreadable_file_means_recompute(tmp_path: Path) -> None:
     cache = FeatureCache(2**30, tmp_path)
     cache.put("k", mb(1))
-    next(tmp_path.glob("*.pt")).write_bytes(b"garbage")
+    next(tmp_path.glob("*.npy")).write_bytes(b"garbage")
     assert FeatureCache(2**30, tmp_path).get("k") is None
 
 

@@ -129,3 +129,19 @@ def test_half_precision_cache_selects_and_trains_as_full_precision() -> None:
     half, full = models["float16"].state_dict(), models["float32"].state_dict()
     for key in model.upper_state_keys("mid"):
         torch.testing.assert_close(half[key].float(), full[key].float(), rtol=1e-2, atol=1e-3, msg=key)
+
+
+def test_features_streamed_from_disk_give_the_update_held_features_give(tmp_path) -> None:
+    """A node whose memory cap is below its features reads them from disk a chunk at a time: same result."""
+    model, data = tiny_setup()
+    cfg = config(method="fedft-eds", selection_fraction=0.25)
+    held, streamed = copy.deepcopy(model), copy.deepcopy(model)
+    a = local_update(held, data, cfg, server_round=2, partition_id=1, learning_rate=0.1, cache=FeatureCache(2**30),
+                     cache_key="k", device=CPU)
+    for _ in range(2):  # the round that writes the file, then one that reads it
+        streamed = copy.deepcopy(model)
+        b = local_update(streamed, data, cfg, server_round=2, partition_id=1, learning_rate=0.1,
+                         cache=FeatureCache(2**10, tmp_path), cache_key="k", device=CPU)
+    assert b.cache_seconds == 0 and len(list(tmp_path.glob("*.npy"))) == 1
+    assert a.selected_entropy_mean == b.selected_entropy_mean
+    assert all(torch.equal(x, y) for x, y in zip(held.state_dict().values(), streamed.state_dict().values()))
