@@ -18,6 +18,8 @@ and every cell's configuration, before anything runs.
 
 from __future__ import annotations
 
+import difflib
+
 import fnmatch
 import itertools
 import math
@@ -155,8 +157,10 @@ class _Checker:
             self.fail(f"{where}.{key}", "is set by the runner for every cell; "
                       + ("list seeds under 'seeds'" if key == "seed" else "remove it"))
         if key not in self.defaults:
-            self.fail(f"{where}.{key}", "is not a run-config key; allowed: " + ", ".join(
-                k for k in self.defaults if k not in RUNNER_KEYS))
+            close = difflib.get_close_matches(str(key), [k for k in self.defaults if k not in RUNNER_KEYS], n=3)
+            self.fail(f"{where}.{key}", "is not a run-config key; " + (
+                f"did you mean {' or '.join(repr(c) for c in close)}?" if close
+                else "README › Configuration lists every key"))
 
     def scalar(self, where: str, value: Any) -> None:
         """Run-config values are text, numbers or booleans."""

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from run_config.defaults import load_defaults
-from run_config.schema import RunConfig, parse_run_config
+from run_config.schema import ConfigError, RunConfig, parse_run_config, unknown_key_message
 
 
 def parse_value(text: str) -> bool | int | float | str:
@@ -25,19 +25,25 @@ def parse_value(text: str) -> bool | int | float | str:
 def parse_overrides(text: str) -> dict[str, Any]:
     """``'num-server-rounds=3 dataset="mnist"'`` -> ``{"num-server-rounds": 3, "dataset": "mnist"}``."""
     overrides = {}
-    for item in shlex.split(text):
-        key, _, value = item.partition("=")
+    try:
+        items = shlex.split(text)
+    except ValueError as err:
+        raise ConfigError(f"cannot read the run config {text!r}: {err}") from None
+    for item in items:
+        key, equals, value = item.partition("=")
+        if not equals:
+            raise ConfigError(f"run config item {item!r} is not key=value")
         overrides[key] = parse_value(value)
     return overrides
 
 
 def config_with_overrides(text: str) -> RunConfig:
-    """The default run config with ``text``'s overrides, validated; ValueError (ConfigError for a bad
-    value) for a key the app does not have."""
+    """The default run config with ``text``'s overrides, validated; ConfigError naming the key (and the closest
+    known ones for a key the app does not have)."""
     values = load_defaults()
     for key, value in parse_overrides(text).items():
         if key not in values:
-            raise ValueError(f"unknown run-config key {key!r}")
+            raise ConfigError(unknown_key_message(key, values))
         values[key] = value
     return parse_run_config(values)
 

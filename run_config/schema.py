@@ -8,8 +8,9 @@ the key and what is allowed.
 
 from __future__ import annotations
 
+import difflib
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -151,6 +152,13 @@ SETTINGS: tuple[Setting, ...] = (
             "dataset and time. A run is refused while another run writes the folder, and, without `resume = true`, "
             "when it holds an earlier run.", run_name_problem),
 )
+
+def unknown_key_message(key: str, known: Iterable[str]) -> str:
+    """``'temprature' is not a run-config key; did you mean 'temperature'?``"""
+    close = difflib.get_close_matches(key, list(known), n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(repr(c) for c in close)}?" if close else "README › Configuration lists every key"
+    return f"'{key}' is not a run-config key; {hint}"
+
 
 def _attr(key: str) -> str:
     return key.replace("-", "_")

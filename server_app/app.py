@@ -17,6 +17,7 @@ from data.loading import DataNotFoundError
 from data.partitioning import PartitioningError
 from models.device import DeviceUnavailableError, resolve_device
 from run_config import ConfigError, RunConfig, build_model_for, federated_split, parse_run_config
+from run_config.population import check_population
 from server_app.central_evaluation import make_central_evaluation
 from server_app.checkpoint import CHECKPOINT_FILE, Checkpoint, CheckpointError, checkpointing, resume_point, save_checkpoint
 from server_app.pretraining import check_source, initial_state, pretraining_report
@@ -30,7 +31,6 @@ from strategies.label_counts import LabelCountRegistry
 from strategies.partial_fedavg import PartialModelFedAvg
 from strategies.partial_model import merge_state, split_state
 from strategies.random_selection import cohort_size, select_random
-from strategies.stragglers import straggler_count
 
 torch.set_flush_denormal(True)  # see client_app/app.py
 
@@ -38,29 +38,15 @@ app = ServerApp()
 
 
 def cohort_policy(config: RunConfig, label_counts: LabelCountRegistry, num_clients: int) -> SelectCohort:
-    """The configured client selection; FedEntOpt's buffer is checked against the population (0 < Q ≤ K − M)."""
+    """The configured client selection, once the settings are checked against the population (``num_clients``)."""
+    check_population(config, num_clients)
 
     def size(num_available: int) -> int:
         return cohort_size(num_available, config.fraction_train)
 
-    per_round = size(num_clients)
-    delivering = per_round - straggler_count(per_round, config.straggler_fraction)
-    if delivering < config.min_train_nodes:
-        raise ConfigError(
-            f"run config 'min-train-nodes' = {config.min_train_nodes} exceeds the {delivering} clients that deliver "
-            f"each round ({num_clients} clients, fraction-train {config.fraction_train}, straggler-fraction "
-            f"{config.straggler_fraction}): every round would be skipped"
-        )
-
     if config.client_selection == "random":
         return lambda available, server_round: select_random(available, size(len(available)), config.seed, server_round)
-    capacity = buffer_capacity(config.fedentopt_buffer, num_clients)
-    if not 0 < capacity <= num_clients - per_round:
-        raise ConfigError(
-            f"run config 'fedentopt-buffer' = {config.fedentopt_buffer} gives a buffer of Q = {capacity} clients; "
-            f"it must hold 1 to K − M = {num_clients - per_round} ({num_clients} clients, {per_round} per round)"
-        )
-    return FedEntOptSelector(label_counts.counts, size, capacity, config.seed)
+    return FedEntOptSelector(label_counts.counts, size, buffer_capacity(config.fedentopt_buffer, num_clients), config.seed)
 
 
 def learning_rate_schedule(config: RunConfig):

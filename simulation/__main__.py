@@ -1,16 +1,22 @@
-"""``python -m simulation [--num-supernodes N] [--run-config "key=value ..."]``: one simulated run."""
+"""``python -m simulation [--num-supernodes N] [--run-config "key=value ..."]``: one simulated run.
+
+The run configuration is checked here, before Flower sees it, so a misspelt key or a bad value ends with one line
+naming the key (and, for an unknown key, the closest known ones) and exit code 2.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from run_config.overrides import parse_overrides
+from run_config import ConfigError
+from run_config.overrides import config_with_overrides, parse_overrides
+from run_config.population import check_population
 from simulation.local_run import Resources, exit_on_sigterm, run_simulation
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m simulation", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m simulation", description=__doc__.splitlines()[0])
     parser.add_argument("--num-supernodes", type=int, default=10, help="simulated clients (default 10)")
     parser.add_argument("--cpus-per-client", type=int, default=1, help="Ray CPUs per ClientApp (default 1)")
     parser.add_argument("--gpus-per-client", type=float, default=0.0,
@@ -18,8 +24,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ray-address", default="", help="run on this existing Ray cluster (default: a private one)")
     parser.add_argument("--run-config", default="", help='overrides, e.g. "num-server-rounds=5 dataset=\'fashion-mnist\'"')
     args = parser.parse_args(argv)
+    try:
+        check_population(config_with_overrides(args.run_config), args.num_supernodes)
+        overrides = parse_overrides(args.run_config)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     resources = Resources(args.cpus_per_client, args.gpus_per_client, args.ray_address)
-    return run_simulation(parse_overrides(args.run_config), num_supernodes=args.num_supernodes, resources=resources)
+    return run_simulation(overrides, num_supernodes=args.num_supernodes, resources=resources)
 
 
 if __name__ == "__main__":

@@ -148,7 +148,20 @@ def test_invalid_config_stops_before_training_naming_the_key(tmp_path: Path) -> 
     assert code != 0
     assert "'fraction-train' = 1.5 is invalid: it must be in (0, 1]" in log
     assert "round 1: accuracy" not in log
+    assert "Traceback" not in log  # the reason in one line, not under twenty lines of stack
     assert not (tmp_path / "results" / "bad" / "rounds.jsonl").exists()
+
+
+@pytest.mark.e2e
+def test_a_run_that_trains_nothing_fails_with_its_first_client_error(tmp_path: Path) -> None:
+    overrides = {"model": "lenet5", "pretrain": "none", "num-server-rounds": 1, "local-epochs": 1,
+                 "run-name": "nothing", "fail-partitions": "0:raise,1:raise"}
+    code, log = simulate(tmp_path, overrides, num_supernodes=2)
+    assert code != 0
+    summary = json.loads((tmp_path / "results" / "nothing" / "summary.json").read_text())
+    assert summary["status"] == "failed" and summary["rounds_aggregated"] == 0
+    assert "nothing was trained; first problem: round 1: client 0 failed: InjectedFault" in log
+    assert "Traceback" not in log[log.index("run failed"):]  # the server's end: its reason, no stack
 
 
 @pytest.mark.e2e

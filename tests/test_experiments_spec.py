@@ -69,9 +69,9 @@ def test_unknown_top_level_key() -> None:
     assert message.startswith("exp.yaml: 'rounds' is not an experiment key; allowed: name, description")
 
 
-def test_unknown_run_config_key_in_grid_lists_allowed_keys() -> None:
+def test_unknown_run_config_key_in_grid_names_the_closest_keys() -> None:
     message = error(grid={"dirichlet-alpa": [0.1]})
-    assert "exp.yaml: 'grid.dirichlet-alpa' is not a run-config key; allowed: method, freeze" in message
+    assert "exp.yaml: 'grid.dirichlet-alpa' is not a run-config key; did you mean 'dirichlet-alpha'?" in message
 
 
 def test_unknown_run_config_key_in_base() -> None:

@@ -34,7 +34,7 @@ def test_fedentopt_policy_gets_q_from_the_population() -> None:
 @pytest.mark.parametrize("fraction", [0.95, 0.001])
 def test_fedentopt_buffer_out_of_range_names_the_key(fraction: float) -> None:
     config = make_config(client_selection="fedentopt", fraction_train=0.1, fedentopt_buffer=fraction)
-    with pytest.raises(ConfigError, match="'fedentopt-buffer' = .* it must hold 1 to K − M = 90"):
+    with pytest.raises(ConfigError, match="'fedentopt-buffer' = .* FedEntOpt needs 1 ≤ Q ≤ K − M = 90"):
         cohort_policy(config, registry(), 100)
 
 
