@@ -120,13 +120,14 @@ def identify(msg: Message, context: Context) -> Message:
 
 @app.query("label_counts")
 def label_counts(msg: Message, context: Context) -> Message:
-    """Send this client's label counts once (FedEntOpt), with Laplace noise when ``label-dp-epsilon`` > 0."""
-    config = _config(context)
-    partition_id, _ = _partition(context)
-    labels = _local_labels(context, config)
-    rng = np.random.default_rng([config.seed, partition_id, 0xD9])
-    counts = privatise(label_count_vector(labels, DATASETS[config.dataset].num_classes), config.label_dp_epsilon, rng)
-    return Message(RecordDict({"label-counts": ConfigRecord({"counts": counts.tolist()})}), reply_to=msg)
+    """Send this client's label counts (FedEntOpt), with Laplace noise when ``label-dp-epsilon`` > 0: one release
+    per run, repeated if asked again (see client_app/label_counts.py)."""
+    if "label-counts" not in context.state:
+        config = _config(context)
+        labels = _local_labels(context, config)
+        counts = privatise(label_count_vector(labels, DATASETS[config.dataset].num_classes), config.label_dp_epsilon)
+        context.state["label-counts"] = ConfigRecord({"counts": counts.tolist()})
+    return Message(RecordDict({"label-counts": context.state["label-counts"]}), reply_to=msg)
 
 
 @app.train()

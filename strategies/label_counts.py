@@ -23,13 +23,14 @@ LABEL_COUNTS = "query.label_counts"
 
 
 def check_counts(values: np.ndarray, num_classes: int, noisy: bool) -> str | None:
-    """Why a reported count vector is unusable, or None."""
+    """Why a reported count vector is unusable, or None. Clients round and clip their noisy counts, so with or
+    without differential privacy a count is a non-negative whole number."""
     if values.shape != (num_classes,):
         return f"{values.size} values for {num_classes} labels"
     if not np.all(np.isfinite(values)):
         return "non-finite values"
-    if not noisy and (np.any(values < 0) or np.any(values != np.round(values))):
-        return "negative or fractional counts without differential privacy"
+    if np.any(values < 0) or np.any(values != np.round(values)):
+        return "negative or fractional counts"
     return None
 
 

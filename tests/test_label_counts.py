@@ -18,11 +18,11 @@ def test_count_vector() -> None:
 
 def test_laplace_noise_has_scale_one_over_epsilon() -> None:
     rng = np.random.default_rng(0)
-    noise = np.concatenate([privatise(np.zeros(10), 0.5, rng) for _ in range(20_000)])
-    # Laplace(0, b): mean 0, mean absolute deviation b = 1/ε = 2, variance 2b² = 8
+    noise = np.concatenate([privatise(np.full(10, 1000.0), 0.5, rng) - 1000 for _ in range(20_000)])
+    # Laplace(0, b), rounded: mean 0, variance 2b² + 1/12 with b = 1/ε = 2; whole numbers
     assert abs(noise.mean()) < 0.05
-    assert np.mean(np.abs(noise)) == pytest.approx(2.0, rel=0.02)
-    assert noise.var() == pytest.approx(8.0, rel=0.03)
+    assert noise.var() == pytest.approx(8.0 + 1 / 12, rel=0.03)
+    assert (noise == np.round(noise)).all()
     assert privatise(np.ones(3), 0.0, rng).tolist() == [1.0, 1.0, 1.0]
 
 
@@ -33,7 +33,8 @@ def test_laplace_noise_has_scale_one_over_epsilon() -> None:
         ([1, -2, 3], False, "negative or fractional"),
         ([1, 2.5, 3], False, "negative or fractional"),
         ([1, float("inf"), 3], True, "non-finite"),
-        ([1, -2.5, 3], True, None),
+        ([1, -2.5, 3], True, "negative or fractional"),  # clients round and clip their noisy counts
+        ([1, 0, 3], True, None),
         ([1, 2, 3], False, None),
     ],
 )
@@ -42,19 +43,48 @@ def test_checks(values: list[float], noisy: bool, problem: str | None) -> None:
     assert (result is None) if problem is None else (problem in result)
 
 
-def test_registry_asks_once_refuses_bad_vectors_and_clips_noise(caplog) -> None:
+def test_registry_asks_once_and_refuses_bad_vectors(caplog) -> None:
     counts = {0: [3, 0, 1], 1: [1, 2], 2: [-1.5, 4.2, 0.3], 3: [0, 0, 9]}
     grid = FakeGrid(NODES, client_responders(NODES, counts))
     registry = LabelCountRegistry(num_classes=3, noisy=True)
     registry.collect(grid, {pid: node for node, pid in NODES.items()})
-    assert registry.refused == {1}
-    assert registry.counts[2].tolist() == [0.0, 4.2, 0.3]  # clipped at zero
-    assert registry.usable([0, 1, 2, 3]) == [0, 2, 3]
+    assert registry.refused == {1, 2}
+    assert registry.usable([0, 1, 2, 3]) == [0, 3]
     assert "partition 1 sent unusable label counts (2 values for 3 labels)" in caplog.text
     registry.collect(grid, {pid: node for node, pid in NODES.items()})
     assert sum(m.metadata.message_type == LABEL_COUNTS for m in grid.sent) == 4  # nobody asked twice
     assert registry.as_json()["3"] == [0.0, 0.0, 9.0]
     assert registry.total([0, 3]).tolist() == [3.0, 0.0, 10.0]
+
+
+def test_noisy_counts_are_whole_non_negative_numbers_drawn_from_the_os() -> None:
+    """Two runs with one seed draw different noise (the seed cannot reproduce it); a release is rounded and
+    clipped at zero."""
+    counts = np.array([0.0, 3.0, 50.0, 7.0, 0.0, 1.0, 9.0, 2.0, 0.0, 4.0])
+    first, second = privatise(counts, 0.1), privatise(counts, 0.1)
+    assert not np.array_equal(first, second)
+    assert (first >= 0).all() and (first == np.round(first)).all()
+
+
+def test_a_client_releases_its_noisy_counts_once_per_run(tmp_path) -> None:
+    from flwr.app import ConfigRecord, Context, Message, RecordDict
+
+    import client_app.app as client
+    from run_config.defaults import load_defaults
+
+    def ask(context: Context) -> list[float]:
+        query = Message(RecordDict({"config": ConfigRecord({})}), dst_node_id=1, message_type=LABEL_COUNTS)
+        return list(client.label_counts(query, context).content["label-counts"]["counts"])
+
+    run_config = {**load_defaults(), "dataset": "synthetic", "label-dp-epsilon": 0.05}
+
+    def new_run() -> Context:
+        return Context(run_id=1, node_id=1, node_config={"partition-id": 0, "num-partitions": 2}, state=RecordDict(),
+                       run_config=run_config)
+
+    run = new_run()
+    assert ask(run) == ask(run)  # asked again within the run: the same release
+    assert ask(run) != ask(new_run())  # another run, same seed: fresh noise
 
 
 def test_without_dp_negative_counts_are_refused() -> None:
