@@ -25,6 +25,7 @@ from strategies.label_counts import LabelCountRegistry
 from strategies.partial_fedavg import PartialModelFedAvg
 from strategies.partial_model import merge_state, split_state
 from strategies.random_selection import cohort_size, select_random
+from strategies.robust_aggregation import AggregationSettings, settings_problem
 from strategies.stragglers import straggler_count
 
 torch.set_flush_denormal(True)  # see client_app/app.py
@@ -36,6 +37,24 @@ class RunSetupError(RuntimeError):
     """The run cannot start; the message says why."""
 
 
+def delivering_clients(config: RunConfig, num_clients: int) -> int:
+    """The clients selected each round that do not drop out as stragglers."""
+    per_round = cohort_size(num_clients, config.fraction_train)
+    return per_round - straggler_count(per_round, config.straggler_fraction)
+
+
+def aggregation_settings(config: RunConfig, num_clients: int) -> AggregationSettings:
+    """The configured ``aggregation`` rule, checked against the updates a round delivers (Krum needs n ≥ 2f + 3,
+    Bulyan n ≥ 4f + 3, a trimmed mean must trim someone); impossible settings raise ConfigError naming the key."""
+    settings = AggregationSettings(config.aggregation, config.clip_multiple, config.weight_cap_multiple,
+                                   config.trim_fraction, config.byzantine_clients)
+    problem = settings_problem(settings, delivering_clients(config, num_clients))
+    if problem:
+        raise ConfigError(f"{problem} ({num_clients} clients, fraction-train {config.fraction_train}, "
+                          f"straggler-fraction {config.straggler_fraction})")
+    return settings
+
+
 def cohort_policy(config: RunConfig, label_counts: LabelCountRegistry, num_clients: int) -> SelectCohort:
     """The configured client selection; FedEntOpt's buffer is checked against the population (0 < Q ≤ K − M)."""
 
@@ -43,7 +62,7 @@ def cohort_policy(config: RunConfig, label_counts: LabelCountRegistry, num_clien
         return cohort_size(num_available, config.fraction_train)
 
     per_round = size(num_clients)
-    delivering = per_round - straggler_count(per_round, config.straggler_fraction)
+    delivering = delivering_clients(config, num_clients)
     if delivering < config.min_train_nodes:
         raise ConfigError(
             f"run config 'min-train-nodes' = {config.min_train_nodes} exceeds the {delivering} clients that deliver "
@@ -77,6 +96,7 @@ def main(grid: Grid, context: Context) -> None:
         population = ClientPopulation(wait_seconds=config.node_wait_seconds)
         num_clients = len(population.available(grid))
         sizes = partition_sizes(split, population.expected)
+        aggregation = aggregation_settings(config, population.expected)
         directory = run_directory(config)
         checkpoint = resume_point(directory, config)
         recorder = RunRecorder(directory, config, resume_from=checkpoint.results if checkpoint else None)
@@ -95,6 +115,7 @@ def main(grid: Grid, context: Context) -> None:
     log(INFO, "method %s: freeze %s, data-selection %s (P_ds %.2f), client-selection %s; θ has %d of %d arrays",
         config.method, config.freeze, config.data_selection, config.selection_fraction, config.client_selection,
         len(trained), len(order))
+    log(INFO, "aggregation %s", aggregation)
     if done:
         log(INFO, "resuming after round %d of %d from %s", done, config.num_server_rounds, directory / CHECKPOINT_FILE)
 
@@ -109,6 +130,7 @@ def main(grid: Grid, context: Context) -> None:
         min_train_nodes=config.min_train_nodes,
         straggler_fraction=config.straggler_fraction,
         seed=config.seed,
+        aggregation=aggregation,
     )
     strategy.resumed_after = done
 
