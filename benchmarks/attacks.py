@@ -38,10 +38,13 @@ HONEST = "honest"
 
 
 def run_config(work: Path, name: str, *, method: str, rule: str, attack: str, alpha: float, seed: int,
-               rounds: int, local_epochs: int) -> dict[str, Any]:
-    """The app's defaults with LeNet-5 on fashion-mnist-mini and the benchmark's choices."""
+               rounds: int, local_epochs: int, clip: float | None = None, cap: float | None = None) -> dict[str, Any]:
+    """The app's defaults with LeNet-5 on fashion-mnist-mini and the benchmark's choices (``clip`` and ``cap``
+    override ``clip-multiple`` and ``weight-cap-multiple`` when given)."""
     config = load_defaults()
     config.update({
+        "clip-multiple": clip if clip is not None else config["clip-multiple"],
+        "weight-cap-multiple": cap if cap is not None else config["weight-cap-multiple"],
         "method": method, "aggregation": rule, "dirichlet-alpha": alpha, "seed": seed, "model": "lenet5",
         "dataset": "fashion-mnist-mini", "num-server-rounds": rounds, "local-epochs": local_epochs,
         "fail-partitions": "" if attack == HONEST else f"{ATTACKER}:{attack}", "client-threads": 1,
@@ -54,15 +57,18 @@ def run_config(work: Path, name: str, *, method: str, rule: str, attack: str, al
 def run_once(work: Path, num_clients: int, **settings: Any) -> dict[str, Any]:
     """One in-process run; its accuracies per round and the aggregation rule's per-round report."""
     name = "-".join(str(v) for v in (*settings.values(), num_clients))
+    config = run_config(work, name, **settings)
     tick = time.perf_counter()
-    run_in_process(run_config(work, name, **settings), num_partitions=num_clients)
+    run_in_process(config, num_partitions=num_clients)
     seconds = time.perf_counter() - tick
     directory = work / "results" / name
     rounds = [json.loads(line) for line in (directory / "rounds.jsonl").read_text().splitlines()]
     summary = json.loads((directory / "summary.json").read_text())
     report_keys = ("aggregated", "clipped", "weight_capped", "selected", "median_update_norm", "rejected")
     return {
-        **{k: v for k, v in settings.items() if k not in ("rounds", "local_epochs")}, "clients": num_clients,
+        **{k: v for k, v in settings.items() if k not in ("rounds", "local_epochs", "clip", "cap")},
+        "clients": num_clients, "clip_multiple": config["clip-multiple"],
+        "weight_cap_multiple": config["weight-cap-multiple"],
         "initial_accuracy": summary["initial_accuracy"], "final_accuracy": rounds[-1]["accuracy"],
         "best_accuracy": max(r["accuracy"] for r in rounds), "accuracy": [r["accuracy"] for r in rounds],
         "reports": [{k: r[k] for k in report_keys if k in r} for r in rounds], "seconds": round(seconds, 1),
@@ -78,6 +84,21 @@ def attack_grid(work: Path, rounds: int, local_epochs: int) -> list[dict[str, An
                     runs.append(run_once(work, num_clients, method=method, rule=rule, attack=attack, alpha=0.1,
                                          seed=0, rounds=rounds, local_epochs=local_epochs))
                     print(_line(runs[-1]), flush=True)
+    return runs
+
+
+def tuning_grid(work: Path, rounds: int, local_epochs: int, clips: list[float], caps: list[float]) -> list[dict]:
+    """``clipped-mean`` with other multiples against the attacks its norm bound is meant for."""
+    runs = []
+    for method in METHODS:
+        for num_clients in (8, 10):
+            for clip in clips:
+                for cap in caps:
+                    for attack in (HONEST, "scale100", "signflip10", "huge", "inflate"):
+                        runs.append(run_once(work, num_clients, method=method, rule="clipped-mean", attack=attack,
+                                             alpha=0.1, seed=0, rounds=rounds, local_epochs=local_epochs,
+                                             clip=clip, cap=cap))
+                        print(_line(runs[-1]), f"clip {clip} cap {cap}", flush=True)
     return runs
 
 
@@ -126,10 +147,33 @@ def attack_table(runs: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def tuning_table(runs: list[dict[str, Any]]) -> str:
+    """Per (clip-multiple, weight-cap-multiple): honest and worst attacked final accuracy per method and size."""
+    final = {(r["method"], r["clients"], r["clip_multiple"], r["weight_cap_multiple"], r["attack"]): r["final_accuracy"]
+             for r in runs}
+    settings = sorted({(r["clip_multiple"], r["weight_cap_multiple"]) for r in runs})
+    cases = sorted({(r["method"], r["clients"]) for r in runs})
+    lines = ["| clip-multiple | weight-cap-multiple | " + " | ".join(f"{m}, n={n}: honest / worst" for m, n in cases)
+             + " | largest drop |", "|---|---|" + "---|" * (len(cases) + 1)]
+    for clip, cap in settings:
+        cells, drops = [], []
+        for method, n in cases:
+            honest = final.get((method, n, clip, cap, HONEST))
+            attacked = [v for (m, k, c, w, a), v in final.items() if (m, k, c, w) == (method, n, clip, cap) and a != HONEST]
+            if honest is None or not attacked:
+                cells.append("–")
+                continue
+            cells.append(f"{_pct(honest)} / {_pct(min(attacked))}")
+            drops.append(honest - min(attacked))
+        lines.append(f"| {clip} | {cap} | " + " | ".join(cells) + f" | {_pct(max(drops)) if drops else '–'} |")
+    return "\n".join(lines)
+
+
 def cost_table(runs: list[dict[str, Any]]) -> str:
     """Honest runs: mean and clipped-mean, final and best accuracy over seeds, and the paired difference."""
-    lines = ["| α | method | seeds | `mean` final | `clipped-mean` final | Δ final (paired) | `mean` best | "
-             "`clipped-mean` best | Δ best (paired) | honest updates clipped |", "|---|---|---|---|---|---|---|---|---|---|"]
+    header = ("| α | method | seeds | `mean` final | `clipped-mean` final | Δ final (paired) | `mean` best | "
+              "`clipped-mean` best | Δ best (paired) | honest updates clipped |")
+    lines = [header, "|---|---|---|---|---|---|---|---|---|---|"]
     for alpha in sorted({r["alpha"] for r in runs}):
         for method in METHODS:
             pairs = {}
@@ -162,7 +206,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--local-epochs", type=int, default=1)
     parser.add_argument("--cost-seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--part", choices=("attacks", "cost", "all"), default="all")
+    parser.add_argument("--part", choices=("attacks", "tune", "cost", "all"), default="all")
+    parser.add_argument("--clips", type=float, nargs="+", default=[1.0, 1.5, 2.0], help="tune: clip-multiple values")
+    parser.add_argument("--caps", type=float, nargs="+", default=[1.0, 2.0], help="tune: weight-cap-multiple values")
     parser.add_argument("--out", type=Path, default=RESULTS / "attacks.json")
     parser.add_argument("--work-dir", type=Path, default=None, help="keeps run folders and caches (default: temporary)")
     args = parser.parse_args()
@@ -172,15 +218,18 @@ def main() -> None:
     result = {"command": "python -m benchmarks.attacks " + " ".join(f"{k}={v}" for k, v in vars(args).items()),
               "setup": {"model": "lenet5", "dataset": "fashion-mnist-mini", "rounds": args.rounds,
                         "local_epochs": args.local_epochs, "attacker_partition": ATTACKER, "threads": 1},
-              "attacks": previous.get("attacks", []), "cost": previous.get("cost", [])}
+              "attacks": previous.get("attacks", []), "tune": previous.get("tune", []), "cost": previous.get("cost", [])}
     tick = time.perf_counter()
     if args.part in ("attacks", "all"):
         result["attacks"] = attack_grid(work, args.rounds, args.local_epochs)
+    if args.part in ("tune", "all"):
+        result["tune"] = tuning_grid(work, args.rounds, args.local_epochs, args.clips, args.caps)
     if args.part in ("cost", "all"):
         result["cost"] = cost_grid(work, args.rounds, args.local_epochs, args.cost_seeds)
     result["seconds"] = round(time.perf_counter() - tick)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
-    table = "\n\n".join(filter(None, [attack_table(result["attacks"]), cost_table(result["cost"])]))
+    table = "\n\n".join(filter(None, [attack_table(result["attacks"]), tuning_table(result["tune"]),
+                                        cost_table(result["cost"])]))
     args.out.with_name("attacks_table.md").write_text(table + "\n")
     print(table)
 

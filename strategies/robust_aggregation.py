@@ -48,8 +48,8 @@ class AggregationSettings:
     """The ``aggregation`` rule and its parameters, as the run config names them."""
 
     rule: str = CLIPPED_MEAN
-    clip_multiple: float = 2.0
-    weight_cap_multiple: float = 2.0
+    clip_multiple: float = 1.0
+    weight_cap_multiple: float = 1.0
     trim_fraction: float = 0.2
     byzantine_clients: int = 1
 

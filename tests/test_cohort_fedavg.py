@@ -185,7 +185,7 @@ def test_the_default_rule_is_the_clipped_mean_and_its_report_names_partitions() 
         population=ClientPopulation(wait_seconds=0), label_counts=LabelCountRegistry(num_classes=3, noisy=False),
         select=lambda available, rnd: available, observer=observer,
     )
-    assert strategy.aggregation == AggregationSettings("clipped-mean", 2.0, 2.0, 0.2, 1)
+    assert strategy.aggregation == AggregationSettings("clipped-mean", 1.0, 1.0, 0.2, 1)
     grid = FakeGrid(NODES, client_responders(NODES, COUNTS))
     messages = list(strategy.configure_train(1, ArrayRecord({"w": torch.ones(2)}), ConfigRecord(), grid))
     updates = {0: [0.0, 1.0], 1: [1.0, 0.0], 2: [0.0, -2.0], 3: [300.0, 400.0]}  # partition 3 scaled ×100
@@ -194,12 +194,12 @@ def test_the_default_rule_is_the_clipped_mean_and_its_report_names_partitions() 
                            sound_metrics(NODES[m.metadata.dst_node_id], weights[NODES[m.metadata.dst_node_id]]))
                for m in messages]
     arrays, _ = strategy.aggregate_train(1, replies)
-    # norms (1, 1, 2, 500): median 1.5, bound 3, Δ_3 -> (1.8, 2.4); weights capped at 2 · median 1 = 2
-    expected = 1 + (np.array([0.0, 1.0]) + np.array([1.0, 0.0]) + 2 * np.array([0.0, -2.0]) + np.array([1.8, 2.4])) / 5
+    # norms (1, 1, 2, 500): median 1.5 bounds them, Δ_2 -> (0, −1.5), Δ_3 -> (0.9, 1.2); weights capped at median 1
+    expected = 1 + (np.array([0.0, 1.0]) + np.array([1.0, 0.0]) + np.array([0.0, -1.5]) + np.array([0.9, 1.2])) / 4
     np.testing.assert_allclose(arrays["w"].numpy(), expected, rtol=1e-6)
     fields, = observer.reply_fields
     assert fields == {"aggregated": True, "failed": [], "rejected": [], "timed_out": [], "median_update_norm": 1.5,
-                      "clipped": [3], "weight_capped": [2]}
+                      "clipped": [2, 3], "weight_capped": [2]}
 
 
 def test_mean_is_bitwise_flowers_weighted_mean_in_partition_order() -> None:

@@ -75,9 +75,8 @@ def test_the_clipped_mean_measures_updates_from_the_theta_sent() -> None:
     replies = [reply(msgs[0], torch.tensor([2.0, 1.0]), 6), reply(msgs[1], torch.tensor([1.0, 2.0]), 2),
                reply(msgs[2], torch.tensor([5.0, 5.0]), 2)]
     arrays, _ = strategy.aggregate_train(1, replies)
-    # Δ (1, 0), (0, 1), (4, 4): median norm 1, Δ_2 clipped to norm 2; weights (6, 2, 2) capped at 2 · 2 = 4
-    clipped = 2 / 32**0.5 * 4  # each coordinate of Δ_2 after clipping, weighted 2 below
-    expected = torch.tensor([1 + (4 * 1 + 2 * clipped) / 8, 1 + (2 * 1 + 2 * clipped) / 8])
+    # Δ (1, 0), (0, 1), (4, 4): median norm 1, so Δ_2 is clipped to (1, 1)/√2; weights (6, 2, 2) capped at 2
+    expected = torch.full((2,), 1 + (1 + 2**-0.5) / 3)
     torch.testing.assert_close(arrays.to_torch_state_dict()["theta"], expected)
     assert set(arrays.keys()) == {"theta"}
 

@@ -65,7 +65,8 @@ def test_clipped_mean_clips_the_outlier_and_caps_its_weight() -> None:
 
 def test_clipped_mean_of_honest_updates_inside_the_bounds_is_the_weighted_mean() -> None:
     replies = clients([1.0, 0.0], [0.0, 2.0], [1.0, 1.0])
-    result = robust_aggregate(AggregationSettings(), replies, [1, 2, 3], GLOBAL)
+    settings = AggregationSettings(clip_multiple=2.0, weight_cap_multiple=2.0)  # norms (1, 2, √2), weights (1, 2, 3)
+    result = robust_aggregate(settings, replies, [1, 2, 3], GLOBAL)
     expected = 1 + (np.array([1.0, 0.0]) + 2 * np.array([0.0, 2.0]) + 3 * np.array([1.0, 1.0])) / 6
     np.testing.assert_allclose(result.arrays["w"], expected, rtol=1e-6)
     assert result.clipped == [] and result.weight_capped == []
@@ -75,7 +76,7 @@ def test_huge_values_are_clipped_to_a_finite_update() -> None:
     replies = clients([0.1, 0.0], [0.0, 0.1], [0.1, 0.1]) + [{"w": np.full(2, 1e20, np.float32)}]
     result = robust_aggregate(AggregationSettings(), replies, [1, 1, 1, 1], GLOBAL)
     assert np.isfinite(result.arrays["w"]).all() and np.abs(result.arrays["w"] - 1).max() < 0.2
-    assert result.clipped == [3]
+    assert result.clipped == [2, 3]  # norms (0.1, 0.1, 0.141, 2e20): the bound is their median, 0.121
 
 
 def test_median_is_coordinate_wise_and_unweighted() -> None:
