@@ -138,7 +138,7 @@ def train(msg: Message, context: Context) -> Message:
     fault = parse_fail_partitions(config.fail_partitions).get(partition_id)
     fault_injection.before_training(fault, config.round_timeout)
     device = _device(context, config)
-    data = _local_data(context, config)
+    data = fault_injection.training_data(_local_data(context, config), fault, DATASETS[config.dataset].num_classes)
     model, phi_fingerprint = _load_global_model(msg, context, config)
     round_config = msg.content["config"]
     cache_dir = Path(config.feature_cache_dir).expanduser() if config.feature_cache_dir else None
@@ -170,7 +170,8 @@ def train(msg: Message, context: Context) -> Message:
             "threads": torch.get_num_threads(),
         }
     )
-    trained = fault_injection.corrupt(trained, fault)
+    trained, metrics = fault_injection.tamper(fault, trained, msg.content["arrays"], metrics,
+                                              (config.seed, int(round_config["server-round"]), partition_id))
     return Message(RecordDict({"arrays": ArrayRecord(trained), "metrics": metrics}), reply_to=msg)
 
 

@@ -1,13 +1,31 @@
-"""The faults ``fail-partitions`` injects into a client's training round (testing only)."""
+"""The faults and attacks ``fail-partitions`` injects into a client's training round (testing only).
+
+Attacks on the update use the θ the client received: Δ = θ_trained − θ_sent is computable client-side, so
+a hostile client can send θ_sent + c·Δ for any c, or anything else of the right names, shapes and dtypes.
+Only floating-point arrays are attacked; integer buffers (BatchNorm's ``num_batches_tracked``) are sent as
+trained.
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
+from typing import cast
 
+import numpy as np
 import torch
+from flwr.app import ArrayRecord, MetricRecord
+
+from client_app.local_data import LocalData
 
 #: A hanging client answers this long after the server stopped waiting; its late reply is dropped.
 HANG_PAST_TIMEOUT_SECONDS = 5.0
+#: Update multipliers of the scaling attacks: θ_sent + c·Δ
+UPDATE_SCALES = {"scale100": 100.0, "signflip10": -10.0, "inflate": -1.0}
+HUGE_VALUE = 1e20
+INFLATE_FACTOR = 1000
+
+State = dict[str, torch.Tensor]
 
 
 class InjectedFault(RuntimeError):
@@ -22,8 +40,55 @@ def before_training(mode: str | None, round_timeout: float) -> None:
         time.sleep(round_timeout + HANG_PAST_TIMEOUT_SECONDS)
 
 
-def corrupt(state: dict[str, torch.Tensor], mode: str | None) -> dict[str, torch.Tensor]:
-    """``garbage`` replaces every floating-point array by NaN; other modes leave the update as it is."""
-    if mode != "garbage":
-        return state
-    return {k: torch.full_like(v, float("nan")) if v.is_floating_point() else v for k, v in state.items()}
+def training_data(data: LocalData, mode: str | None, num_classes: int) -> LocalData:
+    """``labelflip`` trains on label C − 1 − y (a data-poisoning client); other modes keep the data."""
+    if mode != "labelflip":
+        return data
+    return LocalData(data.images, num_classes - 1 - data.labels, data.info)
+
+
+def attacked_state(trained: Mapping[str, torch.Tensor], sent: Mapping[str, torch.Tensor], mode: str | None,
+                   generator: torch.Generator) -> State:
+    """The θ a client told to attack sends instead of ``trained`` (``sent`` is the θ it received).
+
+    ``garbage``: NaN everywhere; ``scale100`` / ``signflip10`` / ``inflate``: θ_sent + c·Δ with c = 100, −10,
+    −1; ``huge``: 1e20 everywhere; ``gaussian``: θ_sent + a standard-normal direction (drawn from the CPU
+    ``generator``) scaled to ‖Δ‖₂ over all floating-point arrays together. Other modes return ``trained``.
+    """
+    floats = [key for key, value in trained.items() if value.is_floating_point()]
+    attacked = dict(trained)
+    if mode == "garbage":
+        attacked.update({key: torch.full_like(trained[key], float("nan")) for key in floats})
+    elif mode == "huge":
+        attacked.update({key: torch.full_like(trained[key], HUGE_VALUE) for key in floats})
+    elif mode in UPDATE_SCALES:
+        scale = UPDATE_SCALES[mode]
+        attacked.update({key: sent[key] + scale * (trained[key] - sent[key]) for key in floats})
+    elif mode == "gaussian":
+        update = torch.cat([(trained[key] - sent[key]).double().flatten() for key in floats])
+        noise = torch.randn(update.numel(), generator=generator, dtype=torch.float64)
+        noise *= update.norm() / noise.norm()
+        pieces = noise.split([trained[key].numel() for key in floats])
+        attacked.update({key: sent[key] + piece.reshape(sent[key].shape).to(sent[key].dtype)
+                         for key, piece in zip(floats, pieces)})
+    return attacked
+
+
+def reported_examples(num_examples: int, mode: str | None) -> int:
+    """``inflate`` claims ×1000 the samples trained on, to weigh ×1000 in FedAvg's mean."""
+    return num_examples * INFLATE_FACTOR if mode == "inflate" else num_examples
+
+
+def tamper(mode: str | None, trained: State, sent: ArrayRecord, metrics: MetricRecord,
+           seed: Sequence[int]) -> tuple[State, MetricRecord]:
+    """The reply's θ and metrics as a client told to attack sends them (unchanged for honest clients).
+
+    ``seed`` (run seed, round, partition) seeds ``gaussian``'s direction reproducibly.
+    """
+    if mode is None or mode in ("raise", "hang", "labelflip"):
+        return trained, metrics
+    generator = torch.Generator().manual_seed(int(np.random.SeedSequence(list(seed)).generate_state(1)[0]))
+    state = attacked_state(trained, sent.to_torch_state_dict(), mode, generator)
+    reported = MetricRecord(dict(metrics))
+    reported["num-examples"] = reported_examples(cast(int, metrics["num-examples"]), mode)
+    return state, reported

@@ -1,13 +1,19 @@
-"""``fail-partitions``: faults injected into chosen clients, to test how the server copes (testing only).
+"""``fail-partitions``: faults and attacks injected into chosen clients, to test how the server copes (testing only).
 
-The value lists ``partition:mode`` pairs, e.g. ``"2:raise,5:hang"``. Every round it is selected, such a
-client raises (``raise``), sleeps past ``round-timeout`` before answering (``hang``) or answers with
-NaN arrays (``garbage``).
+The value lists ``partition:mode`` pairs, e.g. ``"2:raise,5:scale100"``. Every round it is selected, such a
+client raises (``raise``), sleeps past ``round-timeout`` before answering (``hang``) or answers with NaN arrays
+(``garbage``): failures the server must survive. The other modes are attacks a validated reply can still
+carry (arrays of the right names, shapes and dtypes with chosen values): the update Δ = θ_trained − θ_sent
+scaled ×100 (``scale100``) or ×−10 (``signflip10``), every value 1e20 (``huge``), ``num-examples`` ×1000 with
+a sign-flipped update (``inflate``), a random Gaussian update of the honest update's norm (``gaussian``), or
+honest training on the wrong labels C − 1 − y (``labelflip``).
 """
 
 from __future__ import annotations
 
-FAULT_MODES = ("raise", "hang", "garbage")
+FAILURE_MODES = ("raise", "hang", "garbage")
+ATTACK_MODES = ("scale100", "signflip10", "huge", "inflate", "gaussian", "labelflip")
+FAULT_MODES = FAILURE_MODES + ATTACK_MODES
 
 
 def parse_fail_partitions(text: str) -> dict[int, str]:

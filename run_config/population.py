@@ -5,13 +5,24 @@ from __future__ import annotations
 from run_config.schema import ConfigError, RunConfig
 from strategies.fedentopt_selection import buffer_capacity
 from strategies.random_selection import cohort_size
+from strategies.robust_aggregation import AggregationSettings, settings_problem
 from strategies.stragglers import straggler_count
+
+
+def aggregation_settings(config: RunConfig) -> AggregationSettings:
+    """The configured ``aggregation`` rule and its parameters."""
+    return AggregationSettings(config.aggregation, config.clip_multiple, config.weight_cap_multiple,
+                               config.trim_fraction, config.byzantine_clients)
 
 
 def check_population(config: RunConfig, num_clients: int) -> None:
     """Refuse, naming the keys and what to set, a configuration that cannot run with ``num_clients`` clients."""
     per_round = cohort_size(num_clients, config.fraction_train)
     delivering = per_round - straggler_count(per_round, config.straggler_fraction)
+    problem = settings_problem(aggregation_settings(config), delivering)
+    if problem:  # Krum needs n ≥ 2f + 3, Bulyan n ≥ 4f + 3, a trimmed mean must trim someone
+        raise ConfigError(f"{problem} ({num_clients} clients, fraction-train {config.fraction_train}, "
+                          f"straggler-fraction {config.straggler_fraction})")
     if delivering < config.min_train_nodes:
         raise ConfigError(
             f"run config 'min-train-nodes' = {config.min_train_nodes} exceeds the {delivering} clients that deliver "

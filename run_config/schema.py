@@ -20,6 +20,7 @@ from models.registry import MODEL_NAMES_HELP, parse_model_name
 from run_config.fail_partitions import parse_fail_partitions
 from run_config.paths import path_problem, required_path_problem, run_name_problem
 from run_config.presets import METHODS, resolve_presets
+from strategies.robust_aggregation import AGGREGATION_RULES, MAX_TRIM_FRACTION
 
 
 class ConfigError(ValueError):
@@ -55,6 +56,10 @@ def _open_fraction(v: float) -> str | None:
 
 def _below_one(v: float) -> str | None:
     return None if 0 <= v < 1 else "must be in [0, 1)"
+
+
+def _below_half(v: float) -> str | None:
+    return None if 0 <= v < MAX_TRIM_FRACTION else f"must be in [0, {MAX_TRIM_FRACTION})"
 
 
 def _fault_list(v: str) -> str | None:
@@ -141,8 +146,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("eval-batch-size", int, "Batch size of forward-only passes (evaluation, the entropy pass, building the feature cache); lower bounds a small node's memory. A SuperNode's node config may set its own.", _positive),
     Setting("round-timeout", float, "Seconds the server waits for a round's replies; later replies are dropped.", _positive),
     Setting("min-train-nodes", int, "Sound updates a round needs to be aggregated; with fewer the round is skipped and the global model kept.", _positive),
+    Setting("aggregation", str, "How accepted updates are combined (see Reliability): `clipped-mean` (each update's norm clipped to `clip-multiple` × the round's median, weights capped at `weight-cap-multiple` × the median), `mean` (plain FedAvg, as in the papers), `median`, `trimmed-mean`, `krum`, `multi-krum` or `bulyan`.", _one_of(*AGGREGATION_RULES)),
+    Setting("clip-multiple", float, "`clipped-mean`: each client's update Δ = θ_k − θ is clipped to this multiple of the round's median ‖Δ‖₂.", _positive),
+    Setting("weight-cap-multiple", float, "`clipped-mean`, `multi-krum`: each client's weight (`num-examples`) is capped at this multiple of the round's median weight.", _positive),
+    Setting("trim-fraction", float, "`trimmed-mean`: share of the clients' values cut from each end, per coordinate; it must cut at least one client per round.", _below_half),
+    Setting("byzantine-clients", int, "`krum`, `multi-krum`, `bulyan`: f, the hostile clients per round to withstand (Krum needs ≥ 2f + 3 clients per round, Bulyan ≥ 4f + 3; Multi-Krum keeps n − f).", _non_negative),
     Setting("resume", bool, "Go on from the checkpoint in `<results-dir>/<run-name>/` (needs a `run-name`); without one the run starts afresh."),
-    Setting("fail-partitions", str, "Testing only: `partition:mode` pairs (`raise`, `hang`, `garbage`), e.g. `\"2:raise,5:hang\"`, make those clients fail every round.", _fault_list),
+    Setting("fail-partitions", str, "Testing only: `partition:mode` pairs make those clients fail or attack every round: `raise`, `hang`, `garbage` (NaN arrays), `scale100` (update ×100), `signflip10` (update ×−10), `huge` (values 1e20), `inflate` (`num-examples` ×1000, update ×−1), `gaussian` (random update of the honest norm), `labelflip` (trains on label C−1−y); e.g. `\"2:raise,5:scale100\"`.", _fault_list),
     Setting("node-wait-seconds", float, "Seconds the server waits for all clients to connect before round 1.", _non_negative),
     Setting("results-dir", str, "Folder for run results: any folder without control characters, not empty; a relative "
             "path is taken from the SuperLink's working folder (the project folder under `make run`). Runs write only "
@@ -215,6 +225,11 @@ class RunConfig:
     eval_batch_size: int
     round_timeout: float
     min_train_nodes: int
+    aggregation: str
+    clip_multiple: float
+    weight_cap_multiple: float
+    trim_fraction: float
+    byzantine_clients: int
     resume: bool
     fail_partitions: str
     node_wait_seconds: float

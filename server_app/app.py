@@ -17,7 +17,7 @@ from data.loading import DataNotFoundError
 from data.partitioning import PartitioningError
 from models.device import DeviceUnavailableError, resolve_device
 from run_config import ConfigError, RunConfig, build_model_for, federated_split, parse_run_config
-from run_config.population import check_population
+from run_config.population import aggregation_settings, check_population
 from server_app.central_evaluation import make_central_evaluation
 from server_app.checkpoint import CHECKPOINT_FILE, Checkpoint, CheckpointError, checkpointing, resume_point, save_checkpoint
 from server_app.pretraining import check_source, initial_state, pretraining_report
@@ -38,8 +38,7 @@ app = ServerApp()
 
 
 def cohort_policy(config: RunConfig, label_counts: LabelCountRegistry, num_clients: int) -> SelectCohort:
-    """The configured client selection, once the settings are checked against the population (``num_clients``)."""
-    check_population(config, num_clients)
+    """The configured client selection for ``num_clients`` clients (settings checked with ``check_population``)."""
 
     def size(num_available: int) -> int:
         return cohort_size(num_available, config.fraction_train)
@@ -74,6 +73,8 @@ def federated_run(grid: Grid, context: Context, held: ExitStack) -> None:
         population = ClientPopulation(wait_seconds=config.node_wait_seconds)
         num_clients = len(population.available(grid))
         sizes = partition_sizes(split, population.expected)
+        check_population(config, population.expected)  # before pretraining: an impossible run costs nothing
+        aggregation = aggregation_settings(config)
         checkpoint = resume_point(directory, config)
         recorder = RunRecorder(directory, config, resume_from=checkpoint.results if checkpoint else None)
         state = checkpoint.model if checkpoint else initial_state(config, server_device)
@@ -92,6 +93,7 @@ def federated_run(grid: Grid, context: Context, held: ExitStack) -> None:
     log(INFO, "method %s: freeze %s, data-selection %s (P_ds %.2f), client-selection %s; θ has %d of %d arrays",
         config.method, config.freeze, config.data_selection, config.selection_fraction, config.client_selection,
         len(trained), len(order))
+    log(INFO, "aggregation %s", aggregation)
     if done:
         log(INFO, "resuming after round %d of %d from %s", done, config.num_server_rounds, directory / CHECKPOINT_FILE)
 
@@ -106,6 +108,7 @@ def federated_run(grid: Grid, context: Context, held: ExitStack) -> None:
         min_train_nodes=config.min_train_nodes,
         straggler_fraction=config.straggler_fraction,
         seed=config.seed,
+        aggregation=aggregation,
     )
     strategy.resumed_after = done
 

@@ -3,8 +3,9 @@
 Flower's FedAvg samples transport node ids, which are random per run, and may sample before all nodes
 have connected. This subclass overrides only ``configure_train`` / ``configure_evaluate`` (wait for the
 population, pick partition ids, address their nodes) and ``aggregate_train`` (sort the replies into
-accepted, failed, rejected and timed out, report them to an observer, then take FedAvg's weighted mean
-of the accepted ones); Flower's ``Strategy.start`` runs the rounds unchanged. What each client receives
+accepted, failed, rejected and timed out, aggregate the accepted ones under the ``aggregation`` rule
+(``strategies/robust_aggregation.py``; ``mean`` is Flower's FedAvg mean unchanged) and report it all to an
+observer); Flower's ``Strategy.start`` runs the rounds unchanged. What each client receives
 goes through one hook, ``records_for``; a resumed run numbers its rounds on from ``resumed_after``.
 """
 
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from logging import WARNING
 from typing import Any, Protocol
 
-from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
+from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
 from flwr.common.logger import log
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg
@@ -26,6 +27,13 @@ from strategies.client_population import ClientPopulation
 from strategies.label_counts import LabelCountRegistry
 from strategies.label_entropy import label_entropy_bits, labels_covered
 from strategies.random_selection import cohort_size, select_random
+from strategies.robust_aggregation import (
+    DEFAULT_AGGREGATION,
+    MEAN,
+    AggregationSettings,
+    min_clients,
+    robust_aggregate,
+)
 from strategies.stragglers import select_stragglers
 from strategies.update_validation import ArraySpec, array_specs, conform_to, rejection_reason
 
@@ -92,6 +100,7 @@ class CohortFedAvg(FedAvg):
         min_train_nodes: int = 1,
         straggler_fraction: float = 0.0,
         seed: int = 0,
+        aggregation: AggregationSettings = DEFAULT_AGGREGATION,
     ) -> None:
         super().__init__(
             fraction_evaluate=fraction_evaluate,
@@ -109,9 +118,11 @@ class CohortFedAvg(FedAvg):
         self.round_config = round_config or (lambda server_round: {})
         self.seed = seed
         self.straggler_fraction = straggler_fraction
+        self.aggregation = aggregation
         self.resumed_after = 0  # rounds finished before this start (a resumed run goes on from there)
         self._cohort: list[int] = []
         self._expected: dict[str, ArraySpec] = {}
+        self._sent = ArrayRecord()  # the round's global arrays, from which updates are measured
 
     def records_for(self, partition_id: int, arrays: ArrayRecord) -> dict[str, ArrayRecord]:
         """The array records sent to one client (subclasses add to it)."""
@@ -141,7 +152,7 @@ class CohortFedAvg(FedAvg):
         selected = self.select(self.available(grid), server_round)
         dropped = select_stragglers(selected, self.straggler_fraction, self.seed, server_round)
         cohort = [pid for pid in selected if pid not in dropped]
-        self._cohort, self._expected = cohort, array_specs(arrays)
+        self._cohort, self._expected, self._sent = cohort, array_specs(arrays), arrays
         round_config = ConfigRecord({**config, **self.round_config(server_round), "server-round": server_round})
         messages = self._messages(cohort, arrays, round_config, MessageType.TRAIN)
         bytes_down = sum(r.count_bytes() for m in messages for r in m.content.array_records.values())
@@ -193,8 +204,8 @@ class CohortFedAvg(FedAvg):
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        """FedAvg's example-weighted mean of the accepted updates; the round is skipped (the global model
-        kept) when fewer than ``min_train_nodes`` were accepted.
+        """The accepted updates aggregated under the ``aggregation`` rule; the round is skipped (the global
+        model kept) when fewer than ``min_train_nodes`` were accepted, or fewer than the rule needs.
 
         Replies are put in partition-id order first: float sums depend on the order of their terms, and
         arrival order varies from run to run.
@@ -208,7 +219,10 @@ class CohortFedAvg(FedAvg):
         if outcome.timed_out:
             log(WARNING, "round %d: no reply within the round timeout from clients %s", server_round, outcome.timed_out)
         self.replies_sorted(outcome)
-        aggregated = len(outcome.accepted) >= self.min_train_nodes
+        needed = max(self.min_train_nodes, min_clients(self.aggregation))
+        aggregated = len(outcome.accepted) >= needed
+        contents = [r.content for r in outcome.accepted.values()]
+        arrays, report = self.aggregate_arrays(contents, list(outcome.accepted)) if aggregated else (None, {})
         received = [record for r in replies if not r.has_error() for record in r.content.array_records.values()]
         self.observer.replies_received(
             server_round,
@@ -216,11 +230,22 @@ class CohortFedAvg(FedAvg):
             sum(record.count_bytes() for record in received),
             aggregated=aggregated,
             **outcome.problems(),
+            **report,
         )
         if not aggregated:
-            log(WARNING, "round %d skipped: %d sound updates, min-train-nodes is %d; the global model is unchanged",
-                server_round, len(outcome.accepted), self.min_train_nodes)
+            log(WARNING, "round %d skipped: %d sound updates, the round needs %d (min-train-nodes %d, aggregation "
+                "%s); the global model is unchanged", server_round, len(outcome.accepted), needed,
+                self.min_train_nodes, self.aggregation.rule)
             return None, None
-        contents = [r.content for r in outcome.accepted.values()]
-        mean = conform_to(aggregate_arrayrecords(contents, self.weighted_by_key), self._expected)
-        return mean, self.train_metrics_aggr_fn(contents, self.weighted_by_key)
+        return arrays, self.train_metrics_aggr_fn(contents, self.weighted_by_key)
+
+    def aggregate_arrays(self, contents: list[RecordDict], partition_ids: list[int]) -> tuple[ArrayRecord, dict]:
+        """The new global arrays from the accepted replies (in partition-id order), and the rule's report for
+        rounds.jsonl (who was clipped, capped or kept)."""
+        if self.aggregation.rule == MEAN:  # FedAvg exactly as Flower computes it
+            return conform_to(aggregate_arrayrecords(contents, self.weighted_by_key), self._expected), {}
+        client_arrays = [{k: a.numpy() for k, a in c[self.arrayrecord_key].items()} for c in contents]
+        weights = [next(iter(c.metric_records.values()))[self.weighted_by_key] for c in contents]
+        sent = {key: array.numpy() for key, array in self._sent.items()}
+        result = robust_aggregate(self.aggregation, client_arrays, weights, sent)
+        return ArrayRecord({k: Array(v) for k, v in result.arrays.items()}), result.report(partition_ids)

@@ -1,4 +1,4 @@
-"""CohortFedAvg: cohorts by partition id, the round's config, weighted aggregation, observer reports."""
+"""CohortFedAvg: cohorts by partition id, the round's config, the aggregation rules, observer reports."""
 
 from __future__ import annotations
 
@@ -8,10 +8,13 @@ import numpy as np
 import pytest
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Error, Message, MessageType
+from flwr.serverapp.strategy.strategy_utils import aggregate_arrayrecords
 
 from strategies.client_population import ClientPopulation
 from strategies.cohort_fedavg import CohortFedAvg
 from strategies.label_counts import LabelCountRegistry
+from strategies.robust_aggregation import AggregationSettings
+from strategies.update_validation import array_specs, conform_to
 from tests.fake_grid import FakeGrid, client_responders, train_reply
 
 NODES = {11: 0, 22: 1, 33: 2, 44: 3}
@@ -36,8 +39,14 @@ class Observer:
 COUNTS = {0: [5, 0, 0], 1: [0, 5, 0], 2: [0, 0, 5], 3: [5, 5, 0]}
 
 
-def make_strategy(observer: Observer, min_train_nodes: int = 1) -> CohortFedAvg:
+MEAN = AggregationSettings("mean")
+
+
+def make_strategy(
+    observer: Observer, min_train_nodes: int = 1, aggregation: AggregationSettings = MEAN
+) -> CohortFedAvg:
     return CohortFedAvg(
+        aggregation=aggregation,
         min_train_nodes=min_train_nodes,
         population=ClientPopulation(wait_seconds=0),
         label_counts=LabelCountRegistry(num_classes=3, noisy=False),
@@ -89,8 +98,8 @@ def sound_metrics(pid: int, n: int) -> dict[str, float | int]:
     return {"partition-id": pid, "num-examples": n, "num-local": n, "train-loss": 1.0, "train-seconds": 1.0}
 
 
-def four_client_round(observer: Observer, min_train_nodes: int = 1):
-    strategy = make_strategy(observer, min_train_nodes)
+def four_client_round(observer: Observer, min_train_nodes: int = 1, aggregation: AggregationSettings = MEAN):
+    strategy = make_strategy(observer, min_train_nodes, aggregation)
     strategy.select = lambda available, rnd: available  # everyone
     grid = FakeGrid(NODES, client_responders(NODES, COUNTS))
     messages = list(strategy.configure_train(1, ArrayRecord({"w": torch.zeros(2)}), ConfigRecord(), grid))
@@ -168,3 +177,49 @@ def test_integer_buffers_keep_their_dtype_so_the_next_round_accepts_them() -> No
     arrays, _ = strategy.aggregate_train(1, replies)
     assert arrays["bn.num_batches_tracked"].dtype == "int64" and int(arrays["bn.num_batches_tracked"].numpy()) == 15
     assert arrays["w"].dtype == "float32"
+
+
+def test_the_default_rule_is_the_clipped_mean_and_its_report_names_partitions() -> None:
+    observer = Observer()
+    strategy = CohortFedAvg(
+        population=ClientPopulation(wait_seconds=0), label_counts=LabelCountRegistry(num_classes=3, noisy=False),
+        select=lambda available, rnd: available, observer=observer,
+    )
+    assert strategy.aggregation == AggregationSettings("clipped-mean", 1.0, 1.0, 0.2, 1)
+    grid = FakeGrid(NODES, client_responders(NODES, COUNTS))
+    messages = list(strategy.configure_train(1, ArrayRecord({"w": torch.ones(2)}), ConfigRecord(), grid))
+    updates = {0: [0.0, 1.0], 1: [1.0, 0.0], 2: [0.0, -2.0], 3: [300.0, 400.0]}  # partition 3 scaled ×100
+    weights = {0: 1, 1: 1, 2: 100, 3: 1}  # partition 2 inflates its weight
+    replies = [train_reply(m, {"w": 1 + torch.tensor(updates[NODES[m.metadata.dst_node_id]])},
+                           sound_metrics(NODES[m.metadata.dst_node_id], weights[NODES[m.metadata.dst_node_id]]))
+               for m in messages]
+    arrays, _ = strategy.aggregate_train(1, replies)
+    # norms (1, 1, 2, 500): median 1.5 bounds them, Δ_2 -> (0, −1.5), Δ_3 -> (0.9, 1.2); weights capped at median 1
+    expected = 1 + (np.array([0.0, 1.0]) + np.array([1.0, 0.0]) + np.array([0.0, -1.5]) + np.array([0.9, 1.2])) / 4
+    np.testing.assert_allclose(arrays["w"].numpy(), expected, rtol=1e-6)
+    fields, = observer.reply_fields
+    assert fields == {"aggregated": True, "failed": [], "rejected": [], "timed_out": [], "median_update_norm": 1.5,
+                      "clipped": [2, 3], "weight_capped": [2]}
+
+
+def test_mean_is_bitwise_flowers_weighted_mean_in_partition_order() -> None:
+    """``mean`` must stay exactly the FedAvg aggregation of the papers' reproductions."""
+    observer = Observer()
+    strategy, messages = four_client_round(observer)
+    rng = np.random.default_rng(3)
+    sent = ArrayRecord({"w": torch.zeros(2)})
+    replies = [train_reply(m, {"w": torch.from_numpy(rng.standard_normal(2).astype(np.float32))},
+                           sound_metrics(NODES[m.metadata.dst_node_id], int(rng.integers(1, 500)))) for m in messages]
+    arrays, _ = strategy.aggregate_train(1, list(reversed(replies)))
+    by_partition = sorted(replies, key=lambda r: r.content["metrics"]["partition-id"])
+    expected = conform_to(aggregate_arrayrecords([r.content for r in by_partition], "num-examples"), array_specs(sent))
+    assert arrays["w"].numpy().tobytes() == expected["w"].numpy().tobytes()
+    assert observer.reply_fields[0] == {"aggregated": True, "failed": [], "rejected": [], "timed_out": []}
+
+
+def test_a_round_with_fewer_updates_than_krum_needs_is_skipped() -> None:
+    observer = Observer()
+    strategy, messages = four_client_round(observer, aggregation=AggregationSettings("krum", byzantine_clients=1))
+    replies = [train_reply(m, {"w": torch.ones(2)}, sound_metrics(NODES[m.metadata.dst_node_id], 5)) for m in messages]
+    assert strategy.aggregate_train(1, replies) == (None, None)  # 4 updates; Krum with f = 1 needs 2f + 3 = 5
+    assert observer.reply_fields[0]["aggregated"] is False

@@ -8,15 +8,17 @@ from flwr.app import ArrayRecord, ConfigRecord, Error, Message
 from strategies.client_population import ClientPopulation
 from strategies.label_counts import LabelCountRegistry
 from strategies.partial_fedavg import FROZEN_KEY, PartialModelFedAvg
+from strategies.robust_aggregation import AggregationSettings
 from tests.fake_grid import FakeGrid, client_responders, train_reply
 from tests.test_cohort_fedavg import Observer
 
 NODES = {11: 0, 22: 1, 33: 2}
 
 
-def make(frozen: dict) -> tuple[PartialModelFedAvg, Observer, FakeGrid]:
+def make(frozen: dict, rule: str = "mean") -> tuple[PartialModelFedAvg, Observer, FakeGrid]:
     observer = Observer()
     strategy = PartialModelFedAvg(
+        aggregation=AggregationSettings(rule),
         frozen=ArrayRecord(frozen),
         population=ClientPopulation(wait_seconds=0),
         label_counts=LabelCountRegistry(num_classes=2, noisy=False),
@@ -65,6 +67,18 @@ def test_aggregate_is_the_mean_weighted_by_selected_counts() -> None:
     arrays, _ = strategy.aggregate_train(1, replies)
     torch.testing.assert_close(arrays.to_torch_state_dict()["theta"], torch.tensor([(6 + 8) / 10, (2 + 8) / 10]))
     assert set(arrays.keys()) == {"theta"}  # φ never enters the aggregate
+
+
+def test_the_clipped_mean_measures_updates_from_the_theta_sent() -> None:
+    strategy, _, grid = make({"phi": torch.ones(2)}, rule="clipped-mean")
+    msgs = list(strategy.configure_train(1, ArrayRecord({"theta": torch.ones(2)}), ConfigRecord(), grid))
+    replies = [reply(msgs[0], torch.tensor([2.0, 1.0]), 6), reply(msgs[1], torch.tensor([1.0, 2.0]), 2),
+               reply(msgs[2], torch.tensor([5.0, 5.0]), 2)]
+    arrays, _ = strategy.aggregate_train(1, replies)
+    # Δ (1, 0), (0, 1), (4, 4): median norm 1, so Δ_2 is clipped to (1, 1)/√2; weights (6, 2, 2) capped at 2
+    expected = torch.full((2,), 1 + (1 + 2**-0.5) / 3)
+    torch.testing.assert_close(arrays.to_torch_state_dict()["theta"], expected)
+    assert set(arrays.keys()) == {"theta"}
 
 
 def test_no_frozen_part_means_nothing_extra_is_sent() -> None:

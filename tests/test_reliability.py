@@ -159,3 +159,34 @@ def test_a_batchnorm_model_is_aggregated_round_after_round(tmp_path: Path) -> No
     run_in_process(small_run_config(tmp_path, model="wrn-10-1", **{"num-server-rounds": 2}))
     for record in rounds_of(tmp_path / "results", "run"):
         assert record["aggregated"] is True and record["rejected"] == [] and len(record["client_stats"]) == 4
+
+
+@pytest.fixture
+def one_thread():
+    """One torch thread: pretraining then runs in about a second even on a busy two-core machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_one_scaled_update_collapses_plain_fedavg_but_not_the_default_clipped_mean(tmp_path: Path, one_thread) -> None:
+    """1 of 8 FedFT-EDS clients sends θ + 100·Δ: `mean` ends at chance, `clipped-mean` near the honest run."""
+    base = {"dataset": "fashion-mnist-mini", "pretrain-epochs": 5}
+    final = {}
+    for name, overrides in (("honest", {}), ("mean", {"aggregation": "mean", "fail-partitions": "0:scale100"}),
+                            ("clipped", {"fail-partitions": "0:scale100"})):
+        run_in_process(small_run_config(tmp_path, **{**base, **overrides, "run-name": name}), num_partitions=8)
+        final[name] = rounds_of(tmp_path / "results", name)[-1]
+    assert final["honest"]["accuracy"] > 0.5
+    assert final["mean"]["accuracy"] < 0.2  # ten classes: chance is 0.1
+    assert final["clipped"]["accuracy"] > final["honest"]["accuracy"] - 0.05
+    assert 0 in final["clipped"]["clipped"] and "clipped" not in final["mean"]
+
+
+def test_impossible_aggregation_settings_stop_the_run_at_start(tmp_path: Path) -> None:
+    config = small_run_config(tmp_path, **{"aggregation": "bulyan", "byzantine-clients": 2})
+    with pytest.raises(RunSetupError, match=r"'byzantine-clients' = 2 is too many for 'aggregation' = 'bulyan' with "
+                                            r"8 clients per round: it needs at least 4f \+ 3 = 11"):
+        run_in_process(config, num_partitions=8)
+    assert not (tmp_path / "pretrained").exists()  # refused before pretraining

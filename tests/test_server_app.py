@@ -9,6 +9,7 @@ from run_config import ConfigError
 from server_app.app import cohort_policy, learning_rate_schedule
 from strategies.fedentopt_selection import FedEntOptSelector
 from strategies.label_counts import LabelCountRegistry
+from run_config.population import check_population
 from tests.conftest import make_config
 
 
@@ -35,7 +36,7 @@ def test_fedentopt_policy_gets_q_from_the_population() -> None:
 def test_fedentopt_buffer_out_of_range_names_the_key(fraction: float) -> None:
     config = make_config(client_selection="fedentopt", fraction_train=0.1, fedentopt_buffer=fraction)
     with pytest.raises(ConfigError, match="'fedentopt-buffer' = .* FedEntOpt needs 1 ≤ Q ≤ K − M = 90"):
-        cohort_policy(config, registry(), 100)
+        check_population(config, 100)
 
 
 def test_learning_rate_decays_per_round() -> None:
