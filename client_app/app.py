@@ -25,6 +25,32 @@ from data.federated import client_partition_labels
 from data.node_data import read_node_data
 from models import NO_FREEZE, SplitModel
 from models.device import resolve_device
+from protocol.messages import (
+    ARRAYS,
+    CACHE_SECONDS,
+    CONFIG,
+    COUNTS,
+    EVAL_ACCURACY,
+    EVAL_LOSS,
+    FROZEN,
+    IDENTIFY,
+    IDENTITY,
+    LABEL_COUNTS,
+    LABEL_COUNTS_RECORD,
+    LEARNING_RATE,
+    LOCAL_ENTROPY_MEAN,
+    METRICS,
+    NUM_EXAMPLES,
+    NUM_LOCAL,
+    NUM_PARTITIONS,
+    PARTITION_ID,
+    SELECTED_ENTROPY_MEAN,
+    SELECTION_SECONDS,
+    SERVER_ROUND,
+    THREADS,
+    TRAIN_LOSS,
+    TRAIN_SECONDS,
+)
 from models.training import evaluate as evaluate_model
 from run_config import RunConfig, build_model_for, federated_split, parse_run_config
 from run_config.fail_partitions import parse_fail_partitions
@@ -34,6 +60,10 @@ from strategies.partial_model import merge_state, split_state
 torch.set_flush_denormal(True)
 
 app = ClientApp()
+
+
+#: What this node keeps about φ in ``context.state``: its fingerprint (features cached under another φ are stale).
+FROZEN_INFO, FINGERPRINT = "frozen-info", "fingerprint"
 
 
 class MissingFrozenPartError(RuntimeError):
@@ -95,39 +125,41 @@ def _local_labels(context: Context, config: RunConfig) -> np.ndarray:
 def _load_global_model(msg: Message, context: Context, config: RunConfig) -> tuple[SplitModel, str]:
     """The full global model from the received θ and the held φ (stored first if it came along)."""
     model = build_model_for(config)
-    if "frozen" in msg.content:
-        frozen = msg.content["frozen"]
-        context.state["frozen"] = frozen
-        context.state["frozen-info"] = ConfigRecord({"fingerprint": fingerprint(frozen.to_torch_state_dict())})
-    trained = msg.content["arrays"].to_torch_state_dict()
+    if FROZEN in msg.content:
+        frozen = msg.content[FROZEN]
+        context.state[FROZEN] = frozen
+        context.state[FROZEN_INFO] = ConfigRecord({FINGERPRINT: fingerprint(frozen.to_torch_state_dict())})
+    trained = msg.content[ARRAYS].to_torch_state_dict()
     if config.freeze == NO_FREEZE:
         model.load_state_dict(trained)
         return model, ""
-    if "frozen" not in context.state:
+    if FROZEN not in context.state:
         raise MissingFrozenPartError("this node holds no frozen part φ; it will be sent with the next request")
-    frozen = context.state["frozen"].to_torch_state_dict()
+    frozen = context.state[FROZEN].to_torch_state_dict()
     model.load_state_dict(merge_state(frozen, trained, model.state_dict().keys()))
-    return model, str(context.state["frozen-info"]["fingerprint"])
+    return model, str(context.state[FROZEN_INFO][FINGERPRINT])
 
 
-@app.query("identify")
+@app.query(IDENTIFY.removeprefix("query."))
 def identify(msg: Message, context: Context) -> Message:
-    """Tell the server which partition this node holds (node ids are not stable, partition ids are)."""
+    """Tell the server which partition this node holds (node ids are not stable, partition ids are) and how many
+    samples it holds (what the server checks every later reply's counts against)."""
     partition_id, num_partitions = _partition(context)
-    identity = MetricRecord({"partition-id": partition_id, "num-partitions": num_partitions})
-    return Message(RecordDict({"identity": identity}), reply_to=msg)
+    num_examples = len(_local_labels(context, _config(context)))
+    identity = MetricRecord({PARTITION_ID: partition_id, NUM_PARTITIONS: num_partitions, NUM_EXAMPLES: num_examples})
+    return Message(RecordDict({IDENTITY: identity}), reply_to=msg)
 
 
-@app.query("label_counts")
+@app.query(LABEL_COUNTS.removeprefix("query."))
 def label_counts(msg: Message, context: Context) -> Message:
     """Send this client's label counts (FedEntOpt), with Laplace noise when ``label-dp-epsilon`` > 0: one release
     per run, repeated if asked again (see client_app/label_counts.py)."""
-    if "label-counts" not in context.state:
+    if LABEL_COUNTS_RECORD not in context.state:
         config = _config(context)
         labels = _local_labels(context, config)
         counts = privatise(label_count_vector(labels, DATASETS[config.dataset].num_classes), config.label_dp_epsilon)
-        context.state["label-counts"] = ConfigRecord({"counts": counts.tolist()})
-    return Message(RecordDict({"label-counts": context.state["label-counts"]}), reply_to=msg)
+        context.state[LABEL_COUNTS_RECORD] = ConfigRecord({COUNTS: counts.tolist()})
+    return Message(RecordDict({LABEL_COUNTS_RECORD: context.state[LABEL_COUNTS_RECORD]}), reply_to=msg)
 
 
 @app.train()
@@ -140,16 +172,16 @@ def train(msg: Message, context: Context) -> Message:
     device = _device(context, config)
     data = fault_injection.training_data(_local_data(context, config), fault, DATASETS[config.dataset].num_classes)
     model, phi_fingerprint = _load_global_model(msg, context, config)
-    round_config = msg.content["config"]
+    round_config = msg.content[CONFIG]
     cache_dir = Path(config.feature_cache_dir).expanduser() if config.feature_cache_dir else None
     PROCESS_CACHE.configure(config.feature_cache_mb * 2**20, cache_dir)
     result = local_update(
         model,
         data,
         config,
-        server_round=int(round_config["server-round"]),
+        server_round=int(round_config[SERVER_ROUND]),
         partition_id=partition_id,
-        learning_rate=float(round_config["learning-rate"]),
+        learning_rate=float(round_config[LEARNING_RATE]),
         cache=PROCESS_CACHE if config.feature_cache else None,
         device=device,
         cache_key=(federated_split(config), partition_id, num_partitions, str(context.node_config.get("data-path", "")),
@@ -158,21 +190,21 @@ def train(msg: Message, context: Context) -> Message:
     _, trained = split_state({k: v.cpu() for k, v in model.state_dict().items()}, model.upper_state_keys(config.freeze))
     metrics = MetricRecord(
         {
-            "partition-id": partition_id,
-            "num-examples": result.num_examples,
-            "num-local": result.num_local,
-            "train-loss": result.train_loss,
-            "train-seconds": result.train_seconds,
-            "selection-seconds": result.selection_seconds,
-            "cache-seconds": result.cache_seconds,
-            "selected-entropy-mean": result.selected_entropy_mean,
-            "local-entropy-mean": result.local_entropy_mean,
-            "threads": torch.get_num_threads(),
+            PARTITION_ID: partition_id,
+            NUM_EXAMPLES: result.num_examples,
+            NUM_LOCAL: result.num_local,
+            TRAIN_LOSS: result.train_loss,
+            TRAIN_SECONDS: result.train_seconds,
+            SELECTION_SECONDS: result.selection_seconds,
+            CACHE_SECONDS: result.cache_seconds,
+            SELECTED_ENTROPY_MEAN: result.selected_entropy_mean,
+            LOCAL_ENTROPY_MEAN: result.local_entropy_mean,
+            THREADS: torch.get_num_threads(),
         }
     )
-    trained, metrics = fault_injection.tamper(fault, trained, msg.content["arrays"], metrics,
-                                              (config.seed, int(round_config["server-round"]), partition_id))
-    return Message(RecordDict({"arrays": ArrayRecord(trained), "metrics": metrics}), reply_to=msg)
+    trained, metrics = fault_injection.tamper(fault, trained, msg.content[ARRAYS], metrics,
+                                              (config.seed, int(round_config[SERVER_ROUND]), partition_id))
+    return Message(RecordDict({ARRAYS: ArrayRecord(trained), METRICS: metrics}), reply_to=msg)
 
 
 @app.evaluate()
@@ -184,5 +216,5 @@ def evaluate(msg: Message, context: Context) -> Message:
     device = _device(context, config)
     model.to(device).eval()
     loss, accuracy = evaluate_model(model, data.inputs(device), data.labels.to(device), config.eval_batch_size)
-    metrics = MetricRecord({"eval-loss": loss, "eval-acc": accuracy, "num-examples": len(data)})
-    return Message(RecordDict({"metrics": metrics}), reply_to=msg)
+    metrics = MetricRecord({EVAL_LOSS: loss, EVAL_ACCURACY: accuracy, NUM_EXAMPLES: len(data)})
+    return Message(RecordDict({METRICS: metrics}), reply_to=msg)

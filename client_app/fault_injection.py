@@ -17,6 +17,7 @@ import torch
 from flwr.app import ArrayRecord, MetricRecord
 
 from client_app.local_data import LocalData
+from protocol.messages import NUM_EXAMPLES
 
 #: A hanging client answers this long after the server stopped waiting; its late reply is dropped.
 HANG_PAST_TIMEOUT_SECONDS = 5.0
@@ -90,5 +91,5 @@ def tamper(mode: str | None, trained: State, sent: ArrayRecord, metrics: MetricR
     generator = torch.Generator().manual_seed(int(np.random.SeedSequence(list(seed)).generate_state(1)[0]))
     state = attacked_state(trained, sent.to_torch_state_dict(), mode, generator)
     reported = MetricRecord(dict(metrics))
-    reported["num-examples"] = reported_examples(cast(int, metrics["num-examples"]), mode)
+    reported[NUM_EXAMPLES] = reported_examples(cast(int, metrics[NUM_EXAMPLES]), mode)
     return state, reported

@@ -11,11 +11,13 @@ from flwr.common.logger import log
 from flwr.serverapp import Grid, ServerApp
 from flwr.supercore.exit import add_exit_handler
 
+from client_app.data_selection import selection_size
 from data.federated import partition_sizes
 from data.file_formats import DataFormatError
 from data.loading import DataNotFoundError
 from data.partitioning import PartitioningError
 from models.device import DeviceUnavailableError, resolve_device
+from protocol.messages import LEARNING_RATE
 from run_config import ConfigError, RunConfig, build_model_for, federated_split, parse_run_config
 from run_config.population import aggregation_settings, check_population
 from server_app.central_evaluation import make_central_evaluation
@@ -50,7 +52,15 @@ def cohort_policy(config: RunConfig, label_counts: LabelCountRegistry, num_clien
 
 def learning_rate_schedule(config: RunConfig):
     """Round t trains with learning-rate · lr-decay^(t−1) (FedEntOpt's paper decays by 0.98 per round)."""
-    return lambda server_round: {"learning-rate": config.learning_rate * config.lr_decay ** (server_round - 1)}
+    return lambda server_round: {LEARNING_RATE: config.learning_rate * config.lr_decay ** (server_round - 1)}
+
+
+def expected_examples(config: RunConfig):
+    """How many of its samples a client trains on: all of them, or ⌈P_ds·n⌉ under random or entropy selection.
+    A reply that claims another count is refused (its weight would be a lie)."""
+    if config.data_selection == "all":
+        return lambda num_local: num_local
+    return lambda num_local: selection_size(num_local, config.selection_fraction)
 
 
 @app.main()
@@ -109,6 +119,7 @@ def federated_run(grid: Grid, context: Context, held: ExitStack) -> None:
         straggler_fraction=config.straggler_fraction,
         seed=config.seed,
         aggregation=aggregation,
+        expected_examples=expected_examples(config),
     )
     strategy.resumed_after = done
 

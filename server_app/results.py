@@ -108,6 +108,10 @@ class RunRecorder:
             reply_fields=fields,
         )
 
+    def evaluations_received(self, server_round: int, **fields: Any) -> None:
+        """The clients' federated evaluation of the round's model (their mean loss and accuracy, who was refused)."""
+        self._pending.setdefault("evaluation_fields", {}).update(fields)
+
     def evaluated(self, server_round: int, loss: float, accuracy: float) -> None:
         """Central evaluation after a round (round 0 = the initial model) completes that round's record."""
         if server_round == 0:
@@ -127,6 +131,7 @@ class RunRecorder:
             "client_stats": self._pending.get("client_stats", []),
             **self._pending.get("fields", {}),
             **self._pending.get("reply_fields", {}),
+            **self._pending.get("evaluation_fields", {}),
         }
         self.rounds.append(record)
         with (self.directory / ROUNDS_FILE).open("a") as handle:

@@ -16,9 +16,19 @@ _CLASS_AND_MESSAGE = re.compile(r"^<class '(?:[\w.]+\.)?(\w+)'>:<'(.*)'>$", re.D
 MAX_CHARS = 300
 
 
+def _printable(text: str) -> str:
+    """A client's text for our logs and files: control characters (a forged log line, terminal codes) become '?'."""
+    return "".join(ch if ch.isprintable() else "?" for ch in text)
+
+
 def error_summary(reason: str) -> str:
     """``"InjectedFault: fail-partitions: …"`` from a chained traceback: the first exception raised (the
-    root cause), without module path or Flower's wrapper; else the first line of the text."""
+    root cause), without module path or Flower's wrapper; else the first line of the text. Whatever the client
+    wrote, the result is one printable line of at most ``MAX_CHARS`` characters."""
+    return _printable(_summary(reason if isinstance(reason, str) else repr(reason)))
+
+
+def _summary(reason: str) -> str:
     text = _COLOUR.sub("", reason)
     for line in text.splitlines():
         match = _EXCEPTION_LINE.match(line.strip())

@@ -3,11 +3,18 @@
 Before selecting a cohort the server asks every node it has not seen yet for its identity with a
 ``query.identify`` message, and waits (up to a deadline) until as many nodes as the clients report
 (``num-partitions``) are known. Selection then works on partition ids, which are stable across runs.
+
+An identity is bad input like any reply (``protocol.replies.read_identity``). The population size is the
+``num-partitions`` most of the first identified nodes report, so one node claiming a million partitions cannot
+make the server wait for, or partition the data for, a million clients; a node that disagrees with it, or claims a
+partition a connected node already holds, is refused (logged, and never selected).
 """
 
 from __future__ import annotations
 
 import time
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from logging import INFO, WARNING
 
@@ -15,37 +22,80 @@ from flwr.app import ConfigRecord, Message, RecordDict
 from flwr.common.logger import log
 from flwr.serverapp import Grid
 
-IDENTIFY = "query.identify"
+from protocol.messages import CONFIG, IDENTIFY
+from protocol.replies import Identity, read_identity, refusal
+from strategies.client_errors import error_summary
 
 
 @dataclass
 class ClientPopulation:
-    """Known clients: node id -> partition id, and the population size the clients report."""
+    """Known clients (node id -> identity), the refused nodes, and the population size the clients agree on."""
 
     wait_seconds: float
     reply_timeout: float = 120.0
-    partition_of: dict[int, int] = field(default_factory=dict)
+    identities: dict[int, Identity] = field(default_factory=dict)
+    refused: dict[int, str] = field(default_factory=dict)  # node id -> why its identity was not accepted
     expected: int = 0
 
+    @property
+    def partition_of(self) -> dict[int, int]:
+        """Node id -> partition id of every accepted node."""
+        return {node: identity.partition_id for node, identity in self.identities.items()}
+
     def node_of(self, partition_id: int) -> int:
-        return next(node for node, pid in self.partition_of.items() if pid == partition_id)
+        return next(node for node, identity in self.identities.items() if identity.partition_id == partition_id)
+
+    def identity_of(self, partition_id: int) -> Identity:
+        return self.identities[self.node_of(partition_id)]
 
     def identify_new(self, grid: Grid) -> None:
-        """Ask nodes not seen before who they are."""
-        new = [node for node in grid.get_node_ids() if node not in self.partition_of]
+        """Ask nodes not seen before who they are, and admit those whose answers hold together."""
+        connected = grid.get_node_ids()
+        new = [node for node in connected if node not in self.identities and node not in self.refused]
         if not new:
             return
-        messages = [
-            Message(content=RecordDict({"config": ConfigRecord({})}), message_type=IDENTIFY, dst_node_id=node)
-            for node in new
-        ]
+        messages = [Message(content=RecordDict({CONFIG: ConfigRecord({})}), message_type=IDENTIFY, dst_node_id=node)
+                    for node in new]
+        claims: dict[int, Identity] = {}
         for reply in grid.send_and_receive(messages, timeout=self.reply_timeout):
-            if reply.has_error():
-                log(WARNING, "node %s did not identify itself: %s", reply.metadata.src_node_id, reply.error.reason)
+            node = reply.metadata.src_node_id
+            if node not in new:
                 continue
-            identity = reply.content["identity"]
-            self.partition_of[reply.metadata.src_node_id] = int(identity["partition-id"])
-            self.expected = max(self.expected, int(identity["num-partitions"]))
+            if reply.has_error():
+                self._refuse(node, f"error reply: {error_summary(reply.error.reason)}")
+                continue
+            identity, reason = refusal(read_identity, reply.content)
+            if identity is None:
+                self._refuse(node, reason or "unreadable identity")
+            else:
+                claims[node] = identity
+        self._admit(claims, connected)
+
+    def _admit(self, claims: dict[int, Identity], connected: Iterable[int]) -> None:
+        if not claims:
+            return
+        if not self.expected:
+            sizes = Counter(identity.num_partitions for identity in claims.values())
+            self.expected = min(sizes, key=lambda size: (-sizes[size], size))  # most common; ties: the smaller
+        online = set(connected)
+        held = {identity.partition_id: node for node, identity in self.identities.items() if node in online}
+        for node in sorted(claims):
+            identity = claims[node]
+            if identity.num_partitions != self.expected:
+                self._refuse(node, f"claims {identity.num_partitions} partitions; the population has {self.expected}")
+            elif identity.partition_id in held:
+                self._refuse(node, f"claims partition {identity.partition_id}, which node {held[identity.partition_id]}"
+                                   " already holds")
+            else:
+                for old, known in list(self.identities.items()):
+                    if known.partition_id == identity.partition_id:  # a restarted device under a new node id
+                        del self.identities[old]
+                self.identities[node] = identity
+                held[identity.partition_id] = node
+
+    def _refuse(self, node: int, why: str) -> None:
+        log(WARNING, "node %s is refused: %s", node, why)
+        self.refused[node] = why
 
     def available(self, grid: Grid, minimum: int = 1) -> list[int]:
         """Partition ids of the connected clients, sorted; waits for the whole population first.
@@ -57,7 +107,7 @@ class ClientPopulation:
         while True:
             self.identify_new(grid)
             connected = set(grid.get_node_ids())
-            known = sorted(pid for node, pid in self.partition_of.items() if node in connected)
+            known = sorted(identity.partition_id for node, identity in self.identities.items() if node in connected)
             complete = self.expected > 0 and len(known) >= self.expected
             if complete or (time.monotonic() >= deadline and len(known) >= minimum):
                 if not complete:
@@ -65,4 +115,3 @@ class ClientPopulation:
                 return known
             log(INFO, "waiting for clients: %d of %s connected", len(known), self.expected or "?")
             time.sleep(1.0)
-

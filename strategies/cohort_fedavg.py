@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from logging import WARNING
 from typing import Any, Protocol
 
-from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
+from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 from flwr.common.logger import log
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg
@@ -27,20 +27,36 @@ from strategies.client_population import ClientPopulation
 from strategies.label_counts import LabelCountRegistry
 from strategies.label_entropy import label_entropy_bits, labels_covered
 from strategies.random_selection import cohort_size, select_random
+from protocol.messages import (
+    ARRAYS,
+    CONFIG,
+    EVAL_ACCURACY,
+    EVAL_LOSS,
+    EVALUATE,
+    LEARNING_RATE,
+    METRICS,
+    NUM_EXAMPLES,
+    SERVER_ROUND,
+    TRAIN,
+    TRAIN_LOSS,
+)
+from protocol.replies import ArraySpec, array_specs, read_evaluate_reply, read_train_reply, refusal
 from strategies.robust_aggregation import (
     DEFAULT_AGGREGATION,
     MEAN,
     AggregationSettings,
+    conform_to,
     min_clients,
     robust_aggregate,
 )
 from strategies.stragglers import select_stragglers
-from strategies.update_validation import ArraySpec, array_specs, conform_to, rejection_reason
 
 #: (available partition ids, server round) -> the cohort, in selection order
 SelectCohort = Callable[[list[int], int], list[int]]
 #: server round -> values added to the round's train ConfigRecord (e.g. a decayed learning rate)
 RoundConfig = Callable[[int], dict[str, Any]]
+#: samples a client holds -> how many of them the method trains on (None: any number up to all of them)
+ExpectedExamples = Callable[[int], int | None]
 
 
 class RoundObserver(Protocol):
@@ -51,6 +67,8 @@ class RoundObserver(Protocol):
     def replies_received(
         self, server_round: int, client_stats: list[dict[str, Any]], bytes_up: int, **fields: Any
     ) -> None: ...
+
+    def evaluations_received(self, server_round: int, **fields: Any) -> None: ...
 
 
 @dataclass
@@ -72,17 +90,19 @@ def _reasons(by_partition: dict[int, str]) -> list[dict[str, Any]]:
 
 
 def client_stats_of(reply: Message) -> dict[str, Any]:
-    """A reply's MetricRecord as a dict with snake_case keys (``train-seconds`` -> ``train_seconds``)."""
-    return {key.replace("-", "_"): value for key, value in reply.content["metrics"].items()}
+    """A validated reply's metrics as a dict with snake_case keys (``train-seconds`` -> ``train_seconds``)."""
+    return {key.replace("-", "_"): value for key, value in reply.content[METRICS].items()}
+
+
+def weighted_means(metrics: list[dict[str, int | float]], keys: Iterable[str]) -> dict[str, float]:
+    """Example-weighted means of ``keys`` over validated metrics (``num-examples`` ≥ 1 in each)."""
+    total = sum(m[NUM_EXAMPLES] for m in metrics)
+    return {key: sum(m[NUM_EXAMPLES] * m[key] for m in metrics) / total for key in keys} if total else {}
 
 
 def mean_train_loss(contents: list[RecordDict], weight_key: str) -> MetricRecord:
-    """Example-weighted mean of the clients' ``train-loss`` (the only metric worth averaging)."""
-    reported = [c["metrics"] for c in contents if "train-loss" in c["metrics"]]
-    weights = [m[weight_key] for m in reported]
-    losses = [m["train-loss"] for m in reported]
-    total = sum(weights)
-    return MetricRecord({"train-loss": sum(w * l for w, l in zip(weights, losses)) / total if total else 0.0})
+    """Example-weighted mean of the accepted clients' ``train-loss`` (the only training metric worth averaging)."""
+    return MetricRecord(weighted_means([dict(c[METRICS]) for c in contents], [TRAIN_LOSS]))
 
 
 class CohortFedAvg(FedAvg):
@@ -101,14 +121,15 @@ class CohortFedAvg(FedAvg):
         straggler_fraction: float = 0.0,
         seed: int = 0,
         aggregation: AggregationSettings = DEFAULT_AGGREGATION,
+        expected_examples: ExpectedExamples = lambda num_local: None,
     ) -> None:
         super().__init__(
             fraction_evaluate=fraction_evaluate,
             min_train_nodes=min_train_nodes,
             min_evaluate_nodes=1 if fraction_evaluate > 0 else 0,
             min_available_nodes=1,
-            arrayrecord_key="arrays",
-            configrecord_key="config",
+            arrayrecord_key=ARRAYS,
+            configrecord_key=CONFIG,
             train_metrics_aggr_fn=mean_train_loss,
         )
         self.population = population
@@ -119,8 +140,10 @@ class CohortFedAvg(FedAvg):
         self.seed = seed
         self.straggler_fraction = straggler_fraction
         self.aggregation = aggregation
+        self.expected_examples = expected_examples
         self.resumed_after = 0  # rounds finished before this start (a resumed run goes on from there)
         self._cohort: list[int] = []
+        self._evaluated: list[int] = []
         self._expected: dict[str, ArraySpec] = {}
         self._sent = ArrayRecord()  # the round's global arrays, from which updates are measured
 
@@ -140,7 +163,8 @@ class CohortFedAvg(FedAvg):
     def available(self, grid: Grid) -> list[int]:
         """Connected clients whose label counts the server holds (new clients are asked first)."""
         connected = self.population.available(grid)
-        self.label_counts.collect(grid, {pid: self.population.node_of(pid) for pid in connected})
+        self.label_counts.collect(grid, {pid: self.population.node_of(pid) for pid in connected},
+                                  {pid: self.population.identity_of(pid) for pid in connected})
         return self.label_counts.usable(connected)
 
     def configure_train(
@@ -153,8 +177,8 @@ class CohortFedAvg(FedAvg):
         dropped = select_stragglers(selected, self.straggler_fraction, self.seed, server_round)
         cohort = [pid for pid in selected if pid not in dropped]
         self._cohort, self._expected, self._sent = cohort, array_specs(arrays), arrays
-        round_config = ConfigRecord({**config, **self.round_config(server_round), "server-round": server_round})
-        messages = self._messages(cohort, arrays, round_config, MessageType.TRAIN)
+        round_config = ConfigRecord({**config, **self.round_config(server_round), SERVER_ROUND: server_round})
+        messages = self._messages(cohort, arrays, round_config, TRAIN)
         bytes_down = sum(r.count_bytes() for m in messages for r in m.content.array_records.values())
         cohort_counts = self.label_counts.total(cohort)
         self.observer.round_started(
@@ -163,7 +187,7 @@ class CohortFedAvg(FedAvg):
             bytes_down,
             cohort_label_entropy=float(label_entropy_bits(cohort_counts)),
             cohort_labels_covered=labels_covered(cohort_counts),
-            learning_rate=float(round_config["learning-rate"]) if "learning-rate" in round_config else None,
+            learning_rate=float(round_config[LEARNING_RATE]) if LEARNING_RATE in round_config else None,
             dropped=dropped,
         )
         return messages
@@ -178,25 +202,60 @@ class CohortFedAvg(FedAvg):
         available = self.available(grid)
         size = cohort_size(len(available), self.fraction_evaluate)
         cohort = select_random(available, size, self.seed + 1, server_round)
-        round_config = ConfigRecord({**config, "server-round": server_round})
-        return self._messages(cohort, arrays, round_config, MessageType.EVALUATE)
+        self._evaluated = cohort
+        round_config = ConfigRecord({**config, SERVER_ROUND: server_round})
+        return self._messages(cohort, arrays, round_config, EVALUATE)
+
+    def _senders(self, replies: Iterable[Message], addressed: list[int]) -> list[tuple[int, Message]]:
+        """(partition id, reply) for the replies from clients this round addressed, in partition-id order; one reply
+        per client (a node answering twice, or for another, is ignored)."""
+        partition, seen, senders = self.population.partition_of, set(), []
+        for reply in replies:
+            pid = partition.get(reply.metadata.src_node_id)
+            if pid is not None and pid in addressed and pid not in seen:
+                seen.add(pid)
+                senders.append((pid, reply))
+        return sorted(senders, key=lambda item: item[0])
 
     def sort_replies(self, replies: Iterable[Message]) -> RoundReplies:
         """Accept sound updates; name the clients that failed, sent a malformed update or did not answer."""
-        partition = self.population.partition_of
-        replies = list(replies)
         outcome = RoundReplies()
-        for reply in sorted(replies, key=lambda r: partition.get(r.metadata.src_node_id, -1)):
-            pid = partition.get(reply.metadata.src_node_id, -1)
+        for pid, reply in self._senders(replies, self._cohort):
             if reply.has_error():
                 outcome.failed[pid] = error_summary(reply.error.reason)
-            elif (reason := rejection_reason(reply.content, self._expected, self.arrayrecord_key, self.weighted_by_key)):
+                continue
+            identity = self.population.identity_of(pid)
+            _, reason = refusal(read_train_reply, reply.content, self._expected, identity,
+                                self.expected_examples(identity.num_examples))
+            if reason:
                 outcome.rejected[pid] = reason
             else:
                 outcome.accepted[pid] = reply
-        answered = {partition.get(r.metadata.src_node_id, -1) for r in replies}
+        answered = set(outcome.accepted) | set(outcome.failed) | set(outcome.rejected)
         outcome.timed_out = sorted(pid for pid in self._cohort if pid not in answered)
         return outcome
+
+    def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
+        """Example-weighted mean loss and accuracy of the sound evaluation replies; the others are named."""
+        server_round += self.resumed_after
+        accepted: list[dict[str, int | float]] = []
+        problems: dict[int, str] = {}
+        for pid, reply in self._senders(replies, self._evaluated):
+            if reply.has_error():
+                problems[pid] = f"failed: {error_summary(reply.error.reason)}"
+                continue
+            metrics, reason = refusal(read_evaluate_reply, reply.content, self.population.identity_of(pid))
+            if metrics is None:
+                problems[pid] = f"rejected: {reason}"
+            else:
+                accepted.append(metrics)
+        for pid, problem in problems.items():
+            log(WARNING, "round %d: evaluation by client %d %s", server_round, pid, problem)
+        means = weighted_means(accepted, [EVAL_LOSS, EVAL_ACCURACY])
+        self.observer.evaluations_received(
+            server_round, federated_loss=means.get(EVAL_LOSS), federated_accuracy=means.get(EVAL_ACCURACY),
+            evaluated=len(accepted), evaluation_problems=_reasons(problems))
+        return MetricRecord(means) if means else None
 
     def replies_sorted(self, outcome: RoundReplies) -> None:
         """Hook for subclasses that track per-client state; called once per round before aggregation."""
@@ -245,7 +304,7 @@ class CohortFedAvg(FedAvg):
         if self.aggregation.rule == MEAN:  # FedAvg exactly as Flower computes it
             return conform_to(aggregate_arrayrecords(contents, self.weighted_by_key), self._expected), {}
         client_arrays = [{k: a.numpy() for k, a in c[self.arrayrecord_key].items()} for c in contents]
-        weights = [next(iter(c.metric_records.values()))[self.weighted_by_key] for c in contents]
+        weights = [c[METRICS][NUM_EXAMPLES] for c in contents]
         sent = {key: array.numpy() for key, array in self._sent.items()}
         result = robust_aggregate(self.aggregation, client_arrays, weights, sent)
         return ArrayRecord({k: Array(v) for k, v in result.arrays.items()}), result.report(partition_ids)

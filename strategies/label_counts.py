@@ -1,14 +1,14 @@
 """The label counts the server holds for each client (FedEntOpt step 1, SPEC §6).
 
-Each client is asked once, with a ``query.label_counts`` message, when it is first seen. A reply with the
-wrong length, non-finite values, or (without differential privacy) negative or fractional values is
-refused with a log line and the client is left out of selection. With DP the clients add Laplace noise;
-noisy counts below zero are clipped to zero here, before any entropy is computed.
+Each client is asked once, with a ``query.label_counts`` message, when it is first seen. The reply is read through
+``protocol.replies.read_label_counts``: one whole number ≥ 0 per class (clients round and clip their noisy counts),
+adding up, without differential privacy, to the samples the client said it holds. A refused reply is logged and
+the client is left out of selection.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from logging import WARNING
 
@@ -17,58 +17,48 @@ from flwr.app import ConfigRecord, Message, RecordDict
 from flwr.common.logger import log
 from flwr.serverapp import Grid
 
+from protocol.messages import CONFIG, LABEL_COUNTS
+from protocol.replies import Identity, read_label_counts, refusal
 from strategies.client_errors import error_summary
-
-LABEL_COUNTS = "query.label_counts"
-
-
-def check_counts(values: np.ndarray, num_classes: int, noisy: bool) -> str | None:
-    """Why a reported count vector is unusable, or None. Clients round and clip their noisy counts, so with or
-    without differential privacy a count is a non-negative whole number."""
-    if values.shape != (num_classes,):
-        return f"{values.size} values for {num_classes} labels"
-    if not np.all(np.isfinite(values)):
-        return "non-finite values"
-    if np.any(values < 0) or np.any(values != np.round(values)):
-        return "negative or fractional counts"
-    return None
 
 
 @dataclass
 class LabelCountRegistry:
-    """Partition id -> label counts (clipped at zero), and the partitions whose replies were refused."""
+    """Partition id -> label counts, and the partitions whose replies were refused (with why)."""
 
     num_classes: int
     noisy: bool
     reply_timeout: float = 120.0
     counts: dict[int, np.ndarray] = field(default_factory=dict)
-    refused: set[int] = field(default_factory=set)
+    refused: dict[int, str] = field(default_factory=dict)
 
-    def collect(self, grid: Grid, nodes: dict[int, int]) -> None:
-        """Ask every client in ``nodes`` (partition id -> node id) not asked before."""
+    def collect(self, grid: Grid, nodes: Mapping[int, int], identities: Mapping[int, Identity]) -> None:
+        """Ask every client in ``nodes`` (partition id -> node id) not asked before; ``identities`` (partition id ->
+        what the client said about itself) bound what its counts may add up to."""
         todo = {pid: node for pid, node in nodes.items() if pid not in self.counts and pid not in self.refused}
         if not todo:
             return
         messages = [
-            Message(content=RecordDict({"config": ConfigRecord({})}), message_type=LABEL_COUNTS, dst_node_id=node)
+            Message(content=RecordDict({CONFIG: ConfigRecord({})}), message_type=LABEL_COUNTS, dst_node_id=node)
             for node in todo.values()
         ]
         partition_of = {node: pid for pid, node in todo.items()}
         for reply in grid.send_and_receive(messages, timeout=self.reply_timeout):
-            pid = partition_of[reply.metadata.src_node_id]
+            pid = partition_of.get(reply.metadata.src_node_id)
+            if pid is None:
+                continue  # not asked: ignored
             if reply.has_error():
                 self._refuse(pid, f"error reply: {error_summary(reply.error.reason)}")
                 continue
-            values = np.asarray(reply.content["label-counts"]["counts"], dtype=np.float64)
-            problem = check_counts(values, self.num_classes, self.noisy)
-            if problem:
-                self._refuse(pid, problem)
+            counts, reason = refusal(read_label_counts, reply.content, self.num_classes, identities[pid], self.noisy)
+            if counts is None:
+                self._refuse(pid, reason or "unreadable label counts")
             else:
-                self.counts[pid] = np.clip(values, 0.0, None)
+                self.counts[pid] = counts
 
     def _refuse(self, pid: int, why: str) -> None:
         log(WARNING, "partition %d sent unusable label counts (%s); it is left out of selection", pid, why)
-        self.refused.add(pid)
+        self.refused[pid] = why
 
     def usable(self, partition_ids: Iterable[int]) -> list[int]:
         """Those of ``partition_ids`` whose counts the server holds."""

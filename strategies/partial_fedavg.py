@@ -13,9 +13,8 @@ from typing import Any
 
 from flwr.app import ArrayRecord
 
+from protocol.messages import FROZEN
 from strategies.cohort_fedavg import CohortFedAvg, RoundReplies
-
-FROZEN_KEY = "frozen"
 
 
 class PartialModelFedAvg(CohortFedAvg):
@@ -29,7 +28,7 @@ class PartialModelFedAvg(CohortFedAvg):
     def records_for(self, partition_id: int, arrays: ArrayRecord) -> dict[str, ArrayRecord]:
         records = super().records_for(partition_id, arrays)
         if len(self.frozen) and partition_id not in self.holding_frozen:
-            records[FROZEN_KEY] = self.frozen
+            records[FROZEN] = self.frozen
         return records
 
     def replies_sorted(self, outcome: RoundReplies) -> None:

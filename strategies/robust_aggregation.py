@@ -34,6 +34,8 @@ from flwr.serverapp.strategy.bulyan import aggregate_n_closest_weights
 from flwr.serverapp.strategy.fedtrimmedavg import trim_mean
 from flwr.serverapp.strategy.multikrum import select_multikrum
 
+from protocol.replies import ArraySpec
+
 Arrays = Mapping[str, np.ndarray]
 
 MEAN = "mean"
@@ -230,3 +232,15 @@ def robust_aggregate(
     merged = {**floats, **integer_arrays(client_arrays, global_arrays)}
     result.arrays = {key: np.asarray(merged[key]) for key in global_arrays}
     return result
+
+
+def conform_to(arrays: ArrayRecord, expected: Mapping[str, ArraySpec]) -> ArrayRecord:
+    """The aggregate with the sent dtypes restored: Flower's weighted mean turns integer arrays (BatchNorm's
+    ``num_batches_tracked``) into float64, and clients would then send back arrays of another dtype."""
+    conformed = {}
+    for key, array in arrays.items():
+        values, dtype = array.numpy(), np.dtype(expected[key].dtype)
+        if dtype.kind in "iu" and values.dtype.kind == "f":
+            values = np.rint(values)
+        conformed[key] = Array(np.asarray(values.astype(dtype)))
+    return ArrayRecord(conformed)

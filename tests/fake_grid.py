@@ -9,8 +9,20 @@ import torch
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 from flwr.supercore.task_identity import TaskIdentity
 
-from strategies.client_population import IDENTIFY
-from strategies.label_counts import LABEL_COUNTS
+from protocol.messages import (
+    ARRAYS,
+    COUNTS,
+    IDENTIFY,
+    IDENTITY,
+    LABEL_COUNTS,
+    LABEL_COUNTS_RECORD,
+    METRICS,
+    NUM_EXAMPLES,
+    NUM_LOCAL,
+    NUM_PARTITIONS,
+    PARTITION_ID,
+    TRAIN_METRICS,
+)
 
 # Flower stamps messages with the identity of the running task; tests run outside any task.
 TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 1
@@ -18,13 +30,13 @@ TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 1
 Respond = Callable[[Message], Message]
 
 
-def identify_reply(partition_of: dict[int, int], num_partitions: int) -> Respond:
-    """A responder answering ``query.identify`` like the ClientApp does."""
+def identify_reply(partition_of: dict[int, int], num_partitions: int, holds: dict[int, int]) -> Respond:
+    """A responder answering ``query.identify`` like the ClientApp does (``holds``: partition id -> samples)."""
 
     def respond(msg: Message) -> Message:
         pid = partition_of[msg.metadata.dst_node_id]
-        identity = MetricRecord({"partition-id": pid, "num-partitions": num_partitions})
-        return Message(RecordDict({"identity": identity}), reply_to=msg)
+        identity = MetricRecord({PARTITION_ID: pid, NUM_PARTITIONS: num_partitions, NUM_EXAMPLES: holds[pid]})
+        return Message(RecordDict({IDENTITY: identity}), reply_to=msg)
 
     return respond
 
@@ -34,20 +46,32 @@ def label_counts_reply(partition_of: dict[int, int], counts: dict[int, list[floa
 
     def respond(msg: Message) -> Message:
         values = counts[partition_of[msg.metadata.dst_node_id]]
-        return Message(RecordDict({"label-counts": ConfigRecord({"counts": [float(v) for v in values]})}), reply_to=msg)
+        record = ConfigRecord({COUNTS: [float(v) for v in values]})
+        return Message(RecordDict({LABEL_COUNTS_RECORD: record}), reply_to=msg)
 
     return respond
 
 
 def client_responders(partition_of: dict[int, int], counts: dict[int, list[float]] | None = None) -> dict[str, Respond]:
-    """identify and label-count responders for ``partition_of`` (node id -> partition id)."""
+    """identify and label-count responders for ``partition_of`` (node id -> partition id); each client holds as
+    many samples as its counts add up to."""
     counts = counts or {pid: [1.0, 1.0] for pid in partition_of.values()}
-    return {IDENTIFY: identify_reply(partition_of, len(partition_of)), LABEL_COUNTS: label_counts_reply(partition_of, counts)}
+    holds = {pid: max(1, int(sum(values))) for pid, values in counts.items()}
+    return {IDENTIFY: identify_reply(partition_of, len(partition_of), holds),
+            LABEL_COUNTS: label_counts_reply(partition_of, counts)}
+
+
+def train_metrics(partition_id: int, num_examples: int, num_local: int, **changes: float | int) -> dict[str, float | int]:
+    """A full, sound training-reply metric record (every declared number), with ``changes`` applied."""
+    metrics: dict[str, float | int] = {field.key: (1 if field.kind is int else 0.5) for field in TRAIN_METRICS}
+    metrics.update({PARTITION_ID: partition_id, NUM_EXAMPLES: num_examples, NUM_LOCAL: num_local})
+    metrics.update({key.replace("_", "-"): value for key, value in changes.items()})
+    return metrics
 
 
 def train_reply(msg: Message, arrays: dict[str, torch.Tensor], metrics: dict[str, float | int]) -> Message:
     """A training reply carrying ``arrays`` and ``metrics``."""
-    return Message(RecordDict({"arrays": ArrayRecord(arrays), "metrics": MetricRecord(metrics)}), reply_to=msg)
+    return Message(RecordDict({ARRAYS: ArrayRecord(arrays), METRICS: MetricRecord(metrics)}), reply_to=msg)
 
 
 class FakeGrid:

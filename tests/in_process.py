@@ -12,20 +12,19 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from flwr.app import Context, Error, Message, MessageType, RecordDict
+from flwr.app import Context, Error, Message, RecordDict
 
 import client_app.app as client
 import server_app.app as server
 from run_config.defaults import load_defaults
-from strategies.client_population import IDENTIFY
-from strategies.label_counts import LABEL_COUNTS
+from protocol.messages import CONFIG, EVALUATE, IDENTIFY, LABEL_COUNTS, SERVER_ROUND, TRAIN
 from tests.fake_grid import FakeGrid
 
 HANDLERS = {
     IDENTIFY: client.identify,
     LABEL_COUNTS: client.label_counts,
-    MessageType.TRAIN: client.train,
-    MessageType.EVALUATE: client.evaluate,
+    TRAIN: client.train,
+    EVALUATE: client.evaluate,
 }
 
 
@@ -48,7 +47,7 @@ class InProcessGrid(FakeGrid):
         self.kill_at_round = kill_at_round
 
     def _answer(self, msg: Message) -> Message:
-        if msg.metadata.message_type == MessageType.TRAIN and msg.content["config"]["server-round"] == self.kill_at_round:
+        if msg.metadata.message_type == TRAIN and msg.content[CONFIG][SERVER_ROUND] == self.kill_at_round:
             raise ServerKilled(f"killed at the start of round {self.kill_at_round}")
         try:
             return HANDLERS[msg.metadata.message_type](msg, self.contexts[msg.metadata.dst_node_id])

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+from flwr.app import Error, Message, MetricRecord, RecordDict
+
+from protocol.messages import IDENTIFY
+from strategies.client_population import ClientPopulation
 from tests.fake_grid import FakeGrid, identify_reply
-from strategies.client_population import IDENTIFY, ClientPopulation
 
 NODES = {101: 2, 205: 0, 333: 1}
+HOLDS = {0: 10, 1: 20, 2: 30}
+
+
+def identify(nodes: dict[int, int] = NODES):
+    return identify_reply(nodes, 3, HOLDS)
 
 
 def test_identifies_every_node_once() -> None:
-    grid = FakeGrid(NODES, {IDENTIFY: identify_reply(NODES, 3)})
+    grid = FakeGrid(NODES, {IDENTIFY: identify()})
     population = ClientPopulation(wait_seconds=0)
     assert population.available(grid) == [0, 1, 2]
     assert population.partition_of == NODES and population.expected == 3
@@ -19,7 +27,7 @@ def test_identifies_every_node_once() -> None:
 
 
 def test_a_late_node_is_asked_when_it_appears() -> None:
-    grid = FakeGrid([101, 205], {IDENTIFY: identify_reply(NODES, 3)})
+    grid = FakeGrid([101, 205], {IDENTIFY: identify()})
     population = ClientPopulation(wait_seconds=0)
     assert population.available(grid) == [0, 2]  # deadline passed: proceeds with those connected
     grid.node_ids.append(333)
@@ -28,8 +36,51 @@ def test_a_late_node_is_asked_when_it_appears() -> None:
 
 
 def test_disconnected_nodes_are_not_available() -> None:
-    grid = FakeGrid(NODES, {IDENTIFY: identify_reply(NODES, 3)})
+    grid = FakeGrid(NODES, {IDENTIFY: identify()})
     population = ClientPopulation(wait_seconds=0)
     population.available(grid)
     grid.node_ids.remove(205)
     assert population.available(grid) == [1, 2]
+
+
+def claims(answers: dict[int, dict]) -> dict:
+    """A responder answering each node with the given identity numbers (or an error for None)."""
+
+    def respond(msg: Message) -> Message:
+        numbers = answers[msg.metadata.dst_node_id]
+        if numbers is None:
+            return Message(Error(code=1, reason="boom"), reply_to=msg)
+        return Message(RecordDict({"identity": MetricRecord(numbers)}), reply_to=msg)
+
+    return {IDENTIFY: respond}
+
+
+def identity(pid: int, partitions: int = 3, examples: int = 5) -> dict:
+    return {"partition-id": pid, "num-partitions": partitions, "num-examples": examples}
+
+
+def test_identities_are_read_and_the_population_is_what_most_nodes_say() -> None:
+    answers = {1: identity(0), 2: identity(1), 3: identity(2, partitions=1_000_000), 4: identity(1),
+               5: {"partition-id": 2, "num-partitions": 3}, 6: identity(5), 7: None, 8: {**identity(2), "x": 1}}
+    population = ClientPopulation(wait_seconds=0)
+    assert population.available(FakeGrid(answers, claims(answers))) == [0, 1]
+    assert population.expected == 3 and population.identity_of(1).num_examples == 5
+    assert population.refused == {
+        3: "claims 1000000 partitions; the population has 3",
+        4: "claims partition 1, which node 2 already holds",
+        5: "identity lacks num-examples",
+        6: "partition-id 5 is not below num-partitions 3",
+        7: "error reply: boom",
+        8: "identity has unexpected x",
+    }
+
+
+def test_a_restarted_device_takes_its_partition_back_under_a_new_node_id() -> None:
+    answers = {1: identity(0), 2: identity(1)}
+    grid = FakeGrid(answers, claims(answers))
+    population = ClientPopulation(wait_seconds=0)
+    population.available(grid)
+    grid.node_ids.remove(1)
+    answers[9] = identity(0)
+    grid.node_ids.append(9)
+    assert population.available(grid) == [0, 1] and population.node_of(0) == 9

@@ -14,8 +14,9 @@ from strategies.client_population import ClientPopulation
 from strategies.cohort_fedavg import CohortFedAvg
 from strategies.label_counts import LabelCountRegistry
 from strategies.robust_aggregation import AggregationSettings
-from strategies.update_validation import array_specs, conform_to
-from tests.fake_grid import FakeGrid, client_responders, train_reply
+from protocol.replies import array_specs
+from strategies.robust_aggregation import conform_to
+from tests.fake_grid import FakeGrid, client_responders, train_metrics, train_reply
 
 NODES = {11: 0, 22: 1, 33: 2, 44: 3}
 
@@ -26,6 +27,7 @@ class Observer:
         self.fields: list[dict[str, Any]] = []
         self.replies: list[tuple[int, list[dict[str, Any]], int]] = []
         self.reply_fields: list[dict[str, Any]] = []
+        self.evaluations: list[tuple[int, dict[str, Any]]] = []
 
     def round_started(self, server_round: int, cohort: list[int], bytes_down: int, **fields: Any) -> None:
         self.started.append((server_round, cohort, bytes_down))
@@ -35,8 +37,12 @@ class Observer:
         self.replies.append((server_round, client_stats, bytes_up))
         self.reply_fields.append(fields)
 
+    def evaluations_received(self, server_round: int, **fields: Any) -> None:
+        self.evaluations.append((server_round, fields))
 
-COUNTS = {0: [5, 0, 0], 1: [0, 5, 0], 2: [0, 0, 5], 3: [5, 5, 0]}
+
+COUNTS = {0: [500, 0, 0], 1: [0, 500, 0], 2: [0, 0, 500], 3: [500, 500, 0]}
+HOLDS = {pid: sum(counts) for pid, counts in COUNTS.items()}  # what each client says it holds
 
 
 MEAN = AggregationSettings("mean")
@@ -80,22 +86,23 @@ def test_aggregate_train_is_the_example_weighted_mean_and_reports_stats() -> Non
     messages = list(strategy.configure_train(1, ArrayRecord({"w": torch.zeros(2)}), ConfigRecord(), grid))
     replies = [
         train_reply(messages[0], {"w": torch.tensor([1.0, 2.0])},
-                    {"partition-id": 3, "num-examples": 30, "num-local": 300, "train-loss": 1.0, "train-seconds": 2.0}),
+                    train_metrics(3, 30, 1000, train_loss=1.0, train_seconds=2.0)),
         train_reply(messages[1], {"w": torch.tensor([5.0, 6.0])},
-                    {"partition-id": 0, "num-examples": 10, "num-local": 100, "train-loss": 3.0, "train-seconds": 1.0}),
+                    train_metrics(0, 10, 500, train_loss=3.0, train_seconds=1.0)),
     ]
     arrays, metrics = strategy.aggregate_train(1, replies)
     np.testing.assert_allclose(arrays["w"].numpy(), [(30 * 1 + 10 * 5) / 40, (30 * 2 + 10 * 6) / 40])
     assert metrics["train-loss"] == pytest.approx((30 * 1.0 + 10 * 3.0) / 40)
     (_, stats, bytes_up), = observer.replies
     assert [s["partition_id"] for s in stats] == [0, 3]  # aggregated in partition-id order
-    assert stats[1] == {"partition_id": 3, "num_examples": 30, "num_local": 300, "train_loss": 1.0, "train_seconds": 2.0}
+    assert stats[1] == {key.replace("-", "_"): value for key, value in train_metrics(3, 30, 1000, train_loss=1.0,
+                                                                                     train_seconds=2.0).items()}
     assert bytes_up == sum(r.content["arrays"].count_bytes() for r in replies)
     assert observer.reply_fields == [{"aggregated": True, "failed": [], "rejected": [], "timed_out": []}]
 
 
 def sound_metrics(pid: int, n: int) -> dict[str, float | int]:
-    return {"partition-id": pid, "num-examples": n, "num-local": n, "train-loss": 1.0, "train-seconds": 1.0}
+    return train_metrics(pid, n, HOLDS[pid], train_loss=1.0, train_seconds=1.0)
 
 
 def four_client_round(observer: Observer, min_train_nodes: int = 1, aggregation: AggregationSettings = MEAN):
@@ -135,7 +142,7 @@ def test_round_is_skipped_below_min_train_nodes() -> None:
     assert strategy.aggregate_train(1, replies) == (None, None)  # Strategy.start keeps the global model
     fields, = observer.reply_fields
     assert fields["aggregated"] is False and fields["timed_out"] == [2, 3]
-    assert fields["rejected"] == [{"partition_id": 1, "reason": "'num-examples' must be a positive integer, got 0"}]
+    assert fields["rejected"] == [{"partition_id": 1, "reason": "'num-examples' = 0 is outside [1, inf]"}]
 
 
 def test_resumed_strategy_numbers_rounds_on() -> None:
@@ -212,6 +219,7 @@ def test_mean_is_bitwise_flowers_weighted_mean_in_partition_order() -> None:
                            sound_metrics(NODES[m.metadata.dst_node_id], int(rng.integers(1, 500)))) for m in messages]
     arrays, _ = strategy.aggregate_train(1, list(reversed(replies)))
     by_partition = sorted(replies, key=lambda r: r.content["metrics"]["partition-id"])
+    sent = ArrayRecord({"w": torch.zeros(2)})
     expected = conform_to(aggregate_arrayrecords([r.content for r in by_partition], "num-examples"), array_specs(sent))
     assert arrays["w"].numpy().tobytes() == expected["w"].numpy().tobytes()
     assert observer.reply_fields[0] == {"aggregated": True, "failed": [], "rejected": [], "timed_out": []}
@@ -223,3 +231,31 @@ def test_a_round_with_fewer_updates_than_krum_needs_is_skipped() -> None:
     replies = [train_reply(m, {"w": torch.ones(2)}, sound_metrics(NODES[m.metadata.dst_node_id], 5)) for m in messages]
     assert strategy.aggregate_train(1, replies) == (None, None)  # 4 updates; Krum with f = 1 needs 2f + 3 = 5
     assert observer.reply_fields[0]["aggregated"] is False
+
+
+def test_federated_evaluation_averages_sound_replies_and_names_the_others() -> None:
+    from flwr.app import MetricRecord, RecordDict
+
+    observer = Observer()
+    strategy = make_strategy(observer)
+    strategy.fraction_evaluate = 1.0
+    grid = FakeGrid(NODES, client_responders(NODES, COUNTS))
+    messages = list(strategy.configure_evaluate(3, ArrayRecord({"w": torch.zeros(2)}), ConfigRecord(), grid))
+    assert sorted(NODES[m.metadata.dst_node_id] for m in messages) == [0, 1, 2, 3]
+    by_partition = {NODES[m.metadata.dst_node_id]: m for m in messages}
+
+    def evaluation(pid: int, loss: float, accuracy: float, n: int) -> Message:
+        numbers = {"eval-loss": loss, "eval-acc": accuracy, "num-examples": n}
+        return Message(RecordDict({"metrics": MetricRecord(numbers)}), reply_to=by_partition[pid])
+
+    replies = [evaluation(0, 1.0, 0.5, 100), evaluation(3, 2.0, 0.8, 300), evaluation(1, 0.1, 1.5, 10),
+               Message(Error(code=0, reason="ClientAppException: boom"), reply_to=by_partition[2])]
+    metrics = strategy.aggregate_evaluate(3, replies)
+    assert metrics["eval-loss"] == pytest.approx((100 * 1.0 + 300 * 2.0) / 400)
+    assert metrics["eval-acc"] == pytest.approx((100 * 0.5 + 300 * 0.8) / 400)
+    (rnd, fields), = observer.evaluations
+    assert rnd == 3 and fields["evaluated"] == 2 and fields["federated_accuracy"] == pytest.approx(0.725)
+    assert fields["evaluation_problems"] == [
+        {"partition_id": 1, "reason": "rejected: 'eval-acc' = 1.5 is outside [0.0, 1.0]"},
+        {"partition_id": 2, "reason": "failed: ClientAppException: boom"},
+    ]

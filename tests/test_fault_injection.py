@@ -15,6 +15,7 @@ from client_app.fault_injection import (
     training_data,
 )
 from client_app.local_data import LocalData
+from data.catalog import DATASETS
 from run_config.fail_partitions import FAULT_MODES, parse_fail_partitions
 
 SENT = {"w": torch.tensor([1.0, 2.0]), "b": torch.tensor([0.5]), "n": torch.tensor(4)}
@@ -63,7 +64,7 @@ def test_tamper_changes_the_reply_of_attackers_only() -> None:
 
 
 def test_labelflip_trains_on_the_mirrored_labels() -> None:
-    data = LocalData(torch.zeros(3, 1, 2, 2), torch.tensor([0, 3, 9]))
+    data = LocalData(torch.zeros(3, 1, 32, 32, dtype=torch.uint8), torch.tensor([0, 3, 9]), DATASETS["synthetic"])
     torch.testing.assert_close(training_data(data, "labelflip", 10).labels, torch.tensor([9, 6, 0]))
     assert training_data(data, "scale100", 10) is data
 

@@ -1,4 +1,5 @@
-"""Label counts: the client's vector and its noise, the server's checks, clipping and refusals."""
+"""Label counts: the client's vector and its noise, the server's registry and its refusals (every rule of the
+reply itself is in tests/test_protocol.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import numpy as np
 import pytest
 
 from client_app.label_counts import label_count_vector, privatise
-from strategies.label_counts import LABEL_COUNTS, LabelCountRegistry, check_counts
+from protocol.messages import LABEL_COUNTS
+from protocol.replies import Identity
+from strategies.label_counts import LabelCountRegistry
 from tests.fake_grid import FakeGrid, client_responders
 
 NODES = {10: 0, 20: 1, 30: 2, 40: 3}
@@ -26,32 +29,16 @@ def test_laplace_noise_has_scale_one_over_epsilon() -> None:
     assert privatise(np.ones(3), 0.0, rng).tolist() == [1.0, 1.0, 1.0]
 
 
-@pytest.mark.parametrize(
-    ("values", "noisy", "problem"),
-    [
-        ([1, 2], False, "2 values for 3 labels"),
-        ([1, -2, 3], False, "negative or fractional"),
-        ([1, 2.5, 3], False, "negative or fractional"),
-        ([1, float("inf"), 3], True, "non-finite"),
-        ([1, -2.5, 3], True, "negative or fractional"),  # clients round and clip their noisy counts
-        ([1, 0, 3], True, None),
-        ([1, 2, 3], False, None),
-    ],
-)
-def test_checks(values: list[float], noisy: bool, problem: str | None) -> None:
-    result = check_counts(np.array(values, dtype=float), 3, noisy)
-    assert (result is None) if problem is None else (problem in result)
-
-
 def test_registry_asks_once_and_refuses_bad_vectors(caplog) -> None:
     counts = {0: [3, 0, 1], 1: [1, 2], 2: [-1.5, 4.2, 0.3], 3: [0, 0, 9]}
     grid = FakeGrid(NODES, client_responders(NODES, counts))
     registry = LabelCountRegistry(num_classes=3, noisy=True)
-    registry.collect(grid, {pid: node for node, pid in NODES.items()})
-    assert registry.refused == {1, 2}
+    identities = {pid: Identity(pid, 4, 100) for pid in range(4)}
+    registry.collect(grid, {pid: node for node, pid in NODES.items()}, identities)
+    assert set(registry.refused) == {1, 2}
     assert registry.usable([0, 1, 2, 3]) == [0, 3]
-    assert "partition 1 sent unusable label counts (2 values for 3 labels)" in caplog.text
-    registry.collect(grid, {pid: node for node, pid in NODES.items()})
+    assert "partition 1 sent unusable label counts (2 label counts for 3 labels)" in caplog.text
+    registry.collect(grid, {pid: node for node, pid in NODES.items()}, identities)
     assert sum(m.metadata.message_type == LABEL_COUNTS for m in grid.sent) == 4  # nobody asked twice
     assert registry.as_json()["3"] == [0.0, 0.0, 9.0]
     assert registry.total([0, 3]).tolist() == [3.0, 0.0, 10.0]
@@ -87,8 +74,9 @@ def test_a_client_releases_its_noisy_counts_once_per_run(tmp_path) -> None:
     assert ask(run) != ask(new_run())  # another run, same seed: fresh noise
 
 
-def test_without_dp_negative_counts_are_refused() -> None:
-    grid = FakeGrid({10: 0}, client_responders({10: 0}, {0: [-1, 2, 3]}))
+def test_without_dp_counts_must_add_up_to_what_the_client_holds() -> None:
+    grid = FakeGrid({10: 0, 20: 1}, client_responders({10: 0, 20: 1}, {0: [1, 2, 3], 1: [4, 4, 4]}))
     registry = LabelCountRegistry(num_classes=3, noisy=False)
-    registry.collect(grid, {0: 10})
-    assert registry.refused == {0} and registry.counts == {}
+    registry.collect(grid, {0: 10, 1: 20}, {0: Identity(0, 2, 6), 1: Identity(1, 2, 100)})
+    assert list(registry.counts) == [0]
+    assert registry.refused == {1: "label counts add up to 12, but the client said it holds 100 samples"}

@@ -7,9 +7,10 @@ from flwr.app import ArrayRecord, ConfigRecord, Error, Message
 
 from strategies.client_population import ClientPopulation
 from strategies.label_counts import LabelCountRegistry
-from strategies.partial_fedavg import FROZEN_KEY, PartialModelFedAvg
+from protocol.messages import FROZEN as FROZEN_KEY
+from strategies.partial_fedavg import PartialModelFedAvg
 from strategies.robust_aggregation import AggregationSettings
-from tests.fake_grid import FakeGrid, client_responders, train_reply
+from tests.fake_grid import FakeGrid, client_responders, train_metrics, train_reply
 from tests.test_cohort_fedavg import Observer
 
 NODES = {11: 0, 22: 1, 33: 2}
@@ -25,13 +26,12 @@ def make(frozen: dict, rule: str = "mean") -> tuple[PartialModelFedAvg, Observer
         select=lambda available, rnd: available,
         observer=observer,
     )
-    return strategy, observer, FakeGrid(NODES, client_responders(NODES))
+    return strategy, observer, FakeGrid(NODES, client_responders(NODES, {pid: [50, 50] for pid in NODES.values()}))
 
 
 def reply(msg: Message, theta: torch.Tensor, n: int) -> Message:
     pid = NODES[msg.metadata.dst_node_id]
-    return train_reply(msg, {"theta": theta}, {"partition-id": pid, "num-examples": n, "num-local": 10 * n,
-                                               "train-loss": 0.0, "train-seconds": 1.0})
+    return train_reply(msg, {"theta": theta}, train_metrics(pid, n, 100, train_loss=0.0, train_seconds=1.0))
 
 
 def test_phi_is_sent_once_per_client_and_again_after_an_error() -> None:

@@ -1,0 +1,89 @@
+"""Every message the server sends and every reply it accepts: names, record keys, and the numbers a reply may hold.
+
+| message (``message_type``) | server sends | client replies |
+|---|---|---|
+| ``query.identify`` | ``config`` (empty) | ``identity``: partition-id, num-partitions, num-examples |
+| ``query.label_counts`` | ``config`` (empty) | ``label-counts``: ``counts``, one whole number ≥ 0 per class |
+| ``train`` | ``arrays`` (θ), ``frozen`` (φ, until the node holds it), ``config``: server-round, learning-rate | ``arrays`` (θ after training), ``metrics``: ``TRAIN_METRICS`` |
+| ``evaluate`` | ``arrays``, ``frozen``, ``config``: server-round | ``metrics``: ``EVALUATE_METRICS`` |
+
+A method that needs more declares its records and numbers here too, so that both sides read one declaration.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from flwr.app import MessageType
+
+# Message types.
+IDENTIFY = "query.identify"
+LABEL_COUNTS = "query.label_counts"
+TRAIN = MessageType.TRAIN
+EVALUATE = MessageType.EVALUATE
+
+# Record keys.
+ARRAYS = "arrays"  # θ: sent with train and evaluate requests, returned by training
+FROZEN = "frozen"  # φ: sent until the client holds it
+CONFIG = "config"  # the round's settings
+METRICS = "metrics"  # what a client reports about its work
+IDENTITY = "identity"
+LABEL_COUNTS_RECORD = "label-counts"
+COUNTS = "counts"  # in LABEL_COUNTS_RECORD: the label-count vector
+
+# Keys of the config record the server sends.
+SERVER_ROUND = "server-round"
+LEARNING_RATE = "learning-rate"
+
+# Keys of the numbers clients report.
+PARTITION_ID = "partition-id"
+NUM_PARTITIONS = "num-partitions"
+NUM_EXAMPLES = "num-examples"  # identify: samples held; train: samples trained on (the aggregation weight)
+NUM_LOCAL = "num-local"
+TRAIN_LOSS = "train-loss"
+TRAIN_SECONDS = "train-seconds"
+SELECTION_SECONDS = "selection-seconds"
+CACHE_SECONDS = "cache-seconds"
+SELECTED_ENTROPY_MEAN = "selected-entropy-mean"
+LOCAL_ENTROPY_MEAN = "local-entropy-mean"
+THREADS = "threads"
+EVAL_LOSS = "eval-loss"
+EVAL_ACCURACY = "eval-acc"
+
+#: No honest client reports a duration longer than this (a week); larger values are refused.
+MAX_SECONDS = 7 * 24 * 3600.0
+
+
+@dataclass(frozen=True)
+class Number:
+    """One number a reply holds: its key, type and closed range."""
+
+    key: str
+    kind: type  # int or float
+    low: float = -math.inf
+    high: float = math.inf
+
+
+IDENTITY_FIELDS = (
+    Number(PARTITION_ID, int, 0),
+    Number(NUM_PARTITIONS, int, 1),
+    Number(NUM_EXAMPLES, int, 1),
+)
+TRAIN_METRICS = (
+    Number(PARTITION_ID, int, 0),
+    Number(NUM_EXAMPLES, int, 1),
+    Number(NUM_LOCAL, int, 1),
+    Number(TRAIN_LOSS, float, 0.0),
+    Number(TRAIN_SECONDS, float, 0.0, MAX_SECONDS),
+    Number(SELECTION_SECONDS, float, 0.0, MAX_SECONDS),
+    Number(CACHE_SECONDS, float, 0.0, MAX_SECONDS),
+    Number(SELECTED_ENTROPY_MEAN, float, 0.0),
+    Number(LOCAL_ENTROPY_MEAN, float, 0.0),
+    Number(THREADS, int, 1, 4096),
+)
+EVALUATE_METRICS = (
+    Number(EVAL_LOSS, float, 0.0),
+    Number(EVAL_ACCURACY, float, 0.0, 1.0),
+    Number(NUM_EXAMPLES, int, 1),
+)

@@ -1,0 +1,194 @@
+"""The server's side of the boundary: every reply is read through one of these functions before anything uses it.
+
+A client can be broken or hostile, so a reply is bad input until it passes: exactly the declared records, each of
+the declared kind; exactly the declared numbers, of the declared type, finite and in range; arrays with the names,
+shapes and dtypes the server sent, and finite values; counts consistent with what the client said about itself
+(``Identity``, from ``query.identify``). A reply that fails raises ``Refused`` with a reason for the logs and
+rounds.jsonl; ``refusal`` turns any other exception raised while reading (a malformed record Flower itself chokes
+on) into a refusal too, so no reply can raise inside the ServerApp.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+from flwr.app import ArrayRecord, ConfigRecord, MetricRecord, RecordDict
+
+from protocol.messages import (
+    ARRAYS,
+    COUNTS,
+    EVALUATE_METRICS,
+    IDENTITY,
+    IDENTITY_FIELDS,
+    LABEL_COUNTS_RECORD,
+    METRICS,
+    NUM_EXAMPLES,
+    NUM_LOCAL,
+    NUM_PARTITIONS,
+    PARTITION_ID,
+    TRAIN_METRICS,
+    Number,
+)
+
+T = TypeVar("T")
+MAX_REASON = 300
+
+
+class Refused(ValueError):
+    """The reply is not used; the message says why."""
+
+
+@dataclass(frozen=True)
+class Identity:
+    """What a client says about itself when it joins (``query.identify``)."""
+
+    partition_id: int
+    num_partitions: int
+    num_examples: int
+
+
+@dataclass(frozen=True)
+class ArraySpec:
+    """Shape and dtype of one array the server sent."""
+
+    shape: tuple[int, ...]
+    dtype: str
+
+
+def array_specs(arrays: ArrayRecord) -> dict[str, ArraySpec]:
+    """The shapes and dtypes a reply's arrays must match (taken from what the server sent)."""
+    return {key: ArraySpec(tuple(array.shape), str(array.dtype)) for key, array in arrays.items()}
+
+
+def refusal(read: Callable[..., T], *args: Any, **kwargs: Any) -> tuple[T | None, str | None]:
+    """``(read(...), None)``, or ``(None, reason)`` when the reply is refused or reading it raised anything."""
+    try:
+        return read(*args, **kwargs), None
+    except Refused as err:
+        return None, str(err)[:MAX_REASON]
+    except Exception as err:  # a malformed record can break Flower's own accessors: still only a refusal
+        return None, f"unreadable reply ({type(err).__name__}: {str(err)[:200]})"
+
+
+def _names(keys: Iterable[str]) -> str:
+    keys = sorted(str(k) for k in keys)
+    return ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
+
+
+def check_records(content: RecordDict, expected: Mapping[str, type]) -> None:
+    """Exactly the ``expected`` records (name -> ArrayRecord, MetricRecord or ConfigRecord), each of its kind."""
+    present = set(content.keys())
+    if missing := set(expected) - present:
+        raise Refused(f"missing record {_names(missing)}")
+    if extra := present - set(expected):
+        raise Refused(f"unexpected record {_names(extra)}")
+    for name, kind in expected.items():
+        if not isinstance(content[name], kind):
+            raise Refused(f"record '{name}' is a {type(content[name]).__name__}, expected a {kind.__name__}")
+
+
+def read_numbers(record: Mapping[str, Any], fields: Iterable[Number], where: str) -> dict[str, int | float]:
+    """The declared numbers of ``record``: none missing, none extra, of their type, finite, in range."""
+    fields = list(fields)
+    keys = {f.key for f in fields}
+    if missing := keys - set(record.keys()):
+        raise Refused(f"{where} lacks {_names(missing)}")
+    if extra := set(record.keys()) - keys:
+        raise Refused(f"{where} has unexpected {_names(extra)}")
+    values: dict[str, int | float] = {}
+    for field in fields:
+        value = record[field.key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (field.kind is int and
+                                                                                not isinstance(value, int)):
+            raise Refused(f"'{field.key}' must be {'an integer' if field.kind is int else 'a number'}, got {value!r}")
+        if not math.isfinite(value) or not field.low <= value <= field.high:
+            raise Refused(f"'{field.key}' = {value!r} is outside [{field.low}, {field.high}]")
+        values[field.key] = value
+    return values
+
+
+def read_identity(content: RecordDict) -> Identity:
+    """A ``query.identify`` reply."""
+    check_records(content, {IDENTITY: MetricRecord})
+    numbers = read_numbers(content[IDENTITY], IDENTITY_FIELDS, "identity")
+    if numbers[PARTITION_ID] >= numbers[NUM_PARTITIONS]:
+        raise Refused(f"partition-id {numbers[PARTITION_ID]} is not below num-partitions {numbers[NUM_PARTITIONS]}")
+    return Identity(int(numbers[PARTITION_ID]), int(numbers[NUM_PARTITIONS]), int(numbers[NUM_EXAMPLES]))
+
+
+def read_label_counts(content: RecordDict, num_classes: int, identity: Identity, noisy: bool) -> np.ndarray:
+    """A ``query.label_counts`` reply: one whole number ≥ 0 per class (clients round and clip their noise); without
+    differential privacy they add up to the samples the client said it holds."""
+    check_records(content, {LABEL_COUNTS_RECORD: ConfigRecord})
+    record = content[LABEL_COUNTS_RECORD]
+    if set(record.keys()) != {COUNTS}:
+        raise Refused(f"label counts must hold only '{COUNTS}', got {_names(record.keys())}")
+    raw = record[COUNTS]
+    if not isinstance(raw, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in raw):
+        raise Refused("label counts are not a list of numbers")
+    values = np.asarray(raw, dtype=np.float64)
+    if values.shape != (num_classes,):
+        raise Refused(f"{values.size} label counts for {num_classes} labels")
+    if not np.all(np.isfinite(values)) or np.any(values < 0) or np.any(values != np.round(values)):
+        raise Refused("label counts must be whole numbers >= 0")
+    if not noisy and values.sum() != identity.num_examples:
+        raise Refused(f"label counts add up to {values.sum():.0f}, but the client said it holds "
+                      f"{identity.num_examples} samples")
+    return values
+
+
+def check_arrays(arrays: ArrayRecord, expected: Mapping[str, ArraySpec]) -> None:
+    """The arrays the server sent, by name, shape and dtype, holding only finite values."""
+    if missing := expected.keys() - arrays.keys():
+        raise Refused(f"missing arrays {_names(missing)}")
+    if extra := arrays.keys() - expected.keys():
+        raise Refused(f"unexpected arrays {_names(extra)}")
+    for key, spec in expected.items():
+        array = arrays[key]
+        if tuple(array.shape) != spec.shape:
+            raise Refused(f"array {key} has shape {tuple(array.shape)}, expected {spec.shape}")
+        if str(array.dtype) != spec.dtype:
+            raise Refused(f"array {key} has dtype {array.dtype}, expected {spec.dtype}")
+        values = array.numpy()
+        if values.dtype.kind in "fc" and not np.isfinite(values).all():
+            raise Refused(f"array {key} holds NaN or infinite values")
+
+
+def read_train_reply(
+    content: RecordDict,
+    expected: Mapping[str, ArraySpec],
+    identity: Identity,
+    expected_examples: int | None = None,
+    metrics: Iterable[Number] = TRAIN_METRICS,
+) -> dict[str, int | float]:
+    """A training reply's metrics, once its records, arrays and numbers pass: it speaks for its own partition,
+    holds the samples it said it holds, trained on no more of them, and, where the method fixes how many it trains
+    on (``expected_examples``), on exactly that many."""
+    check_records(content, {ARRAYS: ArrayRecord, METRICS: MetricRecord})
+    check_arrays(content[ARRAYS], expected)
+    numbers = read_numbers(content[METRICS], metrics, "metrics")
+    if numbers[PARTITION_ID] != identity.partition_id:
+        raise Refused(f"reports partition-id {numbers[PARTITION_ID]}, but this client is {identity.partition_id}")
+    if numbers[NUM_LOCAL] != identity.num_examples:
+        raise Refused(f"'num-local' = {numbers[NUM_LOCAL]}, but the client said it holds {identity.num_examples}")
+    if numbers[NUM_EXAMPLES] > identity.num_examples:
+        raise Refused(f"'num-examples' = {numbers[NUM_EXAMPLES]} exceeds the {identity.num_examples} samples the "
+                      "client holds")
+    if expected_examples is not None and numbers[NUM_EXAMPLES] != expected_examples:
+        raise Refused(f"'num-examples' = {numbers[NUM_EXAMPLES]}, but the method trains on {expected_examples} of "
+                      f"its {identity.num_examples} samples")
+    return numbers
+
+
+def read_evaluate_reply(content: RecordDict, identity: Identity) -> dict[str, int | float]:
+    """An evaluation reply's metrics: a loss, an accuracy in [0, 1], and at most the samples the client holds."""
+    check_records(content, {METRICS: MetricRecord})
+    numbers = read_numbers(content[METRICS], EVALUATE_METRICS, "metrics")
+    if numbers[NUM_EXAMPLES] > identity.num_examples:
+        raise Refused(f"'num-examples' = {numbers[NUM_EXAMPLES]} exceeds the {identity.num_examples} samples the "
+                      "client holds")
+    return numbers
