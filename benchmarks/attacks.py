@@ -125,7 +125,8 @@ def cost_grid(work: Path, rounds: int, local_epochs: int, seeds: list[int]) -> l
 
 def _line(run: dict[str, Any]) -> str:
     return (f"{run['method']:9} n={run['clients']:2} α={run['alpha']} seed={run['seed']} {run['rule']:12} "
-            f"{run['attack']:10} final {run['final_accuracy']:.3f} best {run['best_accuracy']:.3f} ({run['seconds']} s)")
+            f"{run['attack']:10} final {run['final_accuracy']:.3f} best {run['best_accuracy']:.3f} "
+            f"({run['seconds']} s)")
 
 
 def _pct(value: float) -> str:
@@ -168,7 +169,8 @@ def tuning_table(runs: list[dict[str, Any]]) -> str:
         cells, drops = [], []
         for method, n in cases:
             honest = final.get((method, n, clip, cap, HONEST))
-            attacked = [v for (m, k, c, w, a), v in final.items() if (m, k, c, w) == (method, n, clip, cap) and a != HONEST]
+            attacked = [v for (m, k, c, w, a), v in final.items()
+                        if (m, k, c, w) == (method, n, clip, cap) and a != HONEST]
             if honest is None or not attacked:
                 cells.append("–")
                 continue
@@ -200,7 +202,8 @@ def cost_table(runs: list[dict[str, Any]]) -> str:
                 stats += [_mean_std(plain), _mean_std(clipped), _mean_std(diffs, signed=True)]
             reports = [rep for p in pairs.values() for rep in p["clipped-mean"]["reports"] if "clipped" in rep]
             clipped_share = sum(len(rep["clipped"]) for rep in reports) / max(1, 10 * len(reports))
-            lines.append(f"| {alpha} | {method} | {len(pairs)} | " + " | ".join(stats) + f" | {100 * clipped_share:.0f}% |")
+            lines.append(f"| {alpha} | {method} | {len(pairs)} | " + " | ".join(stats)
+                         + f" | {100 * clipped_share:.0f}% |")
     return "\n".join(lines)
 
 
@@ -239,7 +242,7 @@ def main() -> None:
     result = {"command": " ".join(["python -m benchmarks.attacks", *sys.argv[1:]]),
               "setup": {"model": "lenet5", "dataset": "fashion-mnist-mini", "rounds": args.rounds,
                         "local_epochs": args.local_epochs, "attacker_partition": ATTACKER, "threads": 1},
-              "attacks": previous.get("attacks", []), "tune": previous.get("tune", []), "cost": previous.get("cost", [])}
+              **{part: previous.get(part, []) for part in ("attacks", "tune", "cost")}}
     tick = time.perf_counter()
     if args.part in ("attacks", "all"):
         result["attacks"] = attack_grid(work, args.rounds, args.local_epochs)
