@@ -78,7 +78,8 @@ def run_once(work: Path, num_clients: int, **settings: Any) -> dict[str, Any]:
 
 def report(record: dict[str, Any]) -> dict[str, Any]:
     """What the aggregation rule did in a round (from rounds.jsonl), norms to 4 significant digits."""
-    kept = {k: record[k] for k in ("aggregated", "clipped", "weight_capped", "selected", "rejected") if k in record}
+    kept: dict[str, Any] = {k: record[k] for k in ("aggregated", "clipped", "weight_capped", "selected", "rejected")
+                            if k in record}
     if "median_update_norm" in record:
         kept["median_update_norm"] = float(f"{record['median_update_norm']:.4g}")
     return kept
@@ -159,6 +160,8 @@ def attack_table(runs: list[dict[str, Any]]) -> str:
 
 def tuning_table(runs: list[dict[str, Any]]) -> str:
     """Per (clip-multiple, weight-cap-multiple): honest and worst attacked final accuracy per method and size."""
+    if not runs:
+        return ""
     final = {(r["method"], r["clients"], r["clip_multiple"], r["weight_cap_multiple"], r["attack"]): r["final_accuracy"]
              for r in runs}
     settings = sorted({(r["clip_multiple"], r["weight_cap_multiple"]) for r in runs})
@@ -182,12 +185,14 @@ def tuning_table(runs: list[dict[str, Any]]) -> str:
 
 def cost_table(runs: list[dict[str, Any]]) -> str:
     """Honest runs: mean and clipped-mean, final and best accuracy over seeds, and the paired difference."""
+    if not runs:
+        return ""
     header = ("| α | method | seeds | `mean` final | `clipped-mean` final | Δ final (paired) | `mean` best | "
               "`clipped-mean` best | Δ best (paired) | honest updates clipped |")
     lines = [header, "|---|---|---|---|---|---|---|---|---|---|"]
     for alpha in sorted({r["alpha"] for r in runs}):
         for method in METHODS:
-            pairs = {}
+            pairs: dict[int, dict[str, dict[str, Any]]] = {}
             for r in runs:
                 if r["alpha"] == alpha and r["method"] == method:
                     pairs.setdefault(r["seed"], {})[r["rule"]] = r
