@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -64,15 +65,24 @@ def run_once(work: Path, num_clients: int, **settings: Any) -> dict[str, Any]:
     directory = work / "results" / name
     rounds = [json.loads(line) for line in (directory / "rounds.jsonl").read_text().splitlines()]
     summary = json.loads((directory / "summary.json").read_text())
-    report_keys = ("aggregated", "clipped", "weight_capped", "selected", "median_update_norm", "rejected")
+    accuracy = [round(r["accuracy"], 4) for r in rounds]
     return {
         **{k: v for k, v in settings.items() if k not in ("rounds", "local_epochs", "clip", "cap")},
         "clients": num_clients, "clip_multiple": config["clip-multiple"],
         "weight_cap_multiple": config["weight-cap-multiple"],
-        "initial_accuracy": summary["initial_accuracy"], "final_accuracy": rounds[-1]["accuracy"],
-        "best_accuracy": max(r["accuracy"] for r in rounds), "accuracy": [r["accuracy"] for r in rounds],
-        "reports": [{k: r[k] for k in report_keys if k in r} for r in rounds], "seconds": round(seconds, 1),
+        "initial_accuracy": round(summary["initial_accuracy"], 4), "final_accuracy": accuracy[-1],
+        "best_accuracy": max(accuracy), "accuracy": accuracy, "reports": [report(r) for r in rounds],
+        "seconds": round(seconds, 1),
     }
+
+
+def report(record: dict[str, Any]) -> dict[str, Any]:
+    """What the aggregation rule did in a round (from rounds.jsonl), norms to 4 significant digits."""
+    kept: dict[str, Any] = {k: record[k] for k in ("aggregated", "clipped", "weight_capped", "selected", "rejected")
+                            if k in record}
+    if "median_update_norm" in record:
+        kept["median_update_norm"] = float(f"{record['median_update_norm']:.4g}")
+    return kept
 
 
 def attack_grid(work: Path, rounds: int, local_epochs: int) -> list[dict[str, Any]]:
@@ -116,7 +126,8 @@ def cost_grid(work: Path, rounds: int, local_epochs: int, seeds: list[int]) -> l
 
 def _line(run: dict[str, Any]) -> str:
     return (f"{run['method']:9} n={run['clients']:2} α={run['alpha']} seed={run['seed']} {run['rule']:12} "
-            f"{run['attack']:10} final {run['final_accuracy']:.3f} best {run['best_accuracy']:.3f} ({run['seconds']} s)")
+            f"{run['attack']:10} final {run['final_accuracy']:.3f} best {run['best_accuracy']:.3f} "
+            f"({run['seconds']} s)")
 
 
 def _pct(value: float) -> str:
@@ -149,6 +160,8 @@ def attack_table(runs: list[dict[str, Any]]) -> str:
 
 def tuning_table(runs: list[dict[str, Any]]) -> str:
     """Per (clip-multiple, weight-cap-multiple): honest and worst attacked final accuracy per method and size."""
+    if not runs:
+        return ""
     final = {(r["method"], r["clients"], r["clip_multiple"], r["weight_cap_multiple"], r["attack"]): r["final_accuracy"]
              for r in runs}
     settings = sorted({(r["clip_multiple"], r["weight_cap_multiple"]) for r in runs})
@@ -159,7 +172,8 @@ def tuning_table(runs: list[dict[str, Any]]) -> str:
         cells, drops = [], []
         for method, n in cases:
             honest = final.get((method, n, clip, cap, HONEST))
-            attacked = [v for (m, k, c, w, a), v in final.items() if (m, k, c, w) == (method, n, clip, cap) and a != HONEST]
+            attacked = [v for (m, k, c, w, a), v in final.items()
+                        if (m, k, c, w) == (method, n, clip, cap) and a != HONEST]
             if honest is None or not attacked:
                 cells.append("–")
                 continue
@@ -171,12 +185,14 @@ def tuning_table(runs: list[dict[str, Any]]) -> str:
 
 def cost_table(runs: list[dict[str, Any]]) -> str:
     """Honest runs: mean and clipped-mean, final and best accuracy over seeds, and the paired difference."""
+    if not runs:
+        return ""
     header = ("| α | method | seeds | `mean` final | `clipped-mean` final | Δ final (paired) | `mean` best | "
               "`clipped-mean` best | Δ best (paired) | honest updates clipped |")
     lines = [header, "|---|---|---|---|---|---|---|---|---|---|"]
     for alpha in sorted({r["alpha"] for r in runs}):
         for method in METHODS:
-            pairs = {}
+            pairs: dict[int, dict[str, dict[str, Any]]] = {}
             for r in runs:
                 if r["alpha"] == alpha and r["method"] == method:
                     pairs.setdefault(r["seed"], {})[r["rule"]] = r
@@ -191,8 +207,21 @@ def cost_table(runs: list[dict[str, Any]]) -> str:
                 stats += [_mean_std(plain), _mean_std(clipped), _mean_std(diffs, signed=True)]
             reports = [rep for p in pairs.values() for rep in p["clipped-mean"]["reports"] if "clipped" in rep]
             clipped_share = sum(len(rep["clipped"]) for rep in reports) / max(1, 10 * len(reports))
-            lines.append(f"| {alpha} | {method} | {len(pairs)} | " + " | ".join(stats) + f" | {100 * clipped_share:.0f}% |")
+            lines.append(f"| {alpha} | {method} | {len(pairs)} | " + " | ".join(stats)
+                         + f" | {100 * clipped_share:.0f}% |")
     return "\n".join(lines)
+
+
+def dump(result: dict[str, Any]) -> str:
+    """The results as JSON with one run per line (readable diffs, a tenth of the size of indented JSON)."""
+    parts = []
+    for key, value in result.items():
+        if isinstance(value, list):
+            body = ",\n".join(json.dumps(run) for run in value)
+            parts.append(f"{json.dumps(key)}: [\n{body}\n]" if value else f"{json.dumps(key)}: []")
+        else:
+            parts.append(f"{json.dumps(key)}: {json.dumps(value)}")
+    return "{\n" + ",\n".join(parts) + "\n}\n"
 
 
 def _mean_std(values: list[float], signed: bool = False) -> str:
@@ -215,10 +244,10 @@ def main() -> None:
     torch.set_num_threads(1)
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="attacks-"))
     previous = json.loads(args.out.read_text()) if args.out.exists() else {}
-    result = {"command": "python -m benchmarks.attacks " + " ".join(f"{k}={v}" for k, v in vars(args).items()),
+    result = {"command": " ".join(["python -m benchmarks.attacks", *sys.argv[1:]]),
               "setup": {"model": "lenet5", "dataset": "fashion-mnist-mini", "rounds": args.rounds,
                         "local_epochs": args.local_epochs, "attacker_partition": ATTACKER, "threads": 1},
-              "attacks": previous.get("attacks", []), "tune": previous.get("tune", []), "cost": previous.get("cost", [])}
+              **{part: previous.get(part, []) for part in ("attacks", "tune", "cost")}}
     tick = time.perf_counter()
     if args.part in ("attacks", "all"):
         result["attacks"] = attack_grid(work, args.rounds, args.local_epochs)
@@ -227,7 +256,7 @@ def main() -> None:
     if args.part in ("cost", "all"):
         result["cost"] = cost_grid(work, args.rounds, args.local_epochs, args.cost_seeds)
     result["seconds"] = round(time.perf_counter() - tick)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    args.out.write_text(dump(result))
     table = "\n\n".join(filter(None, [attack_table(result["attacks"]), tuning_table(result["tune"]),
                                         cost_table(result["cost"])]))
     args.out.with_name("attacks_table.md").write_text(table + "\n")

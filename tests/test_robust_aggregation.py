@@ -83,15 +83,16 @@ def test_median_is_coordinate_wise_and_unweighted() -> None:
     replies = clients([1.0, 5.0], [2.0, -1.0], [10.0, 0.0])
     result = robust_aggregate(AggregationSettings("median"), replies, [1, 1, 1000], GLOBAL)
     np.testing.assert_allclose(result.arrays["w"], [3.0, 1.0])  # Δ median (2, 0)
-    even = robust_aggregate(AggregationSettings("median"), one_dim(0, 1, 3, 100), [1, 1, 1, 1], {"w": np.zeros(1, np.float32)})
+    even = robust_aggregate(AggregationSettings("median"), one_dim(0, 1, 3, 100), [1] * 4, {"w": np.zeros(1, np.float32)})
     np.testing.assert_allclose(even.arrays["w"], [2.0])  # mean of the middle two
 
 
 def test_trimmed_mean_cuts_the_fraction_from_each_end() -> None:
     sent = {"w": np.zeros(1, np.float32)}
-    result = robust_aggregate(AggregationSettings("trimmed-mean", trim_fraction=0.2), one_dim(1, 2, 3, 4, 100), [1] * 5, sent)
+    values = one_dim(1, 2, 3, 4, 100)
+    result = robust_aggregate(AggregationSettings("trimmed-mean", trim_fraction=0.2), values, [1] * 5, sent)
     np.testing.assert_allclose(result.arrays["w"], [3.0])  # ⌊0.2 · 5⌋ = 1 cut at each end: mean(2, 3, 4)
-    result = robust_aggregate(AggregationSettings("trimmed-mean", trim_fraction=0.4), one_dim(1, 2, 3, 4, 100), [1] * 5, sent)
+    result = robust_aggregate(AggregationSettings("trimmed-mean", trim_fraction=0.4), values, [1] * 5, sent)
     np.testing.assert_allclose(result.arrays["w"], [3.0])  # 2 cut at each end: the median
 
 
