@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from run_config.schema import recorded_value
 from server_app.results import CONFIG_FILE, ROUNDS_FILE, SUMMARY_FILE
 
 
@@ -58,7 +59,7 @@ def config_differences(recorded: dict[str, Any], wanted: dict[str, Any]) -> list
     """``key: recorded -> wanted`` for every wanted run-config value the recorded config does not have."""
     differences = []
     for key, value in wanted.items():
-        old = recorded.get(key)
+        old = recorded_value(recorded, key)
         same = (
             math.isclose(old, value, rel_tol=1e-12)
             if isinstance(old, (int, float)) and isinstance(value, (int, float))

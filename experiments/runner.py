@@ -18,6 +18,7 @@ from experiments.cell_results import config_differences, is_finished, read_cell,
 from experiments.progress import progress_line, seconds_left
 from experiments.spec import Cell, Experiment
 from run_config.defaults import load_defaults
+from server_app.pretraining import RECIPE_VERSION
 from simulation.local_run import Resources, run_simulation
 
 CELLS_DIR, LOGS_DIR = "cells", "logs"
@@ -84,13 +85,24 @@ def cell_run_config(cell: Cell, results_dir: Path) -> dict:
             "run-name": cell.name, "resume": True}
 
 
+def pretraining_differences(config: dict, summary: dict) -> list[str]:
+    """A cell pretrained by another recipe than this version's starts from other weights: it cannot share a table
+    with cells run now. Summaries recorded before the recipe was versioned were made by recipe 1."""
+    if config.get("pretrain") not in ("public", "dataset"):
+        return []
+    version = (summary.get("pretraining") or {}).get("recipe_version", 1)
+    return [] if version == RECIPE_VERSION else [f"pretraining recipe: {version} -> {RECIPE_VERSION}"]
+
+
 def check_finished_cells(experiment: Experiment, results_dir: Path) -> None:
     """Raise ``StaleResultsError`` if a finished cell was made with other values than the file gives."""
     stale = []
     for cell in experiment.cells:
         directory = results_dir / CELLS_DIR / cell.name
         if is_finished(directory):
-            differences = config_differences(read_cell(directory).config, {**cell.overrides, "seed": cell.seed})
+            recorded = read_cell(directory)
+            differences = config_differences(recorded.config, {**cell.overrides, "seed": cell.seed})
+            differences += pretraining_differences(recorded.config, recorded.summary)
             if differences:
                 stale.append(f"  {cell.name}: {'; '.join(differences)}")
     if stale:

@@ -163,6 +163,19 @@ SETTINGS: tuple[Setting, ...] = (
             "when it holds an earlier run.", run_name_problem),
 )
 
+#: What a setting meant before it existed: results and checkpoints recorded earlier hold no value for it, and behave
+#: as if they had this one (before robust aggregation every run took FedAvg's mean; the feature cache held float32).
+IMPLIED_BEFORE_IT_EXISTED: dict[str, Any] = {
+    "aggregation": "mean", "clip-multiple": 1.0, "weight-cap-multiple": 1.0, "trim-fraction": 0.2,
+    "byzantine-clients": 1, "feature-cache-dtype": "float32", "server-device": "auto",
+}
+
+
+def recorded_value(recorded: Mapping[str, Any], key: str) -> Any:
+    """The value of ``key`` in a configuration recorded by an earlier version (None if it cannot be known)."""
+    return recorded[key] if key in recorded else IMPLIED_BEFORE_IT_EXISTED.get(key)
+
+
 def unknown_key_message(key: str, known: Iterable[str]) -> str:
     """``'temprature' is not a run-config key; did you mean 'temperature'?``"""
     close = difflib.get_close_matches(key, list(known), n=3, cutoff=0.6)

@@ -47,7 +47,8 @@ PRETRAIN_MOMENTUM, PRETRAIN_WEIGHT_DECAY = 0.9, 5e-4
 VALIDATION_FRACTION, WARMUP_FRACTION = 0.1, 0.1
 #: At most this many source samples re-estimate the BatchNorm statistics after each epoch.
 BATCHNORM_SAMPLES = 4096
-_RECIPE_VERSION = 2
+#: Bumped whenever the recipe changes what it produces (2: warm-up + cosine, best epoch, re-estimated BatchNorm).
+RECIPE_VERSION = 2
 
 
 def cache_dir(config: RunConfig) -> Path:
@@ -58,7 +59,7 @@ def recipe(config: RunConfig) -> dict:
     """Everything that determines the pretrained weights."""
     source = config.pretrain_dataset if config.pretrain == "dataset" else config.dataset
     return {
-        "version": _RECIPE_VERSION,
+        "version": RECIPE_VERSION,
         "model": config.model,
         "dropout": config.dropout,
         "pretrain": config.pretrain,
@@ -164,7 +165,7 @@ def pretrain(model: SplitModel, data: ImageData, dataset: str, config: RunConfig
                 loss, accuracy)
     model.load_state_dict(best_state)
     log(INFO, "pretraining keeps epoch %d (validation accuracy %.4f)", best["best_epoch"], best["validation_accuracy"])
-    return {**best, "epochs": config.pretrain_epochs, "fit_samples": len(fit_rows),
+    return {**best, "recipe_version": RECIPE_VERSION, "epochs": config.pretrain_epochs, "fit_samples": len(fit_rows),
             "validation_samples": len(validation_rows), "seconds": time.perf_counter() - tick, "device": str(device)}
 
 

@@ -119,3 +119,15 @@ def test_fedentopt_selector_continues_identically_from_its_state() -> None:
     restored.load_state_dict(state)
     assert isinstance(restored.buffer, deque)
     assert [restored(list(range(12)), rnd) for rnd in range(4, 7)] == picks[3:]
+
+
+def test_a_checkpoint_from_before_a_setting_existed_resumes_under_what_it_meant() -> None:
+    """Checkpoints written before robust aggregation hold no 'aggregation': they averaged with the mean."""
+    old = a_checkpoint()
+    for key in ("aggregation", "clip-multiple", "weight-cap-multiple", "trim-fraction", "byzantine-clients",
+                "feature-cache-dtype", "server-device"):
+        del old.config[key]
+    check_resumable(old, make_config(run_name="r", resume=True, aggregation="mean", feature_cache_dtype="float32"),
+                    Path("c"))
+    with pytest.raises(ConfigError, match=r"'aggregation' was 'mean', now 'clipped-mean'"):
+        check_resumable(old, make_config(run_name="r", resume=True, feature_cache_dtype="float32"), Path("c"))

@@ -141,3 +141,12 @@ def test_an_interrupted_cell_resumes_from_its_checkpoint(tmp_path: Path) -> None
     assert [c.name for c in outcome.finished] == ["fedft-eds__seed0"]
     assert lines[0].startswith("[0/1 cells] fedft-eds__seed0: round 3/3, accuracy ")
     assert [r["round"] for r in read_cell(directory).rounds] == [1, 2, 3]
+
+
+def test_cells_pretrained_by_another_recipe_are_stale() -> None:
+    from experiments.runner import pretraining_differences
+    from server_app.pretraining import RECIPE_VERSION
+
+    assert pretraining_differences({"pretrain": "public"}, {}) == [f"pretraining recipe: 1 -> {RECIPE_VERSION}"]
+    assert pretraining_differences({"pretrain": "public"}, {"pretraining": {"recipe_version": RECIPE_VERSION}}) == []
+    assert pretraining_differences({"pretrain": "none"}, {}) == []
