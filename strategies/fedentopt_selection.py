@@ -8,6 +8,8 @@ so recently selected clients sit out for a while.
 
 from __future__ import annotations
 
+import math
+import sys
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -130,9 +132,10 @@ class _LabelColumn:
         self.values = column[self.rows]
         self.terms = column_x_log_x[self.rows]
 
-    def move_to(self, level: float, partial: np.ndarray) -> None:
-        """Set L_c to ``level`` and add the change of each candidate's term to ``partial``."""
-        new_terms = _x_log2_x(self.values + level) - _x_log2_x(np.float64(level))
+    def move_to(self, level: float, level_term: float, partial: np.ndarray) -> None:
+        """Set L_c to ``level`` > 0 (f(L_c) = ``level_term``); add each candidate's change of term to ``partial``."""
+        raised = self.values + level
+        new_terms = raised * np.log2(raised) - level_term
         partial[self.rows] += new_terms - self.terms
         self.terms = new_terms
 
@@ -143,8 +146,8 @@ def _score_error_bound(steps: int, level_sum: float, largest_sum: float, num_cla
     Each update adds rounding of a few ulps of f(L_c + l_jc) ≤ (L_c + l_jc)·|log₂ s_j| + 1 per label to a
     candidate's partial sum; divided by s_j ≥ L's sum, that is a few ulps of |log₂ s_j| + C / s_j per step.
     """
-    logs = abs(np.log2(largest_sum)) + abs(np.log2(level_sum))
-    return 64 * np.finfo(np.float64).eps * (steps + 2) * (logs + num_classes / level_sum + 2)
+    logs = abs(math.log2(largest_sum)) + abs(math.log2(level_sum))
+    return 64 * sys.float_info.epsilon * (steps + 2) * (logs + num_classes / level_sum + 2)
 
 
 def _fast_scores(
@@ -177,23 +180,28 @@ def _greedy_rows(matrix: np.ndarray, size: int, rng: np.random.Generator) -> lis
     columns = [_LabelColumn(*pair) for pair in zip(np.ascontiguousarray(matrix.T), np.ascontiguousarray(x_log_x.T))]
     sums, scores = np.empty(num_rows), np.empty(num_rows)
     total = np.zeros(num_classes)
+    level_terms = np.zeros(num_classes)  # f(L_c)
     rows: list[int] = []
     for _ in range(min(size, num_rows)):
-        level_sum = total.sum()
+        level_sum = float(total.sum())
         if not rows:
             row = int(rng.integers(num_rows))
         elif level_sum == 0:  # only all-zero clients so far: s_j = 0 happens, score exactly as the reference
             row = _first_near_best(np.where(np.isinf(partial), -np.inf, _entropies_with(total, matrix)))
         else:
-            _fast_scores(level_sum, _x_log2_x(total).sum(), row_sums, partial, sums, scores)
+            _fast_scores(level_sum, float(level_terms.sum()), row_sums, partial, sums, scores)
             bound = _score_error_bound(len(rows), level_sum, level_sum + largest_sum, num_classes)
-            near = np.flatnonzero(scores >= scores.max() - 1e-12 - 2 * bound)
+            near = (scores >= scores.max() - 1e-12 - 2 * bound).nonzero()[0]
             near = near[np.isfinite(scores[near])]  # chosen rows (-inf) stay out when the bound is infinite
-            row = int(near[_first_near_best(_entropies_with(total, matrix[near]))])
+            row = int(near[0])  # alone within the bound, it is the reference's choice
+            if len(near) > 1:
+                row = int(near[_first_near_best(_entropies_with(total, matrix[near]))])
         previous = total.copy()
         total += matrix[row]
-        for label in np.flatnonzero(total != previous):
-            columns[label].move_to(total[label], partial)
+        for label in (total != previous).nonzero()[0]:  # L_c rose (counts are >= 0), so L_c > 0
+            level = float(total[label])
+            level_terms[label] = level * math.log2(level)
+            columns[label].move_to(level, level_terms[label], partial)
         partial[row] = np.inf  # chosen: scores -inf from now on
         rows.append(row)
     return rows

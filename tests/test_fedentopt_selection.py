@@ -175,3 +175,10 @@ def test_negative_counts_select_as_the_reference() -> None:
     counts = {0: np.array([0.0, -1.0]), 1: np.array([3.0, 6.0]), 2: np.array([0.0, 7.0]), 3: np.array([6.0, 7.0])}
     fast = select_fedentopt(counts, range(4), 4, deque(), 10, FirstDraw(0))
     assert fast == select_fedentopt_reference(counts, range(4), 4, deque(), 10, FirstDraw(0)) == [0, 3, 1, 2]
+
+
+def test_a_subnormal_cohort_total_does_not_reselect_a_client() -> None:
+    # After client 0 the cohort's sum is 5e-324: the error bound is infinite, so every row is rescored exactly;
+    # all score 0 bits, and the lowest row still open (client 1) wins, not the chosen client 0.
+    counts = {0: np.array([5e-324, 0.0]), 1: np.array([3.0, 0.0]), 2: np.array([0.0, 4.0])}
+    assert select_fedentopt(counts, range(3), 3, deque(), 10, FirstDraw(0)) == [0, 1, 2]
