@@ -36,11 +36,11 @@ def _open_clients(counts: Mapping[int, np.ndarray], available: Sequence[int], bu
     """Ascending ids of the available clients not in the buffer, and their label counts as rows (float64)."""
     # Line 5 of Algorithm 1, A <- A \ B: the clients picked below enter B and are masked as they are
     # picked, and clients leaving B during this round do not return to A, so B is applied once here.
-    blocked = set(buffer)
-    ids = np.array(sorted(k for k in available if k not in blocked), dtype=np.int64)
+    ids = np.asarray(available, dtype=np.int64).reshape(-1)
+    ids = np.sort(ids[~np.isin(ids, np.fromiter(buffer, dtype=np.int64, count=len(buffer)))])
     if len(ids) == 0:
         return ids, np.zeros((0, 0))
-    return ids, np.array([counts[int(i)] for i in ids], dtype=np.float64)
+    return ids, np.array([counts[pid] for pid in ids.tolist()], dtype=np.float64)
 
 
 def _enter_buffer(buffer: deque[int], capacity: int, chosen: list[int]) -> None:
