@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import time
 from collections import deque
@@ -105,22 +106,28 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/fedentopt_selection.json"))
     args = parser.parse_args(argv)
+    load_before = os.getloadavg()[0]
     timing = [time_side_by_side(*case) for case in TIMING_CASES]
+    load = {"cpus": os.cpu_count(), "load_average_1min_before": load_before,
+            "load_average_1min_after": os.getloadavg()[0]}
     entropy = {p: cohort_entropy(args.dataset, p, args.rounds) for p in ("dirichlet", "pathological")}
-    report = {"selection_timing": timing, "cohort_entropy": entropy, "check_bits": math.log2(9),
+    report = {"selection_timing": timing, "machine_load": load, "cohort_entropy": entropy, "check_bits": math.log2(9),
               "dataset": args.dataset, "rounds": args.rounds}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
-    print("| K clients | M per round | counts | reference (rounds) | fast (rounds) | speed-up |\n|---|---|---|---|---|---|")
+    print("| K clients | M per round | counts | reference (rounds) | fast (rounds) | speed-up |")
+    print("|---|---|---|---|---|---|")
     for row in timing:
         print(f"| {row['clients']:,} | {row['per_round']:,} | {'#C=2, DP ε=0.5' if row['label_dp'] else '#C=2'} | "
               f"{_ms(row['median_reference_seconds'])} ({row['rounds_reference']}) | "
               f"{_ms(row['median_fast_seconds'])} ({row['rounds_fast']}) | {row['speedup']:.1f}× |")
-    print(f"\n{args.dataset}, 100 clients, 10 per round, {args.rounds} rounds; check: log2(C-1) = {math.log2(9):.3f} bits")
+    print(f"\n{args.dataset}, 100 clients, 10 per round, {args.rounds} rounds; "
+          f"check: log2(C-1) = {math.log2(9):.3f} bits")
     print("| split | selection | mean cohort entropy (bits) | min | labels covered (mean) |\n|---|---|---|---|---|")
     for split, by_policy in entropy.items():
         for policy, r in by_policy.items():
-            print(f"| {split} | {policy} | {r['mean_entropy_bits']:.3f} | {r['min_entropy_bits']:.3f} | {r['mean_labels_covered']:.2f} |")
+            print(f"| {split} | {policy} | {r['mean_entropy_bits']:.3f} | {r['min_entropy_bits']:.3f} "
+                  f"| {r['mean_labels_covered']:.2f} |")
     return report
 
 

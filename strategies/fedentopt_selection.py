@@ -18,7 +18,7 @@ import numpy as np
 
 
 def _entropies_with(total: np.ndarray, matrix: np.ndarray) -> np.ndarray:
-    """H((L + l_j) / ‖L + l_j‖₁) in bits for every row j, as log₂ s − Σ_c T_c log₂ T_c / s with T = L + l_j."""
+    """H((L + l_j) / ‖L + l_j‖₁) in bits for every row j, as log₂ s − Σ_c T_c log₂ T_c / s, T = L + l_j."""
     t = matrix + total
     s = t.sum(axis=1)
     t_log_t = t * np.log2(t + (t == 0))  # 0 · log 0 = 0
@@ -32,7 +32,9 @@ def _x_log2_x(x: np.ndarray) -> np.ndarray:
     return x * np.log2(np.where(x > 0, x, 1.0))
 
 
-def _open_clients(counts: Mapping[int, np.ndarray], available: Sequence[int], buffer: deque[int]) -> tuple[np.ndarray, np.ndarray]:
+def _open_clients(
+    counts: Mapping[int, np.ndarray], available: Sequence[int], buffer: deque[int]
+) -> tuple[np.ndarray, np.ndarray]:
     """Ascending ids of the available clients not in the buffer, and their label counts as rows (float64)."""
     # Line 5 of Algorithm 1, A <- A \ B: the clients picked below enter B and are masked as they are
     # picked, and clients leaving B during this round do not return to A, so B is applied once here.
@@ -151,7 +153,12 @@ def _score_error_bound(steps: int, level_sum: float, largest_sum: float, num_cla
 
 
 def _fast_scores(
-    level_sum: float, level_terms: float, row_sums: np.ndarray, partial: np.ndarray, sums: np.ndarray, scores: np.ndarray
+    level_sum: float,
+    level_terms: float,
+    row_sums: np.ndarray,
+    partial: np.ndarray,
+    sums: np.ndarray,
+    scores: np.ndarray,
 ) -> None:
     """``scores`` = log₂ s_j − (G + P_j) / s_j with s_j = Σ L + Σ l_j, G = ``level_terms``, P = ``partial``.
 
@@ -215,7 +222,9 @@ def buffer_capacity(fraction: float, num_clients: int) -> int:
 class FedEntOptSelector:
     """Algorithm 1 as a selection policy for ``CohortFedAvg``: holds the buffer and the seeded generator."""
 
-    def __init__(self, counts: Mapping[int, np.ndarray], cohort_size: Callable[[int], int], capacity: int, seed: int) -> None:
+    def __init__(
+        self, counts: Mapping[int, np.ndarray], cohort_size: Callable[[int], int], capacity: int, seed: int
+    ) -> None:
         self.counts = counts
         self.cohort_size = cohort_size
         self.capacity = capacity
@@ -223,7 +232,8 @@ class FedEntOptSelector:
         self.rng = np.random.default_rng([seed, 0xE17])
 
     def __call__(self, available: list[int], server_round: int) -> list[int]:
-        return select_fedentopt(self.counts, available, self.cohort_size(len(available)), self.buffer, self.capacity, self.rng)
+        size = self.cohort_size(len(available))
+        return select_fedentopt(self.counts, available, size, self.buffer, self.capacity, self.rng)
 
     def state_dict(self) -> dict[str, Any]:
         """The buffer and the generator's state, for checkpoints."""

@@ -12,7 +12,9 @@ from strategies.fedentopt_selection import buffer_capacity, select_fedentopt, se
 from strategies.label_entropy import label_entropy_bits, labels_covered
 
 
-def algorithm_1(l: dict[int, np.ndarray], K: list[int], M: int, B: list[int], Q: int, first: int) -> tuple[list[int], list[int]]:
+def algorithm_1(
+    l: dict[int, np.ndarray], K: list[int], M: int, B: list[int], Q: int, first: int
+) -> tuple[list[int], list[int]]:
     """Algorithm 1 of the paper, line by line, with plain Python loops; ``first`` replaces line 9's draw."""
     C = len(next(iter(l.values())))
     L = [0.0] * C
