@@ -1,4 +1,4 @@
-"""FedEntOpt selection against a literal transcription of Algorithm 1."""
+"""FedEntOpt selection against a literal transcription of Algorithm 1, and the fast greedy against the reference."""
 
 from __future__ import annotations
 
@@ -8,11 +8,13 @@ from collections import deque
 import numpy as np
 import pytest
 
-from strategies.fedentopt_selection import buffer_capacity, select_fedentopt
+from strategies.fedentopt_selection import buffer_capacity, select_fedentopt, select_fedentopt_reference
 from strategies.label_entropy import label_entropy_bits, labels_covered
 
 
-def algorithm_1(l: dict[int, np.ndarray], K: list[int], M: int, B: list[int], Q: int, first: int) -> tuple[list[int], list[int]]:
+def algorithm_1(
+    l: dict[int, np.ndarray], K: list[int], M: int, B: list[int], Q: int, first: int
+) -> tuple[list[int], list[int]]:
     """Algorithm 1 of the paper, line by line, with plain Python loops; ``first`` replaces line 9's draw."""
     C = len(next(iter(l.values())))
     L = [0.0] * C
@@ -108,3 +110,77 @@ def test_entropy_in_bits_and_coverage() -> None:
     np.testing.assert_allclose(label_entropy_bits(np.array([[1, 1, 1, 1], [1, 0, 0, 0]])), [2.0, 0.0])
     assert labels_covered(np.array([0, 3, 0, 1])) == 2
     assert buffer_capacity(0.5, 100) == 50
+
+
+def count_matrix(kind: str, rng: np.random.Generator, num_clients: int, num_classes: int) -> dict[int, np.ndarray]:
+    """Label counts with exact ties: duplicated clients, all-zero clients, label-permuted copies.
+
+    ``sparse``: a few labels per client; ``dp``: the same with Laplace(1/ε = 2) noise clipped at 0 (fractional,
+    mostly nonzero); ``near_ties``: counts near 10¹² that differ by up to 10⁷, so many entropies differ by
+    less than the 1e-12 bits tie tolerance and some by about that much.
+    """
+    if kind == "near_ties":
+        rows = 1e12 + rng.integers(0, 4, (num_clients, num_classes)) * rng.integers(1, 10**7, num_classes)
+    else:
+        rows = rng.integers(1, 500, (num_clients, num_classes)) * (rng.random((num_clients, num_classes)) < 0.25)
+        rows = rows.astype(np.float64)
+        if kind == "dp":
+            rows = np.clip(rows + rng.laplace(0.0, 2.0, rows.shape), 0.0, None)
+    rows[rng.random(num_clients) < 0.05] = 0.0
+    copies = rng.random(num_clients) < 0.2
+    rows[copies] = rows[rng.integers(0, num_clients, copies.sum())]
+    permuted = rng.random(num_clients) < 0.1
+    rows[permuted] = rows[permuted][:, rng.permutation(num_classes)]
+    return {k: rows[k] for k in range(num_clients)}
+
+
+@pytest.mark.parametrize("kind", ["sparse", "dp", "near_ties"])
+@pytest.mark.parametrize("seed", range(6))
+def test_fast_selection_equals_the_reference_over_many_rounds(kind: str, seed: int) -> None:
+    rng = np.random.default_rng([seed, len(kind)])
+    num_clients = int(rng.integers(20, 300))
+    num_classes = int(rng.choice([2, 3, 10, 20]))
+    counts = count_matrix(kind, rng, num_clients, num_classes)
+    size = int(rng.integers(1, max(2, num_clients // 5)))
+    capacity = int(rng.integers(1, num_clients))
+    fast_buffer: deque[int] = deque()
+    reference_buffer: deque[int] = deque()
+    fast_rng, reference_rng = np.random.default_rng(seed), np.random.default_rng(seed)
+    for _ in range(25):
+        available = sorted(rng.choice(num_clients, int(rng.integers(1, num_clients + 1)), replace=False).tolist())
+        fast = select_fedentopt(counts, available, size, fast_buffer, capacity, fast_rng)
+        reference = select_fedentopt_reference(counts, available, size, reference_buffer, capacity, reference_rng)
+        assert fast == reference
+        assert fast_buffer == reference_buffer
+    assert fast_rng.bit_generator.state == reference_rng.bit_generator.state
+
+
+def test_exact_ties_go_to_the_lowest_id() -> None:
+    # After client 0 ([10, 0]), clients 1 and 2 tie at 1 bit; after 1, clients 2 and 3 tie at H(1/3, 2/3).
+    counts = {0: np.array([10.0, 0.0]), 1: np.array([0.0, 10.0]), 2: np.array([0.0, 10.0]), 3: np.array([10.0, 0.0])}
+    assert select_fedentopt(counts, [3, 2, 1, 0], 4, deque(), 10, FirstDraw(0)) == [0, 1, 2, 3]
+    assert select_fedentopt(counts, [0, 1, 2, 3], 3, deque(), 10, FirstDraw(3)) == [3, 1, 0]
+
+
+def test_all_zero_clients_first() -> None:
+    # After the all-zero client 0 the cohort is empty: client 1 scores 0 like client 2's one label; client 3
+    # has 1 bit. Then client 1 keeps [1, 1] at 1 bit and wins over client 2.
+    counts = {0: np.zeros(2), 1: np.zeros(2), 2: np.array([1.0, 0.0]), 3: np.array([1.0, 1.0])}
+    assert select_fedentopt(counts, range(4), 4, deque(), 10, FirstDraw(0)) == [0, 3, 1, 2]
+    assert select_fedentopt(counts, range(4), 2, deque(), 10, FirstDraw(0)) == [0, 3]
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered in log2")  # the reference on a chosen row
+def test_negative_counts_select_as_the_reference() -> None:
+    # Outside the fast path's domain (counts are clipped at zero in a run): the reference's scores are used.
+    # After client 0 the cohort's sum is negative; client 3 makes it [6, 6] (1 bit), then 1 beats 2.
+    counts = {0: np.array([0.0, -1.0]), 1: np.array([3.0, 6.0]), 2: np.array([0.0, 7.0]), 3: np.array([6.0, 7.0])}
+    fast = select_fedentopt(counts, range(4), 4, deque(), 10, FirstDraw(0))
+    assert fast == select_fedentopt_reference(counts, range(4), 4, deque(), 10, FirstDraw(0)) == [0, 3, 1, 2]
+
+
+def test_a_subnormal_cohort_total_does_not_reselect_a_client() -> None:
+    # After client 0 the cohort's sum is 5e-324: the error bound is infinite, so every row is rescored exactly;
+    # all score 0 bits, and the lowest row still open (client 1) wins, not the chosen client 0.
+    counts = {0: np.array([5e-324, 0.0]), 1: np.array([3.0, 0.0]), 2: np.array([0.0, 4.0])}
+    assert select_fedentopt(counts, range(3), 3, deque(), 10, FirstDraw(0)) == [0, 1, 2]
