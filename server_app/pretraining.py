@@ -8,8 +8,8 @@ layer is kept); ``checkpoint`` loads a state dict; ``none`` keeps the seeded ran
 recipe, so every method of a comparison starts from the same weights and pretrains only once.
 
 The recipe is built to be stable, since FedFT's premise is a good pretrained model: a stratified tenth of the
-source is held out for validation; SGD (momentum 0.9, weight decay 5e-4) follows a linear warm-up then a cosine
-decay of the learning rate; after every epoch the BatchNorm running statistics are re-estimated for the current
+source is held out for validation; SGD (momentum 0.9, weight decay 5e-4) on randomly cropped and flipped images
+follows a linear warm-up then a cosine decay of the learning rate; after every epoch the BatchNorm running statistics are re-estimated for the current
 weights (training mode keeps stale ones: a constant-rate run once scored 16.5% on the test set for want of this)
 and the epoch is scored on the validation slice; the best epoch's weights are kept. What it did is stored beside
 the cached weights (``<file>.json``) and reported in the run's summary.
@@ -35,7 +35,7 @@ from data.federated import load_public_split
 from data.image_data import ImageData
 from data.loading import DataNotFoundError, load_dataset
 from data.partitioning import split_public
-from data.transforms import to_model_input
+from data.transforms import random_crop_flip, to_model_input
 from models import SplitModel, build_model
 from models.training import evaluate, sgd, train_epochs
 from run_config import ConfigError, RunConfig, build_model_for, federated_split
@@ -75,6 +75,7 @@ def recipe(config: RunConfig) -> dict:
         "validation-fraction": VALIDATION_FRACTION,
         "warmup-fraction": WARMUP_FRACTION,
         "batchnorm-samples": BATCHNORM_SAMPLES,
+        "augment": "crop-flip",
     }
 
 
@@ -153,7 +154,7 @@ def pretrain(model: SplitModel, data: ImageData, dataset: str, config: RunConfig
             group["lr"] = learning_rate_at(epoch, config.pretrain_epochs, config.pretrain_learning_rate)
         model.train()
         loss = train_epochs(model, params, fit_inputs, fit_labels, epochs=1, batch_size=config.batch_size,
-                            generator=generator, optimizer=optimizer)
+                            generator=generator, optimizer=optimizer, augment=random_crop_flip)
         recompute_batchnorm_statistics(model, batchnorm_inputs, config.eval_batch_size)
         model.eval()
         _, accuracy = evaluate(model, validation_inputs, validation_labels, config.eval_batch_size)
