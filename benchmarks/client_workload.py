@@ -26,7 +26,7 @@ from client_app.feature_cache import FeatureCache
 from client_app.local_data import load_local_data
 from client_app.local_update import frozen_features, local_update
 from models.device import resolve_device
-from models.training import predict_logits, train_epochs
+from models.training import cross_entropy_of, predict_logits, train_epochs
 from run_config import build_model_for, federated_split
 from run_config.defaults import default_config
 
@@ -51,7 +51,7 @@ def reference_seconds(model, data, config, device: torch.device) -> float:
     model.eval()
     predict_logits(lambda h: model.forward_from(h, level), features, config.eval_batch_size)
     model.set_frozen(level)
-    train_epochs(lambda h: model.forward_from(h, level), model.upper_parameters(level), features[:k], labels[:k],
+    train_epochs(cross_entropy_of(lambda h: model.forward_from(h.float(), level)), model.upper_parameters(level), features[:k], labels[:k],
                  epochs=config.local_epochs, batch_size=config.batch_size, lr=config.learning_rate,
                  momentum=config.momentum, weight_decay=config.weight_decay)
     return time.perf_counter() - tick

@@ -52,7 +52,7 @@ from protocol.messages import (
     TRAIN_SECONDS,
 )
 from models.training import evaluate as evaluate_model
-from run_config import RunConfig, build_model_for, federated_split, parse_run_config
+from run_config import RunConfig, all_settings, build_model_for, federated_split, parse_run_config
 from run_config.fail_partitions import parse_fail_partitions
 from strategies.partial_model import merge_state, split_state
 
@@ -92,8 +92,8 @@ def _device(context: Context, config: RunConfig) -> torch.device:
     return resolve_device(config.device, key=f"{where} 'device'")
 
 
-#: Settings that describe a node's hardware: a SuperNode's node config may set its own.
-NODE_LOCAL_SETTINGS = ("device", "feature-cache-mb", "eval-batch-size")
+#: Settings that describe a node's hardware (declared with ``node=True``): a SuperNode's node config may set its own.
+NODE_LOCAL_SETTINGS = tuple(s.key for s in all_settings() if s.node)
 
 
 def _node_config(context: Context, config: RunConfig) -> RunConfig:

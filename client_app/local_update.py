@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from flwr.app import RecordDict
 
 from client_app.data_selection import hardened_entropy, select_samples
 from client_app.feature_cache import FeatureCache
@@ -22,6 +23,8 @@ from client_app.local_data import LocalData
 from data.transforms import random_crop_flip
 from models import NO_FREEZE, SplitModel
 from models.device import synchronize
+from methods.base import LocalTraining
+from methods.registry import OBJECTIVES
 from models.training import predict_logits, train_epochs
 from run_config import RunConfig
 
@@ -92,9 +95,11 @@ def local_update(
     device: torch.device,
     cache: FeatureCache | None = None,
     cache_key: Hashable = None,
+    node_state: RecordDict | None = None,
 ) -> UpdateResult:
-    """Select local samples and train θ on them for ``local-epochs``; ``model`` is updated in place (and
-    moved to ``device``).
+    """Select local samples and train θ on them for ``local-epochs`` under the configured objective; ``model`` is
+    updated in place (and moved to ``device``); ``node_state`` is this node's ``context.state`` (objectives that keep
+    something across rounds use it).
 
     The entropy pass reads φ(x) of every sample a chunk at a time and training reads only the selected rows, which
     move to ``device`` once per round; random draws (data selection, batch order) come from a CPU generator, so
@@ -135,9 +140,12 @@ def local_update(
 
     else:
         inputs, forward = features.rows(chosen.cpu()).to(device), upper
+    params = model.upper_parameters(level)
+    training = LocalTraining(model, level, params, forward, config, node_state if node_state is not None else RecordDict())
+    objective = OBJECTIVES[config.objective](training)
     loss = train_epochs(
-        forward,
-        model.upper_parameters(level),
+        objective.loss,
+        params,
         inputs,
         labels[chosen],
         epochs=config.local_epochs,
@@ -145,10 +153,10 @@ def local_update(
         lr=learning_rate,
         momentum=config.momentum,
         weight_decay=config.weight_decay,
-        proximal_mu=config.proximal_mu,
         generator=generator,
         augment=random_crop_flip if config.augment else None,
     )
+    objective.finish()
     train_seconds = time.perf_counter() - start - cache_seconds
     if config.data_selection != "entropy":  # the entropy pass was only measured, not needed
         train_seconds -= selection_seconds

@@ -33,7 +33,7 @@ import yaml
 from run_config import ConfigError, parse_run_config
 from run_config.defaults import load_defaults
 from run_config.paths import folder_name_problem
-from run_config.presets import METHODS
+from methods.registry import METHODS
 
 #: Run-config keys the runner sets itself for every cell.
 RUNNER_KEYS = ("seed", "results-dir", "run-name", "resume")

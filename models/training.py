@@ -1,7 +1,8 @@
 """Mini-batch SGD and evaluation over tensors held on one device.
 
-The loops take a ``forward`` callable and the list of parameters to train, so the same code trains a
-whole model (FedAvg), only its upper part θ on cached features (FedFT), or pretrains on the server. They run
+The training loop takes a loss function of a mini-batch and the list of parameters to train, so the same code
+trains a whole model (FedAvg), only its upper part θ on cached features (FedFT), with any local objective
+(cross-entropy, FedProx's proximal term, MOON's contrastive term), or pretrains on the server. They run
 on the device the inputs are on: batch orders are drawn on the CPU (so they do not depend on the device) and
 moved there once per epoch, and the loss is summed on the device and read once at the end (no host
 synchronisation per batch).
@@ -15,12 +16,14 @@ import torch
 import torch.nn.functional as F
 
 Forward = Callable[[torch.Tensor], torch.Tensor]
+#: (mini-batch inputs, their labels) -> the loss to minimise
+LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 Augment = Callable[[torch.Tensor, torch.Generator], torch.Tensor]
 
 
-def proximal_term(params: Sequence[torch.Tensor], anchors: Sequence[torch.Tensor]) -> torch.Tensor:
-    """½‖w − w_t‖² summed over the trained parameters (FedProx multiplies it by μ)."""
-    return 0.5 * sum(((p - a) ** 2).sum() for p, a in zip(params, anchors, strict=True))
+def cross_entropy_of(forward: Forward) -> LossFn:
+    """The cross-entropy of ``forward``'s logits."""
+    return lambda inputs, labels: F.cross_entropy(forward(inputs), labels)
 
 
 def sgd(params: Sequence[torch.nn.Parameter], lr: float, momentum: float = 0.0, weight_decay: float = 0.0):
@@ -29,7 +32,7 @@ def sgd(params: Sequence[torch.nn.Parameter], lr: float, momentum: float = 0.0, 
 
 
 def train_epochs(
-    forward: Forward,
+    loss_fn: LossFn,
     params: Sequence[torch.nn.Parameter],
     inputs: torch.Tensor,
     labels: torch.Tensor,
@@ -39,20 +42,17 @@ def train_epochs(
     lr: float = 0.0,
     momentum: float = 0.0,
     weight_decay: float = 0.0,
-    proximal_mu: float = 0.0,
     generator: torch.Generator | None = None,
     augment: Augment | None = None,
     optimizer: torch.optim.Optimizer | None = None,
 ) -> float:
-    """Train ``params`` with SGD for ``epochs`` passes over shuffled mini-batches; return the mean loss.
+    """Train ``params`` with SGD for ``epochs`` passes over shuffled mini-batches of ``loss_fn``; return the mean loss.
 
-    ``inputs`` and ``labels`` must be on the device ``forward`` computes on. With ``proximal_mu`` > 0 the FedProx
-    term μ/2·‖w − w_t‖² is added, w_t being ``params`` at entry. ``optimizer`` (e.g. one whose learning rate a
-    schedule sets) replaces the SGD built from ``lr``, ``momentum`` and ``weight_decay``.
+    ``inputs`` and ``labels`` must be on the device the loss computes on. ``optimizer`` (e.g. one whose learning
+    rate a schedule sets) replaces the SGD built from ``lr``, ``momentum`` and ``weight_decay``.
     """
     generator = generator or torch.Generator().manual_seed(0)
     optimizer = optimizer or sgd(params, lr, momentum, weight_decay)
-    anchors = [p.detach().clone() for p in params] if proximal_mu > 0 else []
     total = torch.zeros((), device=inputs.device)
     count = 0
     for _ in range(epochs):
@@ -62,9 +62,7 @@ def train_epochs(
             x = inputs[batch]
             if augment is not None:
                 x = augment(x, generator)
-            loss = F.cross_entropy(forward(x), labels[batch])
-            if proximal_mu > 0:
-                loss = loss + proximal_mu * proximal_term(params, anchors)
+            loss = loss_fn(x, labels[batch])
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()

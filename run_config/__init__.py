@@ -1,6 +1,7 @@
 """The run configuration: one typed, validated view of ``[tool.flwr.app.config]``."""
 
 from run_config.derived import build_model_for, federated_split
-from run_config.schema import SETTINGS, ConfigError, RunConfig, Setting, parse_run_config
+from run_config.schema import ConfigError, RunConfig, Setting, all_settings, parse_run_config
 
-__all__ = ["SETTINGS", "ConfigError", "RunConfig", "Setting", "build_model_for", "federated_split", "parse_run_config"]
+__all__ = ["ConfigError", "RunConfig", "Setting", "all_settings", "build_model_for", "federated_split",
+           "parse_run_config"]

@@ -1,4 +1,5 @@
-"""Read the defaults from ``[tool.flwr.app.config]`` (for tests, tools and the README table)."""
+"""The defaults as Flower reads them (``[tool.flwr.app.config]``), and the two texts written from the settings'
+declarations: that pyproject section and the README's settings table (``python -m scripts.update_settings``)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from run_config.schema import SETTINGS, RunConfig, parse_run_config
+from run_config.schema import RunConfig, all_settings, default_values, parse_run_config
 
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 
@@ -24,19 +25,25 @@ def default_config(**overrides: Any) -> RunConfig:
     return parse_run_config(values)
 
 
-def _fmt(value: Any) -> str:
+def toml_value(value: Any) -> str:
+    """A default as TOML writes it (strings quoted, booleans lower-case)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
-        return f'"{value}"'
-    return str(value)
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return repr(value)
 
 
-def markdown_table(defaults: dict[str, Any] | None = None) -> str:
+def pyproject_config() -> str:
+    """The ``[tool.flwr.app.config]`` section, one line per setting, from the declarations."""
+    return "\n".join(["[tool.flwr.app.config]"] + [f"{key} = {toml_value(value)}" for key, value in
+                                                   default_values().items()])
+
+
+def markdown_table() -> str:
     """The configuration table of the README: key, default, meaning."""
-    defaults = defaults if defaults is not None else load_defaults()
     rows = ["| key | default | meaning |", "|---|---|---|"]
-    rows += [f"| `{s.key}` | `{_fmt(defaults[s.key])}` | {s.help} |" for s in SETTINGS]
+    rows += [f"| `{s.key}` | `{toml_value(s.default)}` | {s.help} |" for s in all_settings()]
     return "\n".join(rows)
 
 

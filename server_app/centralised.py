@@ -24,7 +24,7 @@ from data.federated import load_client_partition, load_test_set
 from data.image_data import ImageData
 from data.transforms import random_crop_flip, to_model_input
 from models.device import resolve_device
-from models.training import evaluate, train_epochs
+from models.training import cross_entropy_of, evaluate, train_epochs
 from run_config import RunConfig, build_model_for, federated_split
 from run_config.overrides import config_with_overrides
 from server_app.pretraining import check_source, initial_state
@@ -58,7 +58,7 @@ def train_pooled(config: RunConfig, epochs: int, num_partitions: int, directory:
         recorder.round_started(epoch, [], 0)
         tick = time.perf_counter()
         model.train()
-        loss = train_epochs(model, list(model.parameters()), inputs, labels, epochs=1, batch_size=config.batch_size,
+        loss = train_epochs(cross_entropy_of(model), list(model.parameters()), inputs, labels, epochs=1, batch_size=config.batch_size,
                             lr=config.learning_rate, momentum=config.momentum, weight_decay=config.weight_decay,
                             generator=generator, augment=random_crop_flip if config.augment else None)
         seconds = time.perf_counter() - tick

@@ -8,10 +8,11 @@ layer is kept); ``checkpoint`` loads a state dict; ``none`` keeps the seeded ran
 recipe, so every method of a comparison starts from the same weights and pretrains only once.
 
 The recipe is built to be stable, since FedFT's premise is a good pretrained model: a stratified tenth of the
-source is held out for validation; SGD (momentum 0.9, weight decay 5e-4) on randomly cropped and flipped images
-follows a linear warm-up then a cosine decay of the learning rate; after every epoch the BatchNorm running statistics are re-estimated for the current
+source is held out for validation; SGD (momentum 0.9, weight decay 5e-4) follows a linear warm-up then a cosine
+decay of the learning rate; after every epoch the BatchNorm running statistics are re-estimated for the current
 weights (training mode keeps stale ones: a constant-rate run once scored 16.5% on the test set for want of this)
-and the epoch is scored on the validation slice; the best epoch's weights are kept. What it did is stored beside
+and the epoch is scored on the validation slice; the weights of the epoch with the lowest validation loss (a
+smoother criterion than the accuracy of a few dozen images) are kept. What it did is stored beside
 the cached weights (``<file>.json``) and reported in the run's summary.
 """
 
@@ -35,9 +36,9 @@ from data.federated import load_public_split
 from data.image_data import ImageData
 from data.loading import DataNotFoundError, load_dataset
 from data.partitioning import split_public
-from data.transforms import random_crop_flip, to_model_input
+from data.transforms import to_model_input
 from models import SplitModel, build_model
-from models.training import evaluate, sgd, train_epochs
+from models.training import cross_entropy_of, evaluate, sgd, train_epochs
 from run_config import ConfigError, RunConfig, build_model_for, federated_split
 from server_app.torch_files import load_state_dict
 
@@ -75,7 +76,7 @@ def recipe(config: RunConfig) -> dict:
         "validation-fraction": VALIDATION_FRACTION,
         "warmup-fraction": WARMUP_FRACTION,
         "batchnorm-samples": BATCHNORM_SAMPLES,
-        "augment": "crop-flip",
+        "selection": "validation-loss",
     }
 
 
@@ -146,20 +147,21 @@ def pretrain(model: SplitModel, data: ImageData, dataset: str, config: RunConfig
     generator = torch.Generator().manual_seed(config.seed)
     params = list(model.parameters())
     optimizer = sgd(params, config.pretrain_learning_rate, PRETRAIN_MOMENTUM, PRETRAIN_WEIGHT_DECAY)
-    best: dict[str, Any] = {"best_epoch": 0, "validation_accuracy": -1.0}
+    best: dict[str, Any] = {"best_epoch": 0, "validation_loss": math.inf}
     best_state: dict[str, torch.Tensor] = {}
     tick = time.perf_counter()
     for epoch in range(1, config.pretrain_epochs + 1):
         for group in optimizer.param_groups:
             group["lr"] = learning_rate_at(epoch, config.pretrain_epochs, config.pretrain_learning_rate)
         model.train()
-        loss = train_epochs(model, params, fit_inputs, fit_labels, epochs=1, batch_size=config.batch_size,
-                            generator=generator, optimizer=optimizer, augment=random_crop_flip)
+        loss = train_epochs(cross_entropy_of(model), params, fit_inputs, fit_labels, epochs=1,
+                            batch_size=config.batch_size, generator=generator, optimizer=optimizer)
         recompute_batchnorm_statistics(model, batchnorm_inputs, config.eval_batch_size)
         model.eval()
-        _, accuracy = evaluate(model, validation_inputs, validation_labels, config.eval_batch_size)
-        if len(validation_rows) == 0 or accuracy > best["validation_accuracy"]:  # no slice: keep the last epoch
-            best = {"best_epoch": epoch, "validation_accuracy": accuracy, "train_loss": loss}
+        validation_loss, accuracy = evaluate(model, validation_inputs, validation_labels, config.eval_batch_size)
+        if len(validation_rows) == 0 or validation_loss < best["validation_loss"]:  # no slice: keep the last epoch
+            best = {"best_epoch": epoch, "validation_loss": validation_loss, "validation_accuracy": accuracy,
+                    "train_loss": loss}
             best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
         if epoch == 1 or epoch % 10 == 0 or epoch == config.pretrain_epochs:
             log(INFO, "pretraining epoch %d/%d: loss %.4f, validation accuracy %.4f", epoch, config.pretrain_epochs,

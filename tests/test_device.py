@@ -26,7 +26,7 @@ from experiments.cka import cka_matrix
 from experiments.client_similarity import client_models, level_similarity
 from experiments.entropy_histogram import client_entropies
 from models.device import DeviceUnavailableError, available_devices, is_device_name, resolve_device
-from models.training import evaluate, train_epochs
+from models.training import cross_entropy_of, evaluate, train_epochs
 from run_config import build_model_for
 from server_app.pretraining import pretrain
 from tests.conftest import make_config
@@ -176,7 +176,7 @@ def test_training_loop_and_pretraining_on_the_device(device: torch.device, tmp_p
     assert report["best_epoch"] in (1, 2) and report["fit_samples"] + report["validation_samples"] == 48
     assert all(p.device == device for p in model.parameters())
     x, y = torch.randn(12, 1, 32, 32).to(device), torch.randint(0, 4, (12,)).to(device)
-    loss = train_epochs(model, list(model.parameters()), x, y, epochs=1, batch_size=5, lr=0.01, proximal_mu=0.5)
+    loss = train_epochs(cross_entropy_of(model), list(model.parameters()), x, y, epochs=1, batch_size=5, lr=0.01)
     assert loss > 0
 
 

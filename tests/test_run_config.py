@@ -7,8 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from run_config import SETTINGS, ConfigError, RunConfig, parse_run_config
-from run_config.defaults import load_defaults, markdown_table
+from run_config import ConfigError, all_settings, parse_run_config
+from run_config.defaults import PYPROJECT, load_defaults, markdown_table, pyproject_config
+from run_config.schema import default_values
+
+SETTINGS = all_settings()
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -16,40 +19,43 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 def test_defaults_parse_to_fedft_eds(defaults: dict) -> None:
     config = parse_run_config(defaults)
     assert config.dataset == "fashion-mnist-mini" and config.method == "fedft-eds"
-    resolved = {"freeze": "mid", "data-selection": "entropy", "selection-fraction": 0.1, "proximal-mu": 0.0}
+    resolved = {"freeze": "mid", "data-selection": "entropy", "selection-fraction": 0.1, "objective": "plain"}
     assert config.to_dict() == {**defaults, **resolved}
 
 
 @pytest.mark.parametrize(
-    ("method", "freeze", "selection", "fraction", "mu"),
+    ("method", "freeze", "selection", "fraction", "objective"),
     [
-        ("fedavg", "none", "all", 1.0, 0.0),
-        ("fedprox", "none", "all", 1.0, 0.01),
-        ("fedavg-rds", "none", "random", 0.1, 0.0),
-        ("fedprox-rds", "none", "random", 0.1, 0.01),
-        ("fedft-all", "mid", "all", 1.0, 0.0),
-        ("fedft-rds", "mid", "random", 0.1, 0.0),
-        ("fedft-eds", "mid", "entropy", 0.1, 0.0),
+        ("fedavg", "none", "all", 1.0, "plain"),
+        ("fedprox", "none", "all", 1.0, "proximal"),
+        ("fedavg-rds", "none", "random", 0.1, "plain"),
+        ("fedprox-rds", "none", "random", 0.1, "proximal"),
+        ("fedft-all", "mid", "all", 1.0, "plain"),
+        ("fedft-rds", "mid", "random", 0.1, "plain"),
+        ("fedft-eds", "mid", "entropy", 0.1, "plain"),
     ],
 )
-def test_method_presets(defaults: dict, method: str, freeze: str, selection: str, fraction: float, mu: float) -> None:
+def test_method_presets(defaults: dict, method: str, freeze: str, selection: str, fraction: float,
+                        objective: str) -> None:
     defaults["method"] = method
     config = parse_run_config(defaults)
-    assert (config.freeze, config.data_selection, config.selection_fraction, config.proximal_mu) == (
-        freeze, selection, fraction, mu
+    assert (config.freeze, config.data_selection, config.selection_fraction, config.objective) == (
+        freeze, selection, fraction, objective
     )
 
 
 def test_explicit_values_override_the_preset(defaults: dict) -> None:
-    defaults.update({"method": "fedft-eds", "selection-fraction": 0.5, "freeze": "up", "proximal-mu": 0.1})
+    defaults.update({"method": "fedft-eds", "selection-fraction": 0.5, "freeze": "up", "objective": "proximal"})
     config = parse_run_config(defaults)
-    assert (config.selection_fraction, config.freeze, config.proximal_mu, config.data_selection) == (0.5, "up", 0.1, "entropy")
+    assert (config.selection_fraction, config.freeze, config.objective, config.data_selection) == (
+        0.5, "up", "proximal", "entropy")
 
 
-def test_settings_and_pyproject_and_dataclass_agree(defaults: dict) -> None:
+def test_every_setting_is_declared_once_and_pyproject_holds_the_declared_defaults(defaults: dict) -> None:
     keys = [s.key for s in SETTINGS]
-    assert sorted(keys) == sorted(defaults)
-    assert [k.replace("-", "_") for k in keys] == list(RunConfig.__dataclass_fields__)
+    assert len(keys) == len(set(keys)), "a key declared twice"
+    assert defaults == default_values()  # regenerate with python -m scripts.update_settings
+    assert pyproject_config() in PYPROJECT.read_text()
 
 
 @pytest.mark.parametrize(
@@ -68,7 +74,7 @@ def test_settings_and_pyproject_and_dataclass_agree(defaults: dict) -> None:
         ("augment", "yes", "'augment' must be of type bool, got str"),
         ("local-epochs", True, "'local-epochs' must be of type int, got bool"),
         ("momentum", float("nan"), "'momentum' must be a finite number"),
-        ("method", "fedsgd", "'method' = 'fedsgd' is invalid: it must be one of fedavg, fedprox"),
+        ("method", "fedsgd", "'method' = 'fedsgd' is invalid: it must be one of 'fedavg', 'fedavg-rds', 'fedprox'"),
         ("temperature", 0.0, "'temperature' = 0.0 is invalid: it must be > 0"),
         ("temperature", -1.0, "'temperature' = -1.0 is invalid"),
         ("selection-fraction", 0.0, "'selection-fraction' = 0.0 is invalid: it must be in (0, 1]"),
@@ -136,8 +142,8 @@ def test_missing_key_is_reported(defaults: dict) -> None:
 
 
 def test_readme_configuration_table_is_current() -> None:
-    """Every key appears in the README with its pyproject default (regenerate with python -m run_config.defaults)."""
-    assert markdown_table(load_defaults()) in README.read_text()
+    """Every key appears in the README with its default and help (regenerate with python -m scripts.update_settings)."""
+    assert markdown_table() in README.read_text()
 
 
 def test_readme_rows_are_one_per_key() -> None:

@@ -1,0 +1,30 @@
+"""Every method the ``method`` setting can name, and every local objective ``objective`` can name.
+
+Adding a method: write its module in ``methods/`` (see ARCHITECTURE.md), then list it in ``_MODULES``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from methods import fedavg, fedft, fedprox
+from methods.base import CrossEntropy, Method, ObjectiveFactory
+
+_MODULES = (fedavg, fedprox, fedft)
+
+METHODS: Mapping[str, Method] = {m.name: m for module in _MODULES for m in module.METHODS}
+OBJECTIVES: Mapping[str, ObjectiveFactory] = {
+    "plain": CrossEntropy,
+    **{name: factory for m in METHODS.values() for name, factory in m.objectives.items()},
+}
+#: Every method's own settings dataclasses, in registration order.
+METHOD_SETTINGS: tuple[type, ...] = tuple(dict.fromkeys(cls for m in METHODS.values() for cls in m.settings))
+#: The axes a method's presets set, and their values when a method leaves one unset.
+AXIS_DEFAULTS: Mapping[str, object] = {
+    "freeze": "none", "data-selection": "all", "selection-fraction": 1.0, "objective": "plain",
+}
+
+
+def method(name: str) -> Method:
+    """The method called ``name``."""
+    return METHODS[name]

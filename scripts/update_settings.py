@@ -1,0 +1,28 @@
+"""Rewrite what is written from the settings' declarations: pyproject's ``[tool.flwr.app.config]`` and the README's
+settings table (``python -m scripts.update_settings``; tests/test_run_config.py checks both are current)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from run_config.defaults import PYPROJECT, markdown_table, pyproject_config
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+TABLE_HEADER = "| key | default | meaning |"
+SECTION = "[tool.flwr.app.config]"
+
+
+def replace_block(text: str, start_marker: str, new_block: str, end_marker: str) -> str:
+    """``text`` with the block from ``start_marker`` up to (not including) ``end_marker`` replaced."""
+    start = text.index(start_marker)
+    end = text.index(end_marker, start)
+    return text[:start] + new_block + text[end:]
+
+
+def main() -> None:
+    README.write_text(replace_block(README.read_text(), TABLE_HEADER, markdown_table(), "\n\n"))
+    PYPROJECT.write_text(replace_block(PYPROJECT.read_text(), SECTION, pyproject_config() + "\n", "\n["))
+
+
+if __name__ == "__main__":
+    main()
