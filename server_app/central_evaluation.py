@@ -3,10 +3,10 @@ set moves there once and stays for the whole run)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 import torch
-from flwr.app import ArrayRecord, MetricRecord
+from flwr.app import ArrayRecord
 
 from data.federated import load_test_set
 from data.transforms import to_model_input
@@ -14,27 +14,20 @@ from models.training import evaluate
 from run_config import RunConfig, build_model_for, federated_split
 from strategies.partial_model import merge_state
 
-EvaluateFn = Callable[[int, ArrayRecord], MetricRecord]
-#: (server round, loss, accuracy) -> None
-OnEvaluated = Callable[[int, float, float], None]
 
+class CentralEvaluation:
+    """Test loss and accuracy of the global model {φ, θ} for a round's θ."""
 
-def make_central_evaluation(
-    config: RunConfig, frozen: Mapping[str, torch.Tensor], on_evaluated: OnEvaluated, device: torch.device
-) -> EvaluateFn:
-    """An ``evaluate_fn`` for ``Strategy.start``: merges φ with the round's θ, returns test loss and accuracy."""
-    split = federated_split(config)
-    test = load_test_set(split)
-    inputs = to_model_input(test.images, split.info).to(device)
-    labels = torch.from_numpy(test.labels).to(device)
-    model = build_model_for(config).to(device)
-    order = list(model.state_dict())
+    def __init__(self, config: RunConfig, frozen: Mapping[str, torch.Tensor], device: torch.device) -> None:
+        split = federated_split(config)
+        test = load_test_set(split)
+        self.inputs = to_model_input(test.images, split.info).to(device)
+        self.labels = torch.from_numpy(test.labels).to(device)
+        self.model = build_model_for(config).to(device)
+        self.order = list(self.model.state_dict())
+        self.frozen, self.batch_size = frozen, config.eval_batch_size
 
-    def evaluate_fn(server_round: int, arrays: ArrayRecord) -> MetricRecord:
-        model.load_state_dict(merge_state(frozen, arrays.to_torch_state_dict(), order))
-        model.eval()
-        loss, accuracy = evaluate(model, inputs, labels, config.eval_batch_size)
-        on_evaluated(server_round, loss, accuracy)
-        return MetricRecord({"loss": loss, "accuracy": accuracy})
-
-    return evaluate_fn
+    def __call__(self, theta: ArrayRecord) -> tuple[float, float]:
+        self.model.load_state_dict(merge_state(self.frozen, theta.to_torch_state_dict(), self.order))
+        self.model.eval()
+        return evaluate(self.model, self.inputs, self.labels, self.batch_size)

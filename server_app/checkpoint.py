@@ -10,13 +10,11 @@ leaves the previous checkpoint intact.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-from flwr.app import ArrayRecord, MetricRecord
 
 from run_config import ConfigError, RunConfig
 from run_config.schema import recorded_value
@@ -34,9 +32,6 @@ CHANGEABLE_ON_RESUME = frozenset(
         "fail-partitions", "device", "server-device",
     }
 )
-
-EvaluateFn = Callable[[int, ArrayRecord], MetricRecord | None]
-
 
 class CheckpointError(RuntimeError):
     """A checkpoint cannot be read or does not belong to this run's configuration."""
@@ -89,22 +84,3 @@ def resume_point(directory: Path, config: RunConfig) -> Checkpoint | None:
     checkpoint = load_checkpoint(path)
     check_resumable(checkpoint, config, path)
     return checkpoint
-
-
-def checkpointing(evaluate_fn: EvaluateFn, resumed_after: int, save: Callable[[int, ArrayRecord], None]) -> EvaluateFn:
-    """Wrap the central evaluation (Flower calls it after every round) so that it also saves a checkpoint.
-
-    Flower's ``Strategy.start`` counts rounds from 1 and evaluates its starting arrays as round 0; in a
-    resumed run those are the checkpointed model, evaluated before the kill, so that call is skipped.
-    """
-
-    def evaluate_and_save(server_round: int, arrays: ArrayRecord) -> MetricRecord | None:
-        if server_round == 0 and resumed_after:
-            return None
-        server_round += resumed_after
-        metrics = evaluate_fn(server_round, arrays)
-        if server_round > 0:
-            save(server_round, arrays)
-        return metrics
-
-    return evaluate_and_save

@@ -6,7 +6,7 @@ population, pick partition ids, address their nodes) and ``aggregate_train`` (so
 accepted, failed, rejected and timed out, aggregate the accepted ones under the ``aggregation`` rule
 (``strategies/robust_aggregation.py``; ``mean`` is Flower's FedAvg mean unchanged) and report it all to an
 observer); Flower's ``Strategy.start`` runs the rounds unchanged. What each client receives
-goes through one hook, ``records_for``; a resumed run numbers its rounds on from ``resumed_after``.
+goes through one hook, ``records_for``; a resumed run numbers its rounds on from ``first_round``.
 """
 
 from __future__ import annotations
@@ -122,6 +122,7 @@ class CohortFedAvg(FedAvg):
         seed: int = 0,
         aggregation: AggregationSettings = DEFAULT_AGGREGATION,
         expected_examples: ExpectedExamples = lambda num_local: None,
+        first_round: int = 1,
     ) -> None:
         super().__init__(
             fraction_evaluate=fraction_evaluate,
@@ -141,7 +142,7 @@ class CohortFedAvg(FedAvg):
         self.straggler_fraction = straggler_fraction
         self.aggregation = aggregation
         self.expected_examples = expected_examples
-        self.resumed_after = 0  # rounds finished before this start (a resumed run goes on from there)
+        self.first_round = first_round  # the run's number for Flower's round 1 (a resumed run goes on)
         self._cohort: list[int] = []
         self._evaluated: list[int] = []
         self._expected: dict[str, ArraySpec] = {}
@@ -172,7 +173,7 @@ class CohortFedAvg(FedAvg):
     ) -> Iterable[Message]:
         """Wait for the clients, select a cohort by partition id and send the arrays to those of it that
         do not drop out this round (``straggler_fraction``)."""
-        server_round += self.resumed_after
+        server_round += self.first_round - 1
         selected = self.select(self.available(grid), server_round)
         dropped = select_stragglers(selected, self.straggler_fraction, self.seed, server_round)
         cohort = [pid for pid in selected if pid not in dropped]
@@ -198,7 +199,7 @@ class CohortFedAvg(FedAvg):
         """Federated evaluation on a seeded random ``fraction_evaluate`` of the clients (none at 0)."""
         if self.fraction_evaluate == 0.0:
             return []
-        server_round += self.resumed_after
+        server_round += self.first_round - 1
         available = self.available(grid)
         size = cohort_size(len(available), self.fraction_evaluate)
         cohort = select_random(available, size, self.seed + 1, server_round)
@@ -237,7 +238,7 @@ class CohortFedAvg(FedAvg):
 
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
         """Example-weighted mean loss and accuracy of the sound evaluation replies; the others are named."""
-        server_round += self.resumed_after
+        server_round += self.first_round - 1
         accepted: list[dict[str, int | float]] = []
         problems: dict[int, str] = {}
         for pid, reply in self._senders(replies, self._evaluated):
@@ -269,7 +270,7 @@ class CohortFedAvg(FedAvg):
         Replies are put in partition-id order first: float sums depend on the order of their terms, and
         arrival order varies from run to run.
         """
-        server_round += self.resumed_after
+        server_round += self.first_round - 1
         replies = list(replies)
         outcome = self.sort_replies(replies)
         for kind, reasons in (("failed", outcome.failed), ("was rejected", outcome.rejected)):

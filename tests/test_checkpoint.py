@@ -17,7 +17,6 @@ from server_app.checkpoint import (
     Checkpoint,
     CheckpointError,
     check_resumable,
-    checkpointing,
     load_checkpoint,
     resume_point,
     save_checkpoint,
@@ -85,25 +84,6 @@ def test_resume_point_needs_resume_and_a_file(tmp_path: Path) -> None:
 def test_resume_needs_a_run_name() -> None:
     with pytest.raises(ConfigError, match="'resume' = true needs a 'run-name'"):
         make_config(resume=True)
-
-
-def test_checkpointing_saves_after_each_round_and_skips_the_resumed_initial_evaluation() -> None:
-    evaluated, saved = [], []
-
-    def evaluate(server_round: int, arrays: ArrayRecord) -> MetricRecord:
-        evaluated.append(server_round)
-        return MetricRecord({"accuracy": 0.5})
-
-    fresh = checkpointing(evaluate, 0, lambda rnd, arrays: saved.append(rnd))
-    for rnd in range(3):
-        fresh(rnd, ArrayRecord())
-    assert evaluated == [0, 1, 2] and saved == [1, 2]
-
-    evaluated.clear(), saved.clear()
-    resumed = checkpointing(evaluate, 4, lambda rnd, arrays: saved.append(rnd))
-    assert resumed(0, ArrayRecord()) is None
-    resumed(1, ArrayRecord())
-    assert evaluated == [5] and saved == [5]
 
 
 def test_fedentopt_selector_continues_identically_from_its_state() -> None:

@@ -148,7 +148,7 @@ def test_round_is_skipped_below_min_train_nodes() -> None:
 def test_resumed_strategy_numbers_rounds_on() -> None:
     observer = Observer()
     strategy = make_strategy(observer)
-    strategy.resumed_after = 4
+    strategy.first_round = 5
     grid = FakeGrid(NODES, client_responders(NODES, COUNTS))
     messages = list(strategy.configure_train(1, ArrayRecord({"w": torch.zeros(2)}), ConfigRecord(), grid))
     assert messages[0].content["config"]["server-round"] == 5

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import client_app.app as client_module
-import server_app.app as server_module
+import server_app.lifecycle as server_module
 import server_app.centralised as centralised
 from client_app.data_selection import select_samples
 from client_app.feature_cache import FeatureCache

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import torch
 
-from server_app.app import RunSetupError
+from server_app.run_errors import RunSetupError
 from server_app.run_errors import RunFailedError
 from server_app.checkpoint import CHECKPOINT_FILE, load_checkpoint
 from tests.in_process import ServerKilled, run_in_process, small_run_config

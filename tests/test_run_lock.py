@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from server_app.app import RunSetupError
+from server_app.run_errors import RunSetupError
 from server_app.atomic_write import replace_file, replace_text
 from server_app.run_lock import LOCK_FILE, RunFolderError, lock_run_folder
 from tests.in_process import ServerKilled, run_in_process, small_run_config

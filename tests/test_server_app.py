@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from run_config import ConfigError
-from server_app.app import cohort_policy, learning_rate_schedule
+from server_app.lifecycle import cohort_policy, learning_rate_schedule
 from strategies.fedentopt_selection import FedEntOptSelector
 from strategies.label_counts import LabelCountRegistry
 from run_config.population import check_population

@@ -1,0 +1,209 @@
+"""A federated run from start to finish, as a story in named steps.
+
+1. ``FederatedRun.start``: validate the settings, lock the run folder, wait for the clients, check the settings
+   against them, resume from a checkpoint or pretrain, split the model into φ (frozen) and θ (trained).
+2. ``FederatedRun.rounds``: the method's strategy (``Method.strategy``, by default ``PartialModelFedAvg``) runs the
+   rounds with Flower's ``Strategy.start``. In each round it *selects* a cohort and *configures* the clients'
+   messages (``configure_train``), *collects and validates* their replies and *aggregates* the sound ones
+   (``aggregate_train``); then Flower calls ``end_of_round``, which *evaluates* the new global model, *records* the
+   round and *checkpoints* the run, in that order.
+3. ``FederatedRun.finish``: write the summary (its status: ``completed``, or ``failed`` when no round aggregated),
+   the final model and the plot; a failed run raises so that its exit status says so.
+
+Flower numbers the rounds of each ``start`` from 1; a resumed run goes on from ``first_round``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass
+from logging import ERROR, INFO
+from pathlib import Path
+from typing import Any
+
+import torch
+from flwr.app import ArrayRecord, ConfigRecord, Context, MetricRecord
+from flwr.common.logger import log
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import Strategy
+from flwr.supercore.exit import add_exit_handler
+
+from client_app.data_selection import selection_size
+from data.federated import partition_sizes
+from data.file_formats import DataFormatError
+from data.loading import DataNotFoundError
+from data.partitioning import PartitioningError
+from methods.registry import method
+from models.device import DeviceUnavailableError, resolve_device
+from protocol.messages import LEARNING_RATE
+from run_config import ConfigError, RunConfig, build_model_for, federated_split, parse_run_config
+from run_config.population import aggregation_settings, check_population
+from server_app.central_evaluation import CentralEvaluation
+from server_app.checkpoint import CHECKPOINT_FILE, Checkpoint, CheckpointError, resume_point, save_checkpoint
+from server_app.pretraining import check_source, initial_state, pretraining_report
+from server_app.results import RunRecorder, run_directory
+from server_app.run_errors import RunFailedError, RunSetupError
+from server_app.run_lock import RunFolderError, lock_run_folder
+from strategies.client_population import ClientPopulation
+from strategies.cohort_fedavg import SelectCohort
+from strategies.fedentopt_selection import FedEntOptSelector, buffer_capacity
+from strategies.label_counts import LabelCountRegistry
+from strategies.partial_fedavg import PartialModelFedAvg
+from strategies.partial_model import merge_state, split_state
+from strategies.random_selection import cohort_size, select_random
+
+#: Errors that mean the run cannot start: reported in one line, naming the setting or file.
+SETUP_ERRORS = (ConfigError, CheckpointError, DataNotFoundError, DataFormatError, PartitioningError,
+                DeviceUnavailableError, RunFolderError)
+
+
+def cohort_policy(config: RunConfig, label_counts: LabelCountRegistry, num_clients: int) -> SelectCohort:
+    """The configured client selection for ``num_clients`` clients (settings checked with ``check_population``)."""
+
+    def size(num_available: int) -> int:
+        return cohort_size(num_available, config.fraction_train)
+
+    if config.client_selection == "random":
+        return lambda available, server_round: select_random(available, size(len(available)), config.seed, server_round)
+    return FedEntOptSelector(label_counts.counts, size, buffer_capacity(config.fedentopt_buffer, num_clients), config.seed)
+
+
+def learning_rate_schedule(config: RunConfig) -> Callable[[int], dict[str, Any]]:
+    """Round t trains with learning-rate · lr-decay^(t−1) (FedEntOpt's paper decays by 0.98 per round)."""
+    return lambda server_round: {LEARNING_RATE: config.learning_rate * config.lr_decay ** (server_round - 1)}
+
+
+def expected_examples(config: RunConfig) -> Callable[[int], int | None]:
+    """How many of its samples a client trains on: all of them, or ⌈P_ds·n⌉ under random or entropy selection.
+    A reply that claims another count is refused (its weight would be a lie)."""
+    if config.data_selection == "all":
+        return lambda num_local: num_local
+    return lambda num_local: selection_size(num_local, config.selection_fraction)
+
+
+@dataclass
+class FederatedRun:
+    """Everything a run holds between its start and its finish."""
+
+    config: RunConfig
+    device: torch.device  # where the server computes (pretraining, evaluation)
+    directory: Path  # <results-dir>/<run-name>
+    population: ClientPopulation
+    label_counts: LabelCountRegistry
+    select: SelectCohort
+    recorder: RunRecorder
+    frozen: dict[str, torch.Tensor]  # φ: never changes
+    trained: dict[str, torch.Tensor]  # θ at the start (pretrained, or from the checkpoint)
+    order: list[str]  # the model's state-dict keys
+    first_round: int  # 1, or the round after the checkpoint's
+
+    @classmethod
+    def start(cls, grid: Grid, context: Context, held: ExitStack) -> FederatedRun:
+        """Step 1. ``held`` keeps the run folder's lock until the run ends; a setup error is one line."""
+        try:
+            config = parse_run_config(context.run_config)
+            device = resolve_device(config.server_device, key="run config 'server-device'")
+            directory = run_directory(config)
+            held.enter_context(lock_run_folder(directory, config.results_dir, config.resume))
+            check_source(config)
+            split = federated_split(config)
+            population = ClientPopulation(wait_seconds=config.node_wait_seconds)
+            connected = population.available(grid)
+            sizes = partition_sizes(split, population.expected)
+            check_population(config, population.expected)  # before pretraining: an impossible run costs nothing
+            checkpoint = resume_point(directory, config)
+            recorder = RunRecorder(directory, config, resume_from=checkpoint.results if checkpoint else None)
+            state = checkpoint.model if checkpoint else initial_state(config, device)
+            frozen, trained = split_state(state, build_model_for(config).upper_state_keys(config.freeze))
+            label_counts = LabelCountRegistry(split.info.num_classes, noisy=config.label_dp_epsilon > 0)
+            select = cohort_policy(config, label_counts, population.expected)
+            if checkpoint and checkpoint.selection:
+                select.load_state_dict(checkpoint.selection)  # type: ignore[attr-defined]
+        except SETUP_ERRORS as err:
+            log(ERROR, "cannot start the run: %s", err)
+            raise RunSetupError(str(err)) from None
+        log(INFO, "%d clients connected; partition sizes %s; the server computes on %s", len(connected), sizes, device)
+        log(INFO, "method %s: freeze %s, data-selection %s (P_ds %.2f), objective %s, client-selection %s, "
+            "aggregation %s; θ has %d of %d arrays", config.method, config.freeze, config.data_selection,
+            config.selection_fraction, config.objective, config.client_selection, config.aggregation, len(trained),
+            len(state))
+        done = checkpoint.server_round if checkpoint else 0
+        if done:
+            log(INFO, "resuming after round %d of %d from %s", done, config.num_server_rounds, directory / CHECKPOINT_FILE)
+        return cls(config, device, directory, population, label_counts, select, recorder, frozen, trained,
+                   list(state), done + 1)
+
+    def strategy(self) -> Strategy:
+        """The method's strategy, or the shared one: cohorts by partition id, checked replies, robust
+        aggregation of θ, φ sent once per client."""
+        factory = method(self.config.method).strategy
+        if factory is not None:
+            return factory(self)
+        config = self.config
+        return PartialModelFedAvg(
+            frozen=ArrayRecord(self.frozen),
+            population=self.population,
+            label_counts=self.label_counts,
+            select=self.select,
+            observer=self.recorder,
+            round_config=learning_rate_schedule(config),
+            fraction_evaluate=config.fraction_evaluate,
+            min_train_nodes=config.min_train_nodes,
+            straggler_fraction=config.straggler_fraction,
+            seed=config.seed,
+            aggregation=aggregation_settings(config),
+            expected_examples=expected_examples(config),
+            first_round=self.first_round,
+        )
+
+    def rounds(self, grid: Grid) -> ArrayRecord:
+        """Step 2: the remaining rounds; returns θ after the last one (unchanged when none aggregated)."""
+        arrays = ArrayRecord(self.trained)
+        remaining = self.config.num_server_rounds - self.first_round + 1
+        if remaining <= 0:
+            return arrays
+        evaluate = CentralEvaluation(self.config, self.frozen, self.device)
+        add_exit_handler(lambda: self.recorder.stopped("interrupted"))  # how Flower stops a ServerApp on SIGTERM
+        try:
+            result = self.strategy().start(grid=grid, initial_arrays=arrays, num_rounds=remaining,
+                                           timeout=self.config.round_timeout, train_config=ConfigRecord(),
+                                           evaluate_fn=lambda flower_round, theta: self.end_of_round(
+                                               flower_round, theta, evaluate))
+        except Exception as err:
+            self.recorder.stopped("failed", failure=f"{type(err).__name__}: {err}")
+            raise
+        except BaseException:
+            self.recorder.stopped("interrupted")
+            raise
+        return result.arrays if len(result.arrays) else arrays  # empty when every round was skipped
+
+    def end_of_round(self, flower_round: int, theta: ArrayRecord, evaluate: CentralEvaluation) -> MetricRecord | None:
+        """After each round (Flower's round 0: before the first): evaluate the global model, record the round
+        (its evaluation completes its line in rounds.jsonl), checkpoint the run. A resumed run's starting model was
+        evaluated before the interruption, so that evaluation is not repeated."""
+        if flower_round == 0 and self.first_round > 1:
+            return None
+        server_round = flower_round + self.first_round - 1 if flower_round else 0
+        loss, accuracy = evaluate(theta)
+        self.recorder.evaluated(server_round, loss, accuracy)
+        if server_round > 0:
+            self.checkpoint(server_round, theta)
+        return MetricRecord({"loss": loss, "accuracy": accuracy})
+
+    def checkpoint(self, server_round: int, theta: ArrayRecord) -> None:
+        """Everything the next rounds depend on, after ``server_round``, written atomically."""
+        model = merge_state(self.frozen, theta.to_torch_state_dict(), self.order)
+        state_dict = getattr(self.select, "state_dict", None)
+        selection = state_dict() if state_dict else {}
+        checkpoint = Checkpoint(server_round, model, selection, self.recorder.state(), self.config.to_dict())
+        save_checkpoint(self.directory / CHECKPOINT_FILE, checkpoint)
+
+    def finish(self, theta: ArrayRecord) -> dict[str, Any]:
+        """Step 3: results, summary, plot; a run that trained nothing raises ``RunFailedError``."""
+        self.recorder.write_label_counts(self.label_counts.as_json())
+        summary = self.recorder.finish(merge_state(self.frozen, theta.to_torch_state_dict(), self.order),
+                                       pretraining=pretraining_report(self.config))
+        if summary["status"] == "failed":
+            raise RunFailedError(f"no round aggregated an update: {summary['failure']}")
+        return summary
