@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import client_app.app as client
+import client_app.node as node_module
 from tests.in_process import run_in_process, small_run_config
 
 
@@ -15,13 +15,13 @@ def test_only_selected_clients_load_their_data_while_all_send_label_counts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     loaded: list[int] = []
-    load = client.load_local_data
+    load = node_module.load_local_data
 
     def recording_load(split, partition_id: int, num_partitions: int):
         loaded.append(partition_id)
         return load(split, partition_id, num_partitions)
 
-    monkeypatch.setattr(client, "load_local_data", recording_load)
+    monkeypatch.setattr(node_module, "load_local_data", recording_load)
     run_in_process(small_run_config(tmp_path, **{"fraction-train": 0.25, "num-server-rounds": 1}), num_partitions=8)
     run = tmp_path / "results" / "run"
     trained = json.loads((run / "rounds.jsonl").read_text().splitlines()[0])["clients"]
@@ -39,12 +39,12 @@ def test_a_node_sets_its_own_hardware_settings_and_bad_ones_name_the_key() -> No
         return Context(run_id=1, node_id=1, node_config={"partition-id": 0, "num-partitions": 2, **node},
                        state=RecordDict(), run_config=load_defaults())
 
-    plain = client._config(context())
-    own = client._config(context(**{"feature-cache-mb": 16, "eval-batch-size": 64, "device": "cpu"}))
+    plain = node_module.node_config(context())
+    own = node_module.node_config(context(**{"feature-cache-mb": 16, "eval-batch-size": 64, "device": "cpu"}))
     assert (plain.feature_cache_mb, plain.eval_batch_size) == (2048, 500)
     assert (own.feature_cache_mb, own.eval_batch_size, own.device) == (16, 64, "cpu")
     assert own.temperature == plain.temperature and own.freeze == plain.freeze == "mid"
     with pytest.raises(ValueError, match=r"node config: run config 'feature-cache-mb' = 0 is invalid"):
-        client._config(context(**{"feature-cache-mb": 0}))
+        node_module.node_config(context(**{"feature-cache-mb": 0}))
     with pytest.raises(ValueError, match=r"node config 'device' = 'cuda:3' but this node has no such device"):
-        client._device(context(device="cuda:3"), client._config(context(device="cuda:3")))
+        node_module.Node(context(device="cuda:3")).device

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import client_app.app as client_module
+import client_app.node as client_module
 import server_app.lifecycle as server_module
 import server_app.centralised as centralised
 from client_app.data_selection import select_samples

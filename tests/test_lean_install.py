@@ -80,6 +80,7 @@ def test_a_client_trains_from_its_data_folder_without_the_simulation_packages(tm
         assert not any(importlib.util.find_spec(name) for name in BLOCKED), "a blocked package is importable"
 
         import client_app.app as client
+        from client_app.node import Node
         from flwr.app import ArrayRecord, ConfigRecord, Context, Message, RecordDict
         from flwr.supercore.task_identity import TaskIdentity
         from run_config import build_model_for
@@ -92,7 +93,7 @@ def test_a_client_trains_from_its_data_folder_without_the_simulation_packages(tm
                           "data-path": {str(folder)!r}}}, state=RecordDict(), run_config=run_config)
         query = Message(RecordDict({{"config": ConfigRecord({{}})}}), dst_node_id=7, message_type="query.label_counts")
         counts = client.label_counts(query, context).content["label-counts"]["counts"]
-        model = build_model_for(client._config(context), seed=0)
+        model = build_model_for(Node(context).config, seed=0)
         state = model.state_dict()
         upper = set(model.upper_state_keys("mid"))
         content = RecordDict({{"arrays": ArrayRecord({{k: v for k, v in state.items() if k in upper}}),

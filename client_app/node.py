@@ -1,0 +1,112 @@
+"""What a client node knows when a message arrives: the run's configuration as this node applies it, its partition,
+device and data, and the global model the message carries (with the φ it keeps in ``context.state``).
+
+Every handler of the ClientApp and every method's client step reads these through a ``Node``, so the node-local
+settings, the φ bookkeeping and the data loading are written once.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import numpy as np
+import torch
+from flwr.app import ConfigRecord, Context, Message, RecordDict
+
+from client_app.feature_cache import fingerprint
+from client_app.local_data import LocalData, load_local_data, load_node_local_data
+from client_app.threads import use_threads
+from data.federated import client_partition_labels
+from data.node_data import read_node_data
+from models import NO_FREEZE, SplitModel
+from models.device import resolve_device
+from protocol.messages import ARRAYS, CONFIG, FROZEN, LEARNING_RATE, SERVER_ROUND
+from run_config import RunConfig, all_settings, build_model_for, federated_split, parse_run_config
+from strategies.partial_model import merge_state
+
+#: Settings that describe a node's hardware (declared with ``node=True``): a SuperNode's node config may set its own.
+NODE_LOCAL_SETTINGS = tuple(s.key for s in all_settings() if s.node)
+#: What this node keeps about φ in ``context.state``: its fingerprint (features cached under another φ are stale).
+FROZEN_INFO, FINGERPRINT = "frozen-info", "fingerprint"
+
+
+class MissingFrozenPartError(RuntimeError):
+    """θ arrived but this node holds no φ; the server resends φ after this error."""
+
+
+@functools.lru_cache(maxsize=4)
+def _parse(items: tuple) -> RunConfig:
+    return parse_run_config(dict(items))
+
+
+def node_config(context: Context) -> RunConfig:
+    """The run's configuration with this node's own values of the node-local settings (a small device sets a
+    lower ``feature-cache-mb`` and ``eval-batch-size`` to bound its memory, a Jetson ``device = cuda``)."""
+    config = _parse(tuple(sorted(context.run_config.items())))
+    own = {key: context.node_config[key] for key in NODE_LOCAL_SETTINGS if key in context.node_config}
+    if not own:
+        return config
+    try:
+        return parse_run_config({**config.to_dict(), **own})
+    except ValueError as err:
+        raise ValueError(f"node config: {err}") from None
+
+
+class Node:
+    """One client node, as one message finds it."""
+
+    def __init__(self, context: Context) -> None:
+        self.context = context
+        self.config = node_config(context)
+        use_threads(self.config.client_threads)
+        self.partition_id = int(context.node_config["partition-id"])
+        self.num_partitions = int(context.node_config["num-partitions"])
+        self.data_path = str(context.node_config.get("data-path", ""))
+
+    @property
+    def state(self) -> RecordDict:
+        """What this node keeps across the run's messages (Flower's ``context.state``)."""
+        return self.context.state
+
+    @functools.cached_property
+    def device(self) -> torch.device:
+        """The node's ``device``; an error naming the key and what torch sees when this node lacks it."""
+        where = "node config" if "device" in self.context.node_config else "run config"
+        return resolve_device(self.config.device, key=f"{where} 'device'")
+
+    def data(self) -> LocalData:
+        """This node's data: its ``data-path`` folder when deployed with one, else its cut of the shared dataset."""
+        if self.data_path:
+            return load_node_local_data(self.data_path, self.config.dataset)
+        return load_local_data(federated_split(self.config), self.partition_id, self.num_partitions)
+
+    def labels(self) -> np.ndarray:
+        """This node's labels only, so answering a query leaves no images in memory."""
+        if self.data_path:
+            return read_node_data(Path(self.data_path).expanduser(), self.config.dataset).labels
+        return client_partition_labels(federated_split(self.config), self.partition_id, self.num_partitions)
+
+    def global_model(self, msg: Message) -> tuple[SplitModel, str]:
+        """The full global model from the received θ and the held φ (kept first if it came along), and φ's
+        fingerprint (empty without a frozen part)."""
+        model = build_model_for(self.config)
+        if FROZEN in msg.content:
+            frozen = msg.content[FROZEN]
+            self.state[FROZEN] = frozen
+            self.state[FROZEN_INFO] = ConfigRecord({FINGERPRINT: fingerprint(frozen.to_torch_state_dict())})
+        trained = msg.content[ARRAYS].to_torch_state_dict()
+        if self.config.freeze == NO_FREEZE:
+            model.load_state_dict(trained)
+            return model, ""
+        if FROZEN not in self.state:
+            raise MissingFrozenPartError("this node holds no frozen part φ; it will be sent with the next request")
+        frozen = self.state[FROZEN].to_torch_state_dict()
+        model.load_state_dict(merge_state(frozen, trained, model.state_dict().keys()))
+        return model, str(self.state[FROZEN_INFO][FINGERPRINT])
+
+    @staticmethod
+    def round_of(msg: Message) -> tuple[int, float]:
+        """The server round and the learning rate a training message sets."""
+        config = msg.content[CONFIG]
+        return int(config[SERVER_ROUND]), float(config[LEARNING_RATE])

@@ -1,0 +1,70 @@
+"""The shared client step of a training round: data, global model, the local update, the reply (θ and the
+round's numbers). Methods whose client does something else give ``Method.client_train`` instead."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from flwr.app import ArrayRecord, Message, MetricRecord, RecordDict
+
+from client_app import fault_injection
+from client_app.feature_cache import PROCESS_CACHE
+from client_app.local_update import UpdateResult, local_update
+from client_app.node import Node
+from data.catalog import DATASETS
+from protocol.messages import (
+    ARRAYS,
+    CACHE_SECONDS,
+    LOCAL_ENTROPY_MEAN,
+    METRICS,
+    NUM_EXAMPLES,
+    NUM_LOCAL,
+    PARTITION_ID,
+    SELECTED_ENTROPY_MEAN,
+    SELECTION_SECONDS,
+    THREADS,
+    TRAIN_LOSS,
+    TRAIN_SECONDS,
+)
+from run_config import federated_split
+from run_config.fail_partitions import parse_fail_partitions
+from strategies.partial_model import split_state
+
+
+def train_metrics(partition_id: int, result: UpdateResult) -> MetricRecord:
+    """The numbers a training reply reports (``protocol.messages.TRAIN_METRICS``)."""
+    return MetricRecord({
+        PARTITION_ID: partition_id,
+        NUM_EXAMPLES: result.num_examples,
+        NUM_LOCAL: result.num_local,
+        TRAIN_LOSS: result.train_loss,
+        TRAIN_SECONDS: result.train_seconds,
+        SELECTION_SECONDS: result.selection_seconds,
+        CACHE_SECONDS: result.cache_seconds,
+        SELECTED_ENTROPY_MEAN: result.selected_entropy_mean,
+        LOCAL_ENTROPY_MEAN: result.local_entropy_mean,
+        THREADS: torch.get_num_threads(),
+    })
+
+
+def shared_train(node: Node, msg: Message) -> RecordDict:
+    """Select local data, train θ under the configured objective, reply with θ and the round's numbers."""
+    config = node.config
+    fault = parse_fail_partitions(config.fail_partitions).get(node.partition_id)
+    fault_injection.before_training(fault, config.round_timeout)
+    data = fault_injection.training_data(node.data(), fault, DATASETS[config.dataset].num_classes)
+    model, phi_fingerprint = node.global_model(msg)
+    server_round, learning_rate = node.round_of(msg)
+    cache_dir = Path(config.feature_cache_dir).expanduser() if config.feature_cache_dir else None
+    PROCESS_CACHE.configure(config.feature_cache_mb * 2**20, cache_dir)
+    result = local_update(
+        model, data, config, server_round=server_round, partition_id=node.partition_id, learning_rate=learning_rate,
+        device=node.device, cache=PROCESS_CACHE if config.feature_cache else None, node_state=node.state,
+        cache_key=(federated_split(config), node.partition_id, node.num_partitions, node.data_path, config.freeze,
+                   phi_fingerprint),
+    )
+    _, trained = split_state({k: v.cpu() for k, v in model.state_dict().items()}, model.upper_state_keys(config.freeze))
+    arrays, metrics = fault_injection.tamper(fault, trained, msg.content[ARRAYS], train_metrics(node.partition_id, result),
+                                             (config.seed, server_round, node.partition_id))
+    return RecordDict({ARRAYS: ArrayRecord(arrays), METRICS: metrics})
