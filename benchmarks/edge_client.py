@@ -34,11 +34,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
 RESULTS = Path(__file__).resolve().parent / "results" / "edge_client.json"
-MODES = {  # mode -> (run-config overrides, whether the cache gets a folder)
+MODES: dict[str, tuple[dict[str, Any], bool]] = {  # mode -> (run-config overrides, whether the cache gets a folder)
     "memory": ({}, False),
     "small-node": ({"feature_cache_mb": 16, "eval_batch_size": 64}, True),
     "none": ({"feature_cache": False}, False),

@@ -56,7 +56,7 @@ def time_side_by_side(num_clients: int, size: int, dp: bool, rounds: int, refere
     counts = two_label_counts(num_clients, dp)
     available = list(range(num_clients))
     capacity = num_clients // 2
-    buffers = {"fast": deque(), "reference": deque()}
+    buffers: dict[str, deque[int]] = {"fast": deque(), "reference": deque()}
     rngs = {"fast": np.random.default_rng(0), "reference": np.random.default_rng(0)}
     select = {"fast": select_fedentopt, "reference": select_fedentopt_reference}
     times: dict[str, list[float]] = {"fast": [], "reference": []}
@@ -88,7 +88,7 @@ def cohort_entropy(dataset: str, partitioner: str, rounds: int, num_clients: int
                 cohort = select_random(list(range(num_clients)), 10, 0, rnd)
             else:
                 cohort = select_fedentopt(counts, list(range(num_clients)), 10, buffer, 50, rng)
-            total = sum(counts[k] for k in cohort)
+            total = np.sum([counts[k] for k in cohort], axis=0)
             entropies.append(float(label_entropy_bits(total)))
             covered.append(labels_covered(total))
         result[policy] = {"mean_entropy_bits": statistics.mean(entropies), "min_entropy_bits": min(entropies),

@@ -25,7 +25,7 @@ from models import NO_FREEZE, SplitModel
 from models.device import synchronize
 from methods.base import LocalTraining
 from methods.registry import OBJECTIVES
-from models.training import predict_logits, train_epochs
+from models.training import Forward, predict_logits, train_epochs
 from run_config import RunConfig
 
 
@@ -130,7 +130,8 @@ def local_update(
     selection_seconds = time.perf_counter() - tick
 
     model.set_frozen(level)
-    if config.augment:
+    forward: Forward = upper
+    if config.augment:  # crops change φ(x): φ runs on every augmented batch
         inputs = data.rows(device, chosen.cpu())
 
         def forward(x: torch.Tensor) -> torch.Tensor:
@@ -139,7 +140,7 @@ def local_update(
             return model.forward_from(h, level)
 
     else:
-        inputs, forward = features.rows(chosen.cpu()).to(device), upper
+        inputs = features.rows(chosen.cpu()).to(device)
     params = model.upper_parameters(level)
     training = LocalTraining(model, level, params, forward, config, node_state if node_state is not None else RecordDict())
     objective = OBJECTIVES[config.objective](training)

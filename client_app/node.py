@@ -91,22 +91,22 @@ class Node:
         """The full global model from the received θ and the held φ (kept first if it came along), and φ's
         fingerprint (empty without a frozen part)."""
         model = build_model_for(self.config)
-        if FROZEN in msg.content:
-            frozen = msg.content[FROZEN]
+        if FROZEN in msg.content.array_records:
+            frozen = msg.content.array_records[FROZEN]
             self.state[FROZEN] = frozen
             self.state[FROZEN_INFO] = ConfigRecord({FINGERPRINT: fingerprint(frozen.to_torch_state_dict())})
-        trained = msg.content[ARRAYS].to_torch_state_dict()
+        trained = msg.content.array_records[ARRAYS].to_torch_state_dict()
         if self.config.freeze == NO_FREEZE:
             model.load_state_dict(trained)
             return model, ""
-        if FROZEN not in self.state:
+        if FROZEN not in self.state.array_records:
             raise MissingFrozenPartError("this node holds no frozen part φ; it will be sent with the next request")
-        frozen = self.state[FROZEN].to_torch_state_dict()
-        model.load_state_dict(merge_state(frozen, trained, model.state_dict().keys()))
-        return model, str(self.state[FROZEN_INFO][FINGERPRINT])
+        held = self.state.array_records[FROZEN].to_torch_state_dict()
+        model.load_state_dict(merge_state(held, trained, model.state_dict().keys()))
+        return model, str(self.state.config_records[FROZEN_INFO][FINGERPRINT])
 
     @staticmethod
     def round_of(msg: Message) -> tuple[int, float]:
         """The server round and the learning rate a training message sets."""
-        config = msg.content[CONFIG]
-        return int(config[SERVER_ROUND]), float(config[LEARNING_RATE])
+        config = msg.content.config_records[CONFIG]
+        return int(config[SERVER_ROUND]), float(config[LEARNING_RATE])  # type: ignore[arg-type]

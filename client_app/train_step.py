@@ -65,6 +65,7 @@ def shared_train(node: Node, msg: Message) -> RecordDict:
                    phi_fingerprint),
     )
     _, trained = split_state({k: v.cpu() for k, v in model.state_dict().items()}, model.upper_state_keys(config.freeze))
-    arrays, metrics = fault_injection.tamper(fault, trained, msg.content[ARRAYS], train_metrics(node.partition_id, result),
+    received = msg.content.array_records[ARRAYS]
+    arrays, metrics = fault_injection.tamper(fault, trained, received, train_metrics(node.partition_id, result),
                                              (config.seed, server_round, node.partition_id))
     return RecordDict({ARRAYS: ArrayRecord(arrays), METRICS: metrics})

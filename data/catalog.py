@@ -22,14 +22,13 @@ class DatasetInfo:
         return (28, 28) if self.pad_to_32 else (32, 32)
 
 
-_MNIST_LIKE = {"channels": 1, "num_classes": 10, "pad_to_32": True}
 _CIFAR_MEAN, _CIFAR_STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
 _CIFAR100_MEAN, _CIFAR100_STD = (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)
 
 DATASETS: dict[str, DatasetInfo] = {
-    "fashion-mnist": DatasetInfo("fashion-mnist", mean=(0.2860,), std=(0.3530,), **_MNIST_LIKE),
-    "fashion-mnist-mini": DatasetInfo("fashion-mnist-mini", mean=(0.2860,), std=(0.3530,), **_MNIST_LIKE),
-    "mnist": DatasetInfo("mnist", mean=(0.1307,), std=(0.3081,), **_MNIST_LIKE),
+    "fashion-mnist": DatasetInfo("fashion-mnist", 1, 10, (0.2860,), (0.3530,), pad_to_32=True),
+    "fashion-mnist-mini": DatasetInfo("fashion-mnist-mini", 1, 10, (0.2860,), (0.3530,), pad_to_32=True),
+    "mnist": DatasetInfo("mnist", 1, 10, (0.1307,), (0.3081,), pad_to_32=True),
     "cifar10": DatasetInfo("cifar10", 3, 10, _CIFAR_MEAN, _CIFAR_STD, pad_to_32=False),
     "cifar100": DatasetInfo("cifar100", 3, 100, _CIFAR100_MEAN, _CIFAR100_STD, pad_to_32=False),
     "cifar100-coarse": DatasetInfo("cifar100-coarse", 3, 20, _CIFAR100_MEAN, _CIFAR100_STD, pad_to_32=False),

@@ -23,7 +23,7 @@ class CellResult:
 
 def read_rounds(directory: Path) -> list[dict[str, Any]]:
     """The rounds recorded so far (a line still being written is skipped)."""
-    rounds = []
+    rounds: list[dict[str, Any]] = []
     try:
         lines = (directory / ROUNDS_FILE).read_text().splitlines()
     except OSError:

@@ -26,13 +26,14 @@ from client_app.local_update import local_update  # noqa: E402
 from data.federated import load_test_set  # noqa: E402
 from data.transforms import to_model_input  # noqa: E402
 from experiments.cka import cka_matrix, mean_off_diagonal  # noqa: E402
+from models import SplitModel  # noqa: E402
 from models.device import resolve_device  # noqa: E402
 from run_config import RunConfig, build_model_for, federated_split  # noqa: E402
 from run_config.overrides import config_with_overrides  # noqa: E402
 from server_app.pretraining import check_source, initial_state  # noqa: E402
 
 
-def client_models(config: RunConfig, num_clients: int, device: torch.device) -> list[torch.nn.Module]:
+def client_models(config: RunConfig, num_clients: int, device: torch.device) -> list[SplitModel]:
     """Each client's model after one local update from the initial global model (round 1), on ``device``."""
     split, state = federated_split(config), initial_state(config, device)
     models = []

@@ -137,7 +137,8 @@ def run_experiment(
         echo(f"{len(skipped)} of {len(cells)} cells already finished in {results_dir}; skipping them")
     rounds_total = sum(rounds_of[c] for c in todo)
     rounds_done, start = 0, time.monotonic()
-    finished, failed = [], []
+    finished: list[Cell] = []
+    failed: list[Cell] = []
     for cell in todo:
         directory = results_dir / CELLS_DIR / cell.name
         log_file = results_dir / LOGS_DIR / f"{cell.name}.log"

@@ -23,7 +23,7 @@ class FedProxSettings:
 
 def proximal_term(params: Sequence[torch.Tensor], anchors: Sequence[torch.Tensor]) -> torch.Tensor:
     """½‖w − w_t‖² summed over the trained parameters (FedProx multiplies it by μ)."""
-    return 0.5 * sum(((p - a) ** 2).sum() for p, a in zip(params, anchors, strict=True))
+    return 0.5 * torch.stack([((p - a) ** 2).sum() for p, a in zip(params, anchors, strict=True)]).sum()
 
 
 class Proximal(CrossEntropy):

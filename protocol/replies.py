@@ -169,8 +169,8 @@ def read_train_reply(
     holds the samples it said it holds, trained on no more of them, and, where the method fixes how many it trains
     on (``expected_examples``), on exactly that many."""
     check_records(content, {ARRAYS: ArrayRecord, METRICS: MetricRecord})
-    check_arrays(content[ARRAYS], expected)
-    numbers = read_numbers(content[METRICS], metrics, "metrics")
+    check_arrays(content.array_records[ARRAYS], expected)
+    numbers = read_numbers(content.metric_records[METRICS], metrics, "metrics")
     if numbers[PARTITION_ID] != identity.partition_id:
         raise Refused(f"reports partition-id {numbers[PARTITION_ID]}, but this client is {identity.partition_id}")
     if numbers[NUM_LOCAL] != identity.num_examples:

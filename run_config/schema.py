@@ -283,7 +283,7 @@ def parse_run_config(run_config: Mapping[str, Any]) -> RunConfig:
     for spec in core:  # the axes' resolved values are checked like any other
         if spec.auto:
             axes[spec.attribute] = coerce(spec, axes[spec.attribute])
-    extras = tuple(parse_settings(cls, run_config) for cls in method_settings_classes())
+    extras: tuple[Any, ...] = tuple(parse_settings(cls, run_config) for cls in method_settings_classes())
     config = dataclasses.replace(parse_settings(RunConfig, run_config, **axes), method_settings=extras)
     if config.resume and not config.run_name:
         raise ConfigError("run config 'resume' = true needs a 'run-name': the run folder holding the checkpoint")

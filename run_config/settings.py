@@ -69,7 +69,7 @@ def coerce(spec: Setting, value: Any) -> Any:
     if (expected is not bool and isinstance(value, bool)) or not isinstance(value, expected):
         allowed = f'{expected.__name__} or "auto"' if spec.auto else expected.__name__
         raise ConfigError(f"run config '{spec.key}' must be of type {allowed}, got {type(value).__name__} {value!r}")
-    if expected is float and not math.isfinite(value):
+    if isinstance(value, float) and not math.isfinite(value):
         raise ConfigError(f"run config '{spec.key}' must be a finite number, got {value!r}")
     problem = spec.check(value) if spec.check else None
     if problem:

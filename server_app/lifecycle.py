@@ -164,7 +164,7 @@ class FederatedRun:
         if remaining <= 0:
             return arrays
         evaluate = CentralEvaluation(self.config, self.frozen, self.device)
-        add_exit_handler(lambda: self.recorder.stopped("interrupted"))  # how Flower stops a ServerApp on SIGTERM
+        add_exit_handler(self.interrupted)  # how Flower stops a ServerApp on SIGTERM
         try:
             result = self.strategy().start(grid=grid, initial_arrays=arrays, num_rounds=remaining,
                                            timeout=self.config.round_timeout, train_config=ConfigRecord(),
@@ -190,6 +190,10 @@ class FederatedRun:
         if server_round > 0:
             self.checkpoint(server_round, theta)
         return MetricRecord({"loss": loss, "accuracy": accuracy})
+
+    def interrupted(self) -> None:
+        """The run was stopped before its last round (a signal): say so in summary.json, unless it had finished."""
+        self.recorder.stopped("interrupted")
 
     def checkpoint(self, server_round: int, theta: ArrayRecord) -> None:
         """Everything the next rounds depend on, after ``server_round``, written atomically."""

@@ -216,13 +216,14 @@ def run_simulation(
 
     Without ``flwr_home`` the SuperLink gets a fresh folder under ``.flwr-home/``, removed after a
     successful run."""
-    private_home = flwr_home is None
-    if private_home:  # concurrent launchers must not share the connection in $FLWR_HOME/config.toml
-        (project_dir / ".flwr-home").mkdir(exist_ok=True)
-        flwr_home = Path(tempfile.mkdtemp(prefix="run-", dir=project_dir / ".flwr-home"))
-    code = _run_on_local_superlink(overrides, num_supernodes, resources, flwr_home, project_dir, stream_to, timeout)
-    if private_home and code == 0:  # a failed run's folder keeps superlink.log
-        shutil.rmtree(flwr_home, ignore_errors=True)
+    if flwr_home is not None:
+        return _run_on_local_superlink(overrides, num_supernodes, resources, flwr_home, project_dir, stream_to, timeout)
+    # Concurrent launchers must not share the connection in $FLWR_HOME/config.toml: each gets its own folder.
+    (project_dir / ".flwr-home").mkdir(exist_ok=True)
+    private_home = Path(tempfile.mkdtemp(prefix="run-", dir=project_dir / ".flwr-home"))
+    code = _run_on_local_superlink(overrides, num_supernodes, resources, private_home, project_dir, stream_to, timeout)
+    if code == 0:  # a failed run's folder keeps superlink.log
+        shutil.rmtree(private_home, ignore_errors=True)
     return code
 
 

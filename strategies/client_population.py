@@ -62,7 +62,7 @@ class ClientPopulation:
             if node not in new:
                 continue
             if reply.has_error():
-                self._refuse(node, f"error reply: {error_summary(reply.error.reason)}")
+                self._refuse(node, f"error reply: {error_summary(reply.error.reason or '')}")
                 continue
             identity, reason = refusal(read_identity, reply.content)
             if identity is None:

@@ -11,7 +11,7 @@ goes through one hook, ``records_for``; a resumed run numbers its rounds on from
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from logging import WARNING
 from typing import Any, Protocol
@@ -94,7 +94,7 @@ def client_stats_of(reply: Message) -> dict[str, Any]:
     return {key.replace("-", "_"): value for key, value in reply.content[METRICS].items()}
 
 
-def weighted_means(metrics: list[dict[str, int | float]], keys: Iterable[str]) -> dict[str, float]:
+def weighted_means(metrics: Sequence[Mapping[str, Any]], keys: Iterable[str]) -> dict[str, Any]:
     """Example-weighted means of ``keys`` over validated metrics (``num-examples`` ≥ 1 in each)."""
     total = sum(m[NUM_EXAMPLES] for m in metrics)
     return {key: sum(m[NUM_EXAMPLES] * m[key] for m in metrics) / total for key in keys} if total else {}
@@ -102,7 +102,7 @@ def weighted_means(metrics: list[dict[str, int | float]], keys: Iterable[str]) -
 
 def mean_train_loss(contents: list[RecordDict], weight_key: str) -> MetricRecord:
     """Example-weighted mean of the accepted clients' ``train-loss`` (the only training metric worth averaging)."""
-    return MetricRecord(weighted_means([dict(c[METRICS]) for c in contents], [TRAIN_LOSS]))
+    return MetricRecord(weighted_means([c.metric_records[METRICS] for c in contents], [TRAIN_LOSS]))
 
 
 class CohortFedAvg(FedAvg):
@@ -188,7 +188,7 @@ class CohortFedAvg(FedAvg):
             bytes_down,
             cohort_label_entropy=float(label_entropy_bits(cohort_counts)),
             cohort_labels_covered=labels_covered(cohort_counts),
-            learning_rate=float(round_config[LEARNING_RATE]) if LEARNING_RATE in round_config else None,
+            learning_rate=float(round_config[LEARNING_RATE]) if LEARNING_RATE in round_config else None,  # type: ignore[arg-type]
             dropped=dropped,
         )
         return messages
@@ -223,7 +223,7 @@ class CohortFedAvg(FedAvg):
         outcome = RoundReplies()
         for pid, reply in self._senders(replies, self._cohort):
             if reply.has_error():
-                outcome.failed[pid] = error_summary(reply.error.reason)
+                outcome.failed[pid] = error_summary(reply.error.reason or "")
                 continue
             identity = self.population.identity_of(pid)
             _, reason = refusal(read_train_reply, reply.content, self._expected, identity,
@@ -243,7 +243,7 @@ class CohortFedAvg(FedAvg):
         problems: dict[int, str] = {}
         for pid, reply in self._senders(replies, self._evaluated):
             if reply.has_error():
-                problems[pid] = f"failed: {error_summary(reply.error.reason)}"
+                problems[pid] = f"failed: {error_summary(reply.error.reason or '')}"
                 continue
             metrics, reason = refusal(read_evaluate_reply, reply.content, self.population.identity_of(pid))
             if metrics is None:
@@ -304,8 +304,8 @@ class CohortFedAvg(FedAvg):
         rounds.jsonl (who was clipped, capped or kept)."""
         if self.aggregation.rule == MEAN:  # FedAvg exactly as Flower computes it
             return conform_to(aggregate_arrayrecords(contents, self.weighted_by_key), self._expected), {}
-        client_arrays = [{k: a.numpy() for k, a in c[self.arrayrecord_key].items()} for c in contents]
-        weights = [c[METRICS][NUM_EXAMPLES] for c in contents]
+        client_arrays = [{k: a.numpy() for k, a in c.array_records[ARRAYS].items()} for c in contents]
+        weights = [float(c.metric_records[METRICS][NUM_EXAMPLES]) for c in contents]  # type: ignore[arg-type]
         sent = {key: array.numpy() for key, array in self._sent.items()}
         result = robust_aggregate(self.aggregation, client_arrays, weights, sent)
         return ArrayRecord({k: Array(v) for k, v in result.arrays.items()}), result.report(partition_ids)

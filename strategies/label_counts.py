@@ -48,7 +48,7 @@ class LabelCountRegistry:
             if pid is None:
                 continue  # not asked: ignored
             if reply.has_error():
-                self._refuse(pid, f"error reply: {error_summary(reply.error.reason)}")
+                self._refuse(pid, f"error reply: {error_summary(reply.error.reason or '')}")
                 continue
             counts, reason = refusal(read_label_counts, reply.content, self.num_classes, identities[pid], self.noisy)
             if counts is None:

@@ -113,7 +113,7 @@ def test_fedft_eds_sends_theta_only_and_phi_once(tmp_path: Path) -> None:
     assert first["num_examples"] == 3 * 180
     assert (tmp_path / "cache").is_dir() and len(list((tmp_path / "cache").glob("*.pt"))) == 1
     assert "pretraining epoch 2/2" in log
-    assert len(list((tmp_path / "features").glob("*.pt"))) == 3  # one feature file per client
+    assert len(list((tmp_path / "features").glob("*.npy"))) == 3  # one feature file per client
 
 
 @pytest.mark.e2e
@@ -129,7 +129,9 @@ def test_fedentopt_selects_with_a_buffer_and_keeps_theta_only_messages(tmp_path:
     counts = json.loads((run / "label_counts.json").read_text())
     assert sorted(counts) == ["0", "1", "2", "3"]
     assert all(len(v) == 10 and min(v) >= 0 for v in counts.values())
-    assert any(v != round(v) for vec in counts.values() for v in vec)  # Laplace noise reached the server
+    # Laplace noise reached the server: each client holds 2 labels, but rounded noise makes some zero counts positive
+    assert all(v == round(v) for vec in counts.values() for v in vec)
+    assert any(sum(v > 0 for v in vec) > 2 for vec in counts.values())
     first, second = [json.loads(line) for line in (run / "rounds.jsonl").read_text().splitlines()]
     assert len(first["clients"]) == len(second["clients"]) == 2
     assert first["clients"][-1] not in second["clients"]  # Q = 1: the last selected client sits out a round
