@@ -22,6 +22,9 @@ run: setup
 	$(BIN)/python -m simulation --num-supernodes $(NUM_SUPERNODES) --run-config "$(RUN_CONFIG)"
 
 test: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
 clean:

@@ -38,20 +38,44 @@ ATTACKER = 0
 HONEST = "honest"
 
 
-def run_config(work: Path, name: str, *, method: str, rule: str, attack: str, alpha: float, seed: int,
-               rounds: int, local_epochs: int, clip: float | None = None, cap: float | None = None) -> dict[str, Any]:
+def run_config(
+    work: Path,
+    name: str,
+    *,
+    method: str,
+    rule: str,
+    attack: str,
+    alpha: float,
+    seed: int,
+    rounds: int,
+    local_epochs: int,
+    clip: float | None = None,
+    cap: float | None = None,
+) -> dict[str, Any]:
     """The app's defaults with LeNet-5 on fashion-mnist-mini and the benchmark's choices (``clip`` and ``cap``
     override ``clip-multiple`` and ``weight-cap-multiple`` when given)."""
     config = load_defaults()
-    config.update({
-        "clip-multiple": clip if clip is not None else config["clip-multiple"],
-        "weight-cap-multiple": cap if cap is not None else config["weight-cap-multiple"],
-        "method": method, "aggregation": rule, "dirichlet-alpha": alpha, "seed": seed, "model": "lenet5",
-        "dataset": "fashion-mnist-mini", "num-server-rounds": rounds, "local-epochs": local_epochs,
-        "fail-partitions": "" if attack == HONEST else f"{ATTACKER}:{attack}", "client-threads": 1,
-        "results-dir": str(work / "results"), "run-name": name, "node-wait-seconds": 0.0,
-        "pretrain-cache-dir": str(work / "pretrained"), "feature-cache-dir": str(work / "features"),
-    })
+    config.update(
+        {
+            "clip-multiple": clip if clip is not None else config["clip-multiple"],
+            "weight-cap-multiple": cap if cap is not None else config["weight-cap-multiple"],
+            "method": method,
+            "aggregation": rule,
+            "dirichlet-alpha": alpha,
+            "seed": seed,
+            "model": "lenet5",
+            "dataset": "fashion-mnist-mini",
+            "num-server-rounds": rounds,
+            "local-epochs": local_epochs,
+            "fail-partitions": "" if attack == HONEST else f"{ATTACKER}:{attack}",
+            "client-threads": 1,
+            "results-dir": str(work / "results"),
+            "run-name": name,
+            "node-wait-seconds": 0.0,
+            "pretrain-cache-dir": str(work / "pretrained"),
+            "feature-cache-dir": str(work / "features"),
+        }
+    )
     return config
 
 
@@ -68,18 +92,23 @@ def run_once(work: Path, num_clients: int, **settings: Any) -> dict[str, Any]:
     accuracy = [round(r["accuracy"], 4) for r in rounds]
     return {
         **{k: v for k, v in settings.items() if k not in ("rounds", "local_epochs", "clip", "cap")},
-        "clients": num_clients, "clip_multiple": config["clip-multiple"],
+        "clients": num_clients,
+        "clip_multiple": config["clip-multiple"],
         "weight_cap_multiple": config["weight-cap-multiple"],
-        "initial_accuracy": round(summary["initial_accuracy"], 4), "final_accuracy": accuracy[-1],
-        "best_accuracy": max(accuracy), "accuracy": accuracy, "reports": [report(r) for r in rounds],
+        "initial_accuracy": round(summary["initial_accuracy"], 4),
+        "final_accuracy": accuracy[-1],
+        "best_accuracy": max(accuracy),
+        "accuracy": accuracy,
+        "reports": [report(r) for r in rounds],
         "seconds": round(seconds, 1),
     }
 
 
 def report(record: dict[str, Any]) -> dict[str, Any]:
     """What the aggregation rule did in a round (from rounds.jsonl), norms to 4 significant digits."""
-    kept: dict[str, Any] = {k: record[k] for k in ("aggregated", "clipped", "weight_capped", "selected", "rejected")
-                            if k in record}
+    kept: dict[str, Any] = {
+        k: record[k] for k in ("aggregated", "clipped", "weight_capped", "selected", "rejected") if k in record
+    }
     if "median_update_norm" in record:
         kept["median_update_norm"] = float(f"{record['median_update_norm']:.4g}")
     return kept
@@ -91,8 +120,19 @@ def attack_grid(work: Path, rounds: int, local_epochs: int) -> list[dict[str, An
         for num_clients in (8, 10):
             for rule in AGGREGATION_RULES:
                 for attack in (HONEST, *ATTACK_MODES):
-                    runs.append(run_once(work, num_clients, method=method, rule=rule, attack=attack, alpha=0.1,
-                                         seed=0, rounds=rounds, local_epochs=local_epochs))
+                    runs.append(
+                        run_once(
+                            work,
+                            num_clients,
+                            method=method,
+                            rule=rule,
+                            attack=attack,
+                            alpha=0.1,
+                            seed=0,
+                            rounds=rounds,
+                            local_epochs=local_epochs,
+                        )
+                    )
                     print(_line(runs[-1]), flush=True)
     return runs
 
@@ -105,9 +145,21 @@ def tuning_grid(work: Path, rounds: int, local_epochs: int, clips: list[float], 
             for clip in clips:
                 for cap in caps:
                     for attack in (HONEST, "scale100", "signflip10", "huge", "inflate"):
-                        runs.append(run_once(work, num_clients, method=method, rule="clipped-mean", attack=attack,
-                                             alpha=0.1, seed=0, rounds=rounds, local_epochs=local_epochs,
-                                             clip=clip, cap=cap))
+                        runs.append(
+                            run_once(
+                                work,
+                                num_clients,
+                                method=method,
+                                rule="clipped-mean",
+                                attack=attack,
+                                alpha=0.1,
+                                seed=0,
+                                rounds=rounds,
+                                local_epochs=local_epochs,
+                                clip=clip,
+                                cap=cap,
+                            )
+                        )
                         print(_line(runs[-1]), f"clip {clip} cap {cap}", flush=True)
     return runs
 
@@ -118,16 +170,29 @@ def cost_grid(work: Path, rounds: int, local_epochs: int, seeds: list[int]) -> l
         for seed in seeds:
             for method in METHODS:
                 for rule in ("mean", "clipped-mean"):
-                    runs.append(run_once(work, 10, method=method, rule=rule, attack=HONEST, alpha=alpha, seed=seed,
-                                         rounds=rounds, local_epochs=local_epochs))
+                    runs.append(
+                        run_once(
+                            work,
+                            10,
+                            method=method,
+                            rule=rule,
+                            attack=HONEST,
+                            alpha=alpha,
+                            seed=seed,
+                            rounds=rounds,
+                            local_epochs=local_epochs,
+                        )
+                    )
                     print(_line(runs[-1]), flush=True)
     return runs
 
 
 def _line(run: dict[str, Any]) -> str:
-    return (f"{run['method']:9} n={run['clients']:2} α={run['alpha']} seed={run['seed']} {run['rule']:12} "
-            f"{run['attack']:10} final {run['final_accuracy']:.3f} best {run['best_accuracy']:.3f} "
-            f"({run['seconds']} s)")
+    return (
+        f"{run['method']:9} n={run['clients']:2} α={run['alpha']} seed={run['seed']} {run['rule']:12} "
+        f"{run['attack']:10} final {run['final_accuracy']:.3f} best {run['best_accuracy']:.3f} "
+        f"({run['seconds']} s)"
+    )
 
 
 def _pct(value: float) -> str:
@@ -142,13 +207,20 @@ def attack_table(runs: list[dict[str, Any]]) -> str:
             cell = {(r["rule"], r["attack"]): r for r in runs if r["method"] == method and r["clients"] == num_clients}
             if not cell:
                 continue
-            lines += [f"\n**{method}, 1 attacker of {num_clients}** (final / best accuracy, %)\n",
-                      "| attack | " + " | ".join(f"`{rule}`" for rule in AGGREGATION_RULES) + " |",
-                      "|---|" + "---|" * len(AGGREGATION_RULES)]
+            lines += [
+                f"\n**{method}, 1 attacker of {num_clients}** (final / best accuracy, %)\n",
+                "| attack | " + " | ".join(f"`{rule}`" for rule in AGGREGATION_RULES) + " |",
+                "|---|" + "---|" * len(AGGREGATION_RULES),
+            ]
             for attack in (HONEST, *ATTACK_MODES):
                 values = [cell.get((rule, attack)) for rule in AGGREGATION_RULES]
-                lines.append(f"| {attack} | " + " | ".join(
-                    f"{_pct(v['final_accuracy'])} / {_pct(v['best_accuracy'])}" if v else "–" for v in values) + " |")
+                lines.append(
+                    f"| {attack} | "
+                    + " | ".join(
+                        f"{_pct(v['final_accuracy'])} / {_pct(v['best_accuracy'])}" if v else "–" for v in values
+                    )
+                    + " |"
+                )
             drops = []
             for rule in AGGREGATION_RULES:
                 honest = cell.get((rule, HONEST))
@@ -162,18 +234,25 @@ def tuning_table(runs: list[dict[str, Any]]) -> str:
     """Per (clip-multiple, weight-cap-multiple): honest and worst attacked final accuracy per method and size."""
     if not runs:
         return ""
-    final = {(r["method"], r["clients"], r["clip_multiple"], r["weight_cap_multiple"], r["attack"]): r["final_accuracy"]
-             for r in runs}
+    final = {
+        (r["method"], r["clients"], r["clip_multiple"], r["weight_cap_multiple"], r["attack"]): r["final_accuracy"]
+        for r in runs
+    }
     settings = sorted({(r["clip_multiple"], r["weight_cap_multiple"]) for r in runs})
     cases = sorted({(r["method"], r["clients"]) for r in runs})
-    lines = ["| clip-multiple | weight-cap-multiple | " + " | ".join(f"{m}, n={n}: honest / worst" for m, n in cases)
-             + " | largest drop |", "|---|---|" + "---|" * (len(cases) + 1)]
+    lines = [
+        "| clip-multiple | weight-cap-multiple | "
+        + " | ".join(f"{m}, n={n}: honest / worst" for m, n in cases)
+        + " | largest drop |",
+        "|---|---|" + "---|" * (len(cases) + 1),
+    ]
     for clip, cap in settings:
         cells, drops = [], []
         for method, n in cases:
             honest = final.get((method, n, clip, cap, HONEST))
-            attacked = [v for (m, k, c, w, a), v in final.items()
-                        if (m, k, c, w) == (method, n, clip, cap) and a != HONEST]
+            attacked = [
+                v for (m, k, c, w, a), v in final.items() if (m, k, c, w) == (method, n, clip, cap) and a != HONEST
+            ]
             if honest is None or not attacked:
                 cells.append("–")
                 continue
@@ -187,8 +266,10 @@ def cost_table(runs: list[dict[str, Any]]) -> str:
     """Honest runs: mean and clipped-mean, final and best accuracy over seeds, and the paired difference."""
     if not runs:
         return ""
-    header = ("| α | method | seeds | `mean` final | `clipped-mean` final | Δ final (paired) | `mean` best | "
-              "`clipped-mean` best | Δ best (paired) | honest updates clipped |")
+    header = (
+        "| α | method | seeds | `mean` final | `clipped-mean` final | Δ final (paired) | `mean` best | "
+        "`clipped-mean` best | Δ best (paired) | honest updates clipped |"
+    )
     lines = [header, "|---|---|---|---|---|---|---|---|---|---|"]
     for alpha in sorted({r["alpha"] for r in runs}):
         for method in METHODS:
@@ -207,8 +288,9 @@ def cost_table(runs: list[dict[str, Any]]) -> str:
                 stats += [_mean_std(plain), _mean_std(clipped), _mean_std(diffs, signed=True)]
             reports = [rep for p in pairs.values() for rep in p["clipped-mean"]["reports"] if "clipped" in rep]
             clipped_share = sum(len(rep["clipped"]) for rep in reports) / max(1, 10 * len(reports))
-            lines.append(f"| {alpha} | {method} | {len(pairs)} | " + " | ".join(stats)
-                         + f" | {100 * clipped_share:.0f}% |")
+            lines.append(
+                f"| {alpha} | {method} | {len(pairs)} | " + " | ".join(stats) + f" | {100 * clipped_share:.0f}% |"
+            )
     return "\n".join(lines)
 
 
@@ -244,10 +326,18 @@ def main() -> None:
     torch.set_num_threads(1)
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="attacks-"))
     previous = json.loads(args.out.read_text()) if args.out.exists() else {}
-    result = {"command": " ".join(["python -m benchmarks.attacks", *sys.argv[1:]]),
-              "setup": {"model": "lenet5", "dataset": "fashion-mnist-mini", "rounds": args.rounds,
-                        "local_epochs": args.local_epochs, "attacker_partition": ATTACKER, "threads": 1},
-              **{part: previous.get(part, []) for part in ("attacks", "tune", "cost")}}
+    result = {
+        "command": " ".join(["python -m benchmarks.attacks", *sys.argv[1:]]),
+        "setup": {
+            "model": "lenet5",
+            "dataset": "fashion-mnist-mini",
+            "rounds": args.rounds,
+            "local_epochs": args.local_epochs,
+            "attacker_partition": ATTACKER,
+            "threads": 1,
+        },
+        **{part: previous.get(part, []) for part in ("attacks", "tune", "cost")},
+    }
     tick = time.perf_counter()
     if args.part in ("attacks", "all"):
         result["attacks"] = attack_grid(work, args.rounds, args.local_epochs)
@@ -257,8 +347,9 @@ def main() -> None:
         result["cost"] = cost_grid(work, args.rounds, args.local_epochs, args.cost_seeds)
     result["seconds"] = round(time.perf_counter() - tick)
     args.out.write_text(dump(result))
-    table = "\n\n".join(filter(None, [attack_table(result["attacks"]), tuning_table(result["tune"]),
-                                        cost_table(result["cost"])]))
+    table = "\n\n".join(
+        filter(None, [attack_table(result["attacks"]), tuning_table(result["tune"]), cost_table(result["cost"])])
+    )
     args.out.with_name("attacks_table.md").write_text(table + "\n")
     print(table)
 

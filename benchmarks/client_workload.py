@@ -52,9 +52,17 @@ def reference_seconds(model, data, config, device: torch.device) -> float:
     model.eval()
     predict_logits(lambda h: model.forward_from(h, level), features, config.eval_batch_size)
     model.set_frozen(level)
-    train_epochs(cross_entropy_of(lambda h: model.forward_from(h.float(), level)), model.upper_parameters(level), features[:k], labels[:k],
-                 epochs=config.local_epochs, batch_size=config.batch_size, lr=config.learning_rate,
-                 momentum=config.momentum, weight_decay=config.weight_decay)
+    train_epochs(
+        cross_entropy_of(lambda h: model.forward_from(h.float(), level)),
+        model.upper_parameters(level),
+        features[:k],
+        labels[:k],
+        epochs=config.local_epochs,
+        batch_size=config.batch_size,
+        lr=config.learning_rate,
+        momentum=config.momentum,
+        weight_decay=config.weight_decay,
+    )
     return time.perf_counter() - tick
 
 
@@ -85,9 +93,17 @@ def main(argv: list[str] | None = None) -> dict:
         for label, config in configs.items():
             model = build_model_for(config)
             model.load_state_dict(copy.deepcopy(global_state))
-            result = local_update(model, data, config, server_round=rnd, partition_id=args.partition,
-                                  learning_rate=config.learning_rate, device=device,
-                                  cache=caches[label] if config.feature_cache else None, cache_key="client")
+            result = local_update(
+                model,
+                data,
+                config,
+                server_round=rnd,
+                partition_id=args.partition,
+                learning_rate=config.learning_rate,
+                device=device,
+                cache=caches[label] if config.feature_cache else None,
+                cache_key="client",
+            )
             seconds[label].append(result.train_seconds)
             cache_seconds[label] += result.cache_seconds
         model = build_model_for(configs["fedft-eds 10%"])
@@ -97,9 +113,17 @@ def main(argv: list[str] | None = None) -> dict:
     median = {label: statistics.median(s[1:]) for label, s in seconds.items()}
     ref = statistics.median(reference[1:])
     report: dict[str, Any] = {
-        "setting": {"dataset": args.dataset, "model": any_config.model, "local_samples": len(data),
-                    "local_epochs": any_config.local_epochs, "batch_size": any_config.batch_size,
-                    "torch_threads": args.threads, "device": str(device), "rounds": args.rounds, "machine": platform.processor() or platform.machine()},
+        "setting": {
+            "dataset": args.dataset,
+            "model": any_config.model,
+            "local_samples": len(data),
+            "local_epochs": any_config.local_epochs,
+            "batch_size": any_config.batch_size,
+            "torch_threads": args.threads,
+            "device": str(device),
+            "rounds": args.rounds,
+            "machine": platform.processor() or platform.machine(),
+        },
         "median_train_seconds": median,
         "cache_build_seconds": cache_seconds,
         "reference_theta_seconds": ref,
@@ -108,13 +132,19 @@ def main(argv: list[str] | None = None) -> dict:
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"{len(data)} local samples, {any_config.model}, E={any_config.local_epochs}, batch {any_config.batch_size}, "
-          f"{args.threads} thread(s); median of rounds 2-{args.rounds}")
+    print(
+        f"{len(data)} local samples, {any_config.model}, E={any_config.local_epochs}, batch {any_config.batch_size}, "
+        f"{args.threads} thread(s); median of rounds 2-{args.rounds}"
+    )
     print("| method | seconds per round | × fedavg | one-off cache build (s) |\n|---|---|---|---|")
     for label in VARIANTS:
-        print(f"| {label} | {median[label]:.3f} | {median[label] / median['fedavg']:.3f} | {cache_seconds[label]:.2f} |")
-    print(f"reference (θ forward on all + θ training on 10%): {ref:.3f} s; "
-          f"cached fedft-eds 10% / reference = {median['fedft-eds 10%'] / ref:.2f}")
+        print(
+            f"| {label} | {median[label]:.3f} | {median[label] / median['fedavg']:.3f} | {cache_seconds[label]:.2f} |"
+        )
+    print(
+        f"reference (θ forward on all + θ training on 10%): {ref:.3f} s; "
+        f"cached fedft-eds 10% / reference = {median['fedft-eds 10%'] / ref:.2f}"
+    )
     return report
 
 

@@ -84,9 +84,17 @@ def measure(folder: Path, mode: str, rounds: int, threads: int, cache_dir: Path)
     for server_round in range(1, rounds + 1):
         model.load_state_dict(state)  # every round starts from the same global model, as after aggregation
         tick = time.perf_counter()
-        result = local_update(model, data, config, server_round=server_round, partition_id=0,
-                              learning_rate=config.learning_rate, cache=cache if config.feature_cache else None,
-                              cache_key="node", device=torch.device("cpu"))
+        result = local_update(
+            model,
+            data,
+            config,
+            server_round=server_round,
+            partition_id=0,
+            learning_rate=config.learning_rate,
+            cache=cache if config.feature_cache else None,
+            cache_key="node",
+            device=torch.device("cpu"),
+        )
         seconds.append(time.perf_counter() - tick)
         results.append(result)
     theta = b"".join(v.numpy().tobytes() for k, v in model.state_dict().items() if k in model.upper_state_keys("mid"))
@@ -105,8 +113,11 @@ def measure(folder: Path, mode: str, rounds: int, threads: int, cache_dir: Path)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.edge_client", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.edge_client",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--sizes", type=int, nargs="+", default=[500, 2000, 5000])
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
     parser.add_argument("--rounds", type=int, default=3)
@@ -123,14 +134,30 @@ def main(argv: list[str] | None = None) -> int:
             folder = Path(tmp) / f"node-{size}"
             write_node(size, folder)
             for mode in args.modes:
-                out = subprocess.run([sys.executable, "-m", "benchmarks.edge_client", "--one", str(folder), mode,
-                                      str(Path(tmp) / f"cache-{size}-{mode}"), "--rounds", str(args.rounds),
-                                      "--threads", str(args.threads)], capture_output=True, text=True, check=True)
+                out = subprocess.run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "benchmarks.edge_client",
+                        "--one",
+                        str(folder),
+                        mode,
+                        str(Path(tmp) / f"cache-{size}-{mode}"),
+                        "--rounds",
+                        str(args.rounds),
+                        "--threads",
+                        str(args.threads),
+                    ],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
                 rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
                 print(json.dumps(rows[-1]), flush=True)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"machine": platform.machine(), "cpus": torch.get_num_threads(), "rows": rows},
-                                  indent=2) + "\n")
+    RESULTS.write_text(
+        json.dumps({"machine": platform.machine(), "cpus": torch.get_num_threads(), "rows": rows}, indent=2) + "\n"
+    )
     print(f"written to {RESULTS}")
     return 0
 

@@ -32,10 +32,14 @@ from strategies.random_selection import select_random
 
 # (K, M, label DP, rounds of the fast selection, rounds of the reference)
 TIMING_CASES = [
-    (100, 1, False, 50, 50), (100, 10, False, 50, 50),
-    (1_000, 10, False, 50, 50), (1_000, 100, False, 50, 50),
-    (10_000, 100, False, 20, 20), (10_000, 1_000, False, 20, 10),
-    (10_000, 100, True, 20, 20), (10_000, 1_000, True, 20, 10),
+    (100, 1, False, 50, 50),
+    (100, 10, False, 50, 50),
+    (1_000, 10, False, 50, 50),
+    (1_000, 100, False, 50, 50),
+    (10_000, 100, False, 20, 20),
+    (10_000, 1_000, False, 20, 10),
+    (10_000, 100, True, 20, 20),
+    (10_000, 1_000, True, 20, 10),
     (100_000, 1_000, False, 10, 3),
 ]
 
@@ -69,15 +73,24 @@ def time_side_by_side(num_clients: int, size: int, dp: bool, rounds: int, refere
         if "reference" in picks and picks["reference"] != picks["fast"]:
             raise AssertionError(f"K={num_clients} M={size} round {rnd}: fast and reference selections differ")
     fast, reference = statistics.median(times["fast"]), statistics.median(times["reference"])
-    return {"clients": num_clients, "per_round": size, "label_dp": dp, "rounds_fast": rounds,
-            "rounds_reference": reference_rounds, "median_fast_seconds": fast,
-            "median_reference_seconds": reference, "speedup": reference / fast}
+    return {
+        "clients": num_clients,
+        "per_round": size,
+        "label_dp": dp,
+        "rounds_fast": rounds,
+        "rounds_reference": reference_rounds,
+        "median_fast_seconds": fast,
+        "median_reference_seconds": reference,
+        "speedup": reference / fast,
+    }
 
 
 def cohort_entropy(dataset: str, partitioner: str, rounds: int, num_clients: int = 100) -> dict:
     split = FederatedSplit(dataset, "", partitioner, 0.1, 10, True, 2, 0.1, 0)
-    counts = {k: np.bincount(load_client_partition(split, k, num_clients).labels, minlength=10).astype(float)
-              for k in range(num_clients)}
+    counts = {
+        k: np.bincount(load_client_partition(split, k, num_clients).labels, minlength=10).astype(float)
+        for k in range(num_clients)
+    }
     buffer: deque[int] = deque()
     rng = np.random.default_rng(0)
     result = {}
@@ -91,8 +104,11 @@ def cohort_entropy(dataset: str, partitioner: str, rounds: int, num_clients: int
             total = np.sum([counts[k] for k in cohort], axis=0)
             entropies.append(float(label_entropy_bits(total)))
             covered.append(labels_covered(total))
-        result[policy] = {"mean_entropy_bits": statistics.mean(entropies), "min_entropy_bits": min(entropies),
-                          "mean_labels_covered": statistics.mean(covered)}
+        result[policy] = {
+            "mean_entropy_bits": statistics.mean(entropies),
+            "min_entropy_bits": min(entropies),
+            "mean_labels_covered": statistics.mean(covered),
+        }
     return result
 
 
@@ -108,26 +124,40 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     load_before = os.getloadavg()[0]
     timing = [time_side_by_side(*case) for case in TIMING_CASES]
-    load = {"cpus": os.cpu_count(), "load_average_1min_before": load_before,
-            "load_average_1min_after": os.getloadavg()[0]}
+    load = {
+        "cpus": os.cpu_count(),
+        "load_average_1min_before": load_before,
+        "load_average_1min_after": os.getloadavg()[0],
+    }
     entropy = {p: cohort_entropy(args.dataset, p, args.rounds) for p in ("dirichlet", "pathological")}
-    report = {"selection_timing": timing, "machine_load": load, "cohort_entropy": entropy, "check_bits": math.log2(9),
-              "dataset": args.dataset, "rounds": args.rounds}
+    report = {
+        "selection_timing": timing,
+        "machine_load": load,
+        "cohort_entropy": entropy,
+        "check_bits": math.log2(9),
+        "dataset": args.dataset,
+        "rounds": args.rounds,
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print("| K clients | M per round | counts | reference (rounds) | fast (rounds) | speed-up |")
     print("|---|---|---|---|---|---|")
     for row in timing:
-        print(f"| {row['clients']:,} | {row['per_round']:,} | {'#C=2, DP ε=0.5' if row['label_dp'] else '#C=2'} | "
-              f"{_ms(row['median_reference_seconds'])} ({row['rounds_reference']}) | "
-              f"{_ms(row['median_fast_seconds'])} ({row['rounds_fast']}) | {row['speedup']:.1f}× |")
-    print(f"\n{args.dataset}, 100 clients, 10 per round, {args.rounds} rounds; "
-          f"check: log2(C-1) = {math.log2(9):.3f} bits")
+        print(
+            f"| {row['clients']:,} | {row['per_round']:,} | {'#C=2, DP ε=0.5' if row['label_dp'] else '#C=2'} | "
+            f"{_ms(row['median_reference_seconds'])} ({row['rounds_reference']}) | "
+            f"{_ms(row['median_fast_seconds'])} ({row['rounds_fast']}) | {row['speedup']:.1f}× |"
+        )
+    print(
+        f"\n{args.dataset}, 100 clients, 10 per round, {args.rounds} rounds; check: log2(C-1) = {math.log2(9):.3f} bits"
+    )
     print("| split | selection | mean cohort entropy (bits) | min | labels covered (mean) |\n|---|---|---|---|---|")
     for split, by_policy in entropy.items():
         for policy, r in by_policy.items():
-            print(f"| {split} | {policy} | {r['mean_entropy_bits']:.3f} | {r['min_entropy_bits']:.3f} "
-                  f"| {r['mean_labels_covered']:.2f} |")
+            print(
+                f"| {split} | {policy} | {r['mean_entropy_bits']:.3f} | {r['min_entropy_bits']:.3f} "
+                f"| {r['mean_labels_covered']:.2f} |"
+            )
     return report
 
 

@@ -38,19 +38,37 @@ def round_figures(records: list[dict]) -> dict:
         "wall_seconds_median": statistics.median(r["wall_seconds"] for r in later) if later else None,
         "client_seconds_sum_median": statistics.median(r["client_train_seconds"] for r in later) if later else None,
         "slowest_client_seconds_median": statistics.median(
-            max((s["train_seconds"] for s in r["client_stats"]), default=0.0) for r in later) if later else None,
+            max((s["train_seconds"] for s in r["client_stats"]), default=0.0) for r in later
+        )
+        if later
+        else None,
         "best_accuracy": max((r["accuracy"] for r in records), default=None),
     }
 
 
 def measure(method: str, rounds: int, gpus_per_client: float, results_dir: Path, log: Path) -> dict:
-    overrides = (f"method='{method}' dataset='fashion-mnist' model='wrn-16-1' dirichlet-alpha=0.1 local-epochs=5 "
-                 f"num-server-rounds={rounds} device='cuda' server-device='cuda' results-dir='{results_dir}' "
-                 f"run-name='{method}'")
+    overrides = (
+        f"method='{method}' dataset='fashion-mnist' model='wrn-16-1' dirichlet-alpha=0.1 local-epochs=5 "
+        f"num-server-rounds={rounds} device='cuda' server-device='cuda' results-dir='{results_dir}' "
+        f"run-name='{method}'"
+    )
     with log.open("wb") as handle:
-        code = subprocess.call([sys.executable, "-m", "simulation", "--num-supernodes", "10", "--gpus-per-client",
-                                str(gpus_per_client), "--run-config", overrides], cwd=PROJECT_DIR, stdout=handle,
-                               stderr=subprocess.STDOUT)
+        code = subprocess.call(
+            [
+                sys.executable,
+                "-m",
+                "simulation",
+                "--num-supernodes",
+                "10",
+                "--gpus-per-client",
+                str(gpus_per_client),
+                "--run-config",
+                overrides,
+            ],
+            cwd=PROJECT_DIR,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+        )
     rounds_file = results_dir / method / "rounds.jsonl"
     records = [json.loads(line) for line in rounds_file.read_text().splitlines()] if rounds_file.exists() else []
     return {"method": method, "exit_code": code, **round_figures(records)}
@@ -68,8 +86,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        runs = [measure(m, args.rounds, args.gpus_per_client, Path(tmp), args.out.parent / f"gpu_round-{m}.log")
-                for m in args.methods]
+        runs = [
+            measure(m, args.rounds, args.gpus_per_client, Path(tmp), args.out.parent / f"gpu_round-{m}.log")
+            for m in args.methods
+        ]
     report = {"device": describe_available(), "gpus_per_client": args.gpus_per_client, "runs": runs}
     args.out.write_text(json.dumps(report, indent=1) + "\n")
     print(f"{report['device']}; {args.gpus_per_client} GPU per client; medians of rounds 2-{args.rounds}")
@@ -79,8 +99,10 @@ def main(argv: list[str] | None = None) -> int:
         if r["exit_code"] != 0 or not r["rounds"]:
             print(f"| {r['method']} | failed (exit code {r['exit_code']}) |")
             continue
-        print(f"| {r['method']} | {r['wall_seconds_median']:.2f} | {r['client_seconds_sum_median']:.2f} | "
-              f"{r['slowest_client_seconds_median']:.2f} | {r['round_1_seconds']:.1f} | {r['best_accuracy']:.4f} |")
+        print(
+            f"| {r['method']} | {r['wall_seconds_median']:.2f} | {r['client_seconds_sum_median']:.2f} | "
+            f"{r['slowest_client_seconds_median']:.2f} | {r['round_1_seconds']:.1f} | {r['best_accuracy']:.4f} |"
+        )
     return 0
 
 

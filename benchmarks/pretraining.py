@@ -43,12 +43,22 @@ def measure(seed: int, threads: int, run_config: str, cache_dir: str) -> dict:
     model.load_state_dict(state)
     split = federated_split(config)
     test = load_test_set(split)
-    loss, accuracy = evaluate(model.eval(), to_model_input(test.images, split.info), torch.from_numpy(test.labels),
-                              config.eval_batch_size)
+    loss, accuracy = evaluate(
+        model.eval(), to_model_input(test.images, split.info), torch.from_numpy(test.labels), config.eval_batch_size
+    )
     report = pretraining_report(config) or {}
-    return {"seed": seed, "threads": threads, "test_accuracy": accuracy, "test_loss": loss, "seconds": seconds,
-            "best_epoch": report.get("best_epoch"), "validation_accuracy": report.get("validation_accuracy"),
-            "model": config.model, "dataset": config.dataset, "epochs": config.pretrain_epochs}
+    return {
+        "seed": seed,
+        "threads": threads,
+        "test_accuracy": accuracy,
+        "test_loss": loss,
+        "seconds": seconds,
+        "best_epoch": report.get("best_epoch"),
+        "validation_accuracy": report.get("validation_accuracy"),
+        "model": config.model,
+        "dataset": config.dataset,
+        "epochs": config.pretrain_epochs,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,18 +77,38 @@ def main(argv: list[str] | None = None) -> int:
     for seed in args.seeds:
         for threads in args.threads:
             with tempfile.TemporaryDirectory() as cache_dir:
-                out = subprocess.run([sys.executable, "-m", "benchmarks.pretraining", "--one", str(seed), str(threads),
-                                      cache_dir, "--run-config", args.run_config],
-                                     capture_output=True, text=True, check=True)
+                out = subprocess.run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "benchmarks.pretraining",
+                        "--one",
+                        str(seed),
+                        str(threads),
+                        cache_dir,
+                        "--run-config",
+                        args.run_config,
+                    ],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
             runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
             print(json.dumps(runs[-1]), flush=True)
     accuracies = [r["test_accuracy"] for r in runs]
-    report = {"run_config": args.run_config, "runs": runs, "min": min(accuracies), "max": max(accuracies),
-              "spread": max(accuracies) - min(accuracies)}
+    report = {
+        "run_config": args.run_config,
+        "runs": runs,
+        "min": min(accuracies),
+        "max": max(accuracies),
+        "spread": max(accuracies) - min(accuracies),
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1) + "\n")
-    print(f"test accuracy {100 * report['min']:.1f}–{100 * report['max']:.1f}% (spread "
-          f"{100 * report['spread']:.1f} points) over {len(runs)} runs; written to {args.out}")
+    print(
+        f"test accuracy {100 * report['min']:.1f}–{100 * report['max']:.1f}% (spread "
+        f"{100 * report['spread']:.1f} points) over {len(runs)} runs; written to {args.out}"
+    )
     return 0
 
 

@@ -37,21 +37,37 @@ def _is_actor(pid: int) -> bool:
         return False
 
 
-def measure(num_clients: int, per_round: int, rounds: int, cpus_per_client: int, results_dir: Path, log_dir: Path) -> dict:
+def measure(
+    num_clients: int, per_round: int, rounds: int, cpus_per_client: int, results_dir: Path, log_dir: Path
+) -> dict:
     """One simulation; its peak memory, actor count and per-round wall seconds (its log in ``log_dir``)."""
     name = f"scale-{num_clients}"
-    overrides = (f"dataset='fashion-mnist' dirichlet-alpha=0.5 pretrain='none' method='fedft-eds' "
-                 f"fraction-train={per_round / num_clients} num-server-rounds={rounds} results-dir='{results_dir}' "
-                 f"run-name='{name}' node-wait-seconds=600.0")
+    overrides = (
+        f"dataset='fashion-mnist' dirichlet-alpha=0.5 pretrain='none' method='fedft-eds' "
+        f"fraction-train={per_round / num_clients} num-server-rounds={rounds} results-dir='{results_dir}' "
+        f"run-name='{name}' node-wait-seconds=600.0"
+    )
     marker = uuid.uuid4().hex
     sampler = PeakMemory(lambda: processes_marked(marker, variable=MARKER), pss_kib, counted=_is_actor)
     sampler.start()
     tick = time.perf_counter()
     with (log_dir / f"{name}-{cpus_per_client}cpu.log").open("wb") as log:
         code = subprocess.call(
-            [sys.executable, "-m", "simulation", "--num-supernodes", str(num_clients),
-             "--cpus-per-client", str(cpus_per_client), "--run-config", overrides],
-            cwd=PROJECT_DIR, env={**os.environ, MARKER: marker}, stdout=log, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "simulation",
+                "--num-supernodes",
+                str(num_clients),
+                "--cpus-per-client",
+                str(cpus_per_client),
+                "--run-config",
+                overrides,
+            ],
+            cwd=PROJECT_DIR,
+            env={**os.environ, MARKER: marker},
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
     total = time.perf_counter() - tick
     sampler.stop()
@@ -83,17 +99,25 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        results = [measure(n, args.per_round, args.rounds, args.cpus_per_client, Path(tmp), args.out.parent)
-                   for n in args.clients]
+        results = [
+            measure(n, args.per_round, args.rounds, args.cpus_per_client, Path(tmp), args.out.parent)
+            for n in args.clients
+        ]
     args.out.write_text(json.dumps({"cpus": os.cpu_count(), "runs": results}, indent=1) + "\n")
-    print("| clients | per round | CPUs per client | peak memory (GiB, PSS) | Ray actors | round 1 (s) | later rounds, median (s) | whole run (s) |")
+    print(
+        "| clients | per round | CPUs per client | peak memory (GiB, PSS) | Ray actors | round 1 (s) "
+        "| later rounds, median (s) | whole run (s) |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for r in results:
         if r["exit_code"] != 0:
             print(f"| {r['clients']} | failed with exit code {r['exit_code']} |")
             continue
-        print(f"| {r['clients']} | {r['clients_per_round']} | {r['cpus_per_client']} | {r['peak_memory_gib']:.2f} | {r['peak_actors']} | "
-              f"{r['round_1_seconds']:.1f} | {r['later_round_seconds_median']:.1f} | {r['total_seconds']:.0f} |")
+        print(
+            f"| {r['clients']} | {r['clients_per_round']} | {r['cpus_per_client']} | {r['peak_memory_gib']:.2f} "
+            f"| {r['peak_actors']} | "
+            f"{r['round_1_seconds']:.1f} | {r['later_round_seconds_median']:.1f} | {r['total_seconds']:.0f} |"
+        )
 
 
 if __name__ == "__main__":

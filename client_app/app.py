@@ -42,8 +42,9 @@ def identify(msg: Message, context: Context) -> Message:
     """Tell the server which partition this node holds (node ids are not stable, partition ids are) and how many
     samples it holds (what the server checks every later reply's counts against)."""
     node = Node(context)
-    identity = MetricRecord({PARTITION_ID: node.partition_id, NUM_PARTITIONS: node.num_partitions,
-                             NUM_EXAMPLES: len(node.labels())})
+    identity = MetricRecord(
+        {PARTITION_ID: node.partition_id, NUM_PARTITIONS: node.num_partitions, NUM_EXAMPLES: len(node.labels())}
+    )
     return Message(RecordDict({IDENTITY: identity}), reply_to=msg)
 
 
@@ -74,7 +75,8 @@ def evaluate(msg: Message, context: Context) -> Message:
     data = node.data()
     model, _ = node.global_model(msg)
     model.to(node.device).eval()
-    loss, accuracy = evaluate_model(model, data.inputs(node.device), data.labels.to(node.device),
-                                    node.config.eval_batch_size)
+    loss, accuracy = evaluate_model(
+        model, data.inputs(node.device), data.labels.to(node.device), node.config.eval_batch_size
+    )
     metrics = MetricRecord({EVAL_LOSS: loss, EVAL_ACCURACY: accuracy, NUM_EXAMPLES: len(data)})
     return Message(RecordDict({METRICS: metrics}), reply_to=msg)

@@ -41,9 +41,7 @@ def select_random(num_samples: int, size: int, generator: torch.Generator) -> to
     return torch.randperm(num_samples, generator=generator)[:size].sort().values
 
 
-def select_samples(
-    policy: str, entropies: torch.Tensor, fraction: float, generator: torch.Generator
-) -> torch.Tensor:
+def select_samples(policy: str, entropies: torch.Tensor, fraction: float, generator: torch.Generator) -> torch.Tensor:
     """The indices to train on this round under ``policy`` (``all``, ``random`` or ``entropy``), on the
     entropies' device."""
     n = len(entropies)

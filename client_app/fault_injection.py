@@ -48,8 +48,9 @@ def training_data(data: LocalData, mode: str | None, num_classes: int) -> LocalD
     return LocalData(data.images, num_classes - 1 - data.labels, data.info)
 
 
-def attacked_state(trained: Mapping[str, torch.Tensor], sent: Mapping[str, torch.Tensor], mode: str | None,
-                   generator: torch.Generator) -> State:
+def attacked_state(
+    trained: Mapping[str, torch.Tensor], sent: Mapping[str, torch.Tensor], mode: str | None, generator: torch.Generator
+) -> State:
     """The θ a client told to attack sends instead of ``trained`` (``sent`` is the θ it received).
 
     ``garbage``: NaN everywhere; ``scale100`` / ``signflip10`` / ``inflate``: θ_sent + c·Δ with c = 100, −10,
@@ -70,8 +71,9 @@ def attacked_state(trained: Mapping[str, torch.Tensor], sent: Mapping[str, torch
         noise = torch.randn(update.numel(), generator=generator, dtype=torch.float64)
         noise *= update.norm() / noise.norm()
         pieces = noise.split([trained[key].numel() for key in floats])
-        attacked.update({key: sent[key] + piece.reshape(sent[key].shape).to(sent[key].dtype)
-                         for key, piece in zip(floats, pieces)})
+        attacked.update(
+            {key: sent[key] + piece.reshape(sent[key].shape).to(sent[key].dtype) for key, piece in zip(floats, pieces)}
+        )
     return attacked
 
 
@@ -80,8 +82,9 @@ def reported_examples(num_examples: int, mode: str | None) -> int:
     return num_examples * INFLATE_FACTOR if mode == "inflate" else num_examples
 
 
-def tamper(mode: str | None, trained: State, sent: ArrayRecord, metrics: MetricRecord,
-           seed: Sequence[int]) -> tuple[State, MetricRecord]:
+def tamper(
+    mode: str | None, trained: State, sent: ArrayRecord, metrics: MetricRecord, seed: Sequence[int]
+) -> tuple[State, MetricRecord]:
     """The reply's θ and metrics as a client told to attack sends them (unchanged for honest clients).
 
     ``seed`` (run seed, round, partition) seeds ``gaussian``'s direction reproducibly.

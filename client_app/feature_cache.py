@@ -102,8 +102,13 @@ class FeatureCache:
         path = self._file(key)
         if size > self.max_bytes:
             where = "streaming them from disk" if path else "recomputing the frozen part"
-            log(WARNING, "feature cache: %.0f MB of features exceed the %.0f MB memory cap (feature-cache-mb); %s "
-                "every round", size / 2**20, self.max_bytes / 2**20, where)
+            log(
+                WARNING,
+                "feature cache: %.0f MB of features exceed the %.0f MB memory cap (feature-cache-mb); %s every round",
+                size / 2**20,
+                self.max_bytes / 2**20,
+                where,
+            )
             if path is None:
                 return None
             return write_features(path, source.chunks(batch_size), len(source), row_shape, dtype)

@@ -64,7 +64,9 @@ class OnDisk:
         self.path = path
         with path.open("rb") as handle:
             version = np.lib.format.read_magic(handle)
-            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            read_header = (
+                np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            )
             shape, fortran_order, dtype = read_header(handle)
             self._offset = handle.tell()
         if fortran_order or len(shape) < 1:
@@ -95,23 +97,28 @@ class OnDisk:
     def rows(self, indices: torch.Tensor) -> torch.Tensor:
         order = torch.argsort(indices)  # read the file front to back, then put the rows in the asked order
         with self.path.open("rb", buffering=0) as handle:
-            ordered = torch.cat([self._read(handle, index, 1) for index in indices[order].tolist()]
-                                or [self._read(handle, 0, 0)])
+            ordered = torch.cat(
+                [self._read(handle, index, 1) for index in indices[order].tolist()] or [self._read(handle, 0, 0)]
+            )
         out = torch.empty_like(ordered)
         out[order] = ordered
         return out
 
 
-def write_features(path: Path, chunks: Iterable[torch.Tensor], length: int, row_shape: tuple[int, ...],
-                   dtype: torch.dtype) -> OnDisk:
+def write_features(
+    path: Path, chunks: Iterable[torch.Tensor], length: int, row_shape: tuple[int, ...], dtype: torch.dtype
+) -> OnDisk:
     """Stream ``chunks`` (``length`` rows of ``row_shape`` in total) into a ``.npy`` file, atomically."""
     numpy_dtype = torch.empty(0, dtype=dtype).numpy().dtype
     partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     path.parent.mkdir(parents=True, exist_ok=True)
     written = 0
     with partial.open("wb") as handle:
-        header = {"descr": np.lib.format.dtype_to_descr(numpy_dtype), "fortran_order": False,
-                  "shape": (length, *row_shape)}
+        header = {
+            "descr": np.lib.format.dtype_to_descr(numpy_dtype),
+            "fortran_order": False,
+            "shape": (length, *row_shape),
+        }
         np.lib.format.write_array_header_2_0(handle, header)
         for chunk in chunks:
             handle.write(chunk.to("cpu", dtype).contiguous().numpy().tobytes())

@@ -21,11 +21,11 @@ from client_app.feature_cache import FeatureCache
 from client_app.feature_sources import Computed, Features
 from client_app.local_data import LocalData
 from data.transforms import random_crop_flip
-from models import NO_FREEZE, SplitModel
-from models.device import synchronize
 from methods.base import LocalTraining
 from methods.registry import OBJECTIVES
-from models.training import Forward, predict_logits, train_epochs
+from models import NO_FREEZE, SplitModel
+from models.device import synchronize
+from models.training import Forward, train_epochs
 from run_config import RunConfig
 
 
@@ -66,7 +66,11 @@ def frozen_features(
 
 
 def local_features(
-    model: SplitModel, data: LocalData, config: RunConfig, device: torch.device, cache: FeatureCache | None,
+    model: SplitModel,
+    data: LocalData,
+    config: RunConfig,
+    device: torch.device,
+    cache: FeatureCache | None,
     cache_key: Hashable,
 ) -> tuple[Features, float]:
     """φ(x) of the local data for this round, and the seconds spent building the cache (0 when it was cached or
@@ -142,7 +146,9 @@ def local_update(
     else:
         inputs = features.rows(chosen.cpu()).to(device)
     params = model.upper_parameters(level)
-    training = LocalTraining(model, level, params, forward, config, node_state if node_state is not None else RecordDict())
+    training = LocalTraining(
+        model, level, params, forward, config, node_state if node_state is not None else RecordDict()
+    )
     objective = OBJECTIVES[config.objective](training)
     loss = train_epochs(
         objective.loss,

@@ -34,18 +34,20 @@ from strategies.partial_model import split_state
 
 def train_metrics(partition_id: int, result: UpdateResult) -> MetricRecord:
     """The numbers a training reply reports (``protocol.messages.TRAIN_METRICS``)."""
-    return MetricRecord({
-        PARTITION_ID: partition_id,
-        NUM_EXAMPLES: result.num_examples,
-        NUM_LOCAL: result.num_local,
-        TRAIN_LOSS: result.train_loss,
-        TRAIN_SECONDS: result.train_seconds,
-        SELECTION_SECONDS: result.selection_seconds,
-        CACHE_SECONDS: result.cache_seconds,
-        SELECTED_ENTROPY_MEAN: result.selected_entropy_mean,
-        LOCAL_ENTROPY_MEAN: result.local_entropy_mean,
-        THREADS: torch.get_num_threads(),
-    })
+    return MetricRecord(
+        {
+            PARTITION_ID: partition_id,
+            NUM_EXAMPLES: result.num_examples,
+            NUM_LOCAL: result.num_local,
+            TRAIN_LOSS: result.train_loss,
+            TRAIN_SECONDS: result.train_seconds,
+            SELECTION_SECONDS: result.selection_seconds,
+            CACHE_SECONDS: result.cache_seconds,
+            SELECTED_ENTROPY_MEAN: result.selected_entropy_mean,
+            LOCAL_ENTROPY_MEAN: result.local_entropy_mean,
+            THREADS: torch.get_num_threads(),
+        }
+    )
 
 
 def shared_train(node: Node, msg: Message) -> RecordDict:
@@ -59,13 +61,31 @@ def shared_train(node: Node, msg: Message) -> RecordDict:
     cache_dir = Path(config.feature_cache_dir).expanduser() if config.feature_cache_dir else None
     PROCESS_CACHE.configure(config.feature_cache_mb * 2**20, cache_dir)
     result = local_update(
-        model, data, config, server_round=server_round, partition_id=node.partition_id, learning_rate=learning_rate,
-        device=node.device, cache=PROCESS_CACHE if config.feature_cache else None, node_state=node.state,
-        cache_key=(federated_split(config), node.partition_id, node.num_partitions, node.data_path, config.freeze,
-                   phi_fingerprint),
+        model,
+        data,
+        config,
+        server_round=server_round,
+        partition_id=node.partition_id,
+        learning_rate=learning_rate,
+        device=node.device,
+        cache=PROCESS_CACHE if config.feature_cache else None,
+        node_state=node.state,
+        cache_key=(
+            federated_split(config),
+            node.partition_id,
+            node.num_partitions,
+            node.data_path,
+            config.freeze,
+            phi_fingerprint,
+        ),
     )
     _, trained = split_state({k: v.cpu() for k, v in model.state_dict().items()}, model.upper_state_keys(config.freeze))
     received = msg.content.array_records[ARRAYS]
-    arrays, metrics = fault_injection.tamper(fault, trained, received, train_metrics(node.partition_id, result),
-                                             (config.seed, server_round, node.partition_id))
+    arrays, metrics = fault_injection.tamper(
+        fault,
+        trained,
+        received,
+        train_metrics(node.partition_id, result),
+        (config.seed, server_round, node.partition_id),
+    )
     return RecordDict({ARRAYS: ArrayRecord(arrays), METRICS: metrics})

@@ -80,8 +80,9 @@ def _read_cifar_batch(path: Path) -> dict[str, Any]:
         with path.open("rb") as handle:
             batch = load_array_pickle(handle)
     except ForbiddenGlobal as err:
-        raise DataFormatError(f"refused to read CIFAR batch {path}: {err} (a pickle naming it could run code)") \
-            from None
+        raise DataFormatError(
+            f"refused to read CIFAR batch {path}: {err} (a pickle naming it could run code)"
+        ) from None
     except Exception as err:  # a damaged pickle surfaces as any of a dozen exception types
         raise DataFormatError(f"cannot read CIFAR batch {path}: {type(err).__name__}: {err}") from None
     if not isinstance(batch, dict):

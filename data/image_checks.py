@@ -12,8 +12,10 @@ def images_problem(images: np.ndarray, info: DatasetInfo) -> str | None:
     """Why ``images`` are not uint8 N x C x H x W images of ``info``'s channels and size, or None."""
     height, width = info.image_size
     if images.dtype != np.uint8 or images.ndim != 4 or images.shape[1:] != (info.channels, height, width):
-        return (f"images are {images.dtype} {images.shape}, expected uint8 N x {info.channels} x H x W "
-                f"with H x W = {height} x {width} for {info.name!r}")
+        return (
+            f"images are {images.dtype} {images.shape}, expected uint8 N x {info.channels} x H x W "
+            f"with H x W = {height} x {width} for {info.name!r}"
+        )
     return None
 
 

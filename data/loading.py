@@ -72,8 +72,14 @@ _LAYOUTS["cifar100-coarse"] = _LAYOUTS["cifar100"]
 
 
 def search_roots(data_dir: str) -> list[Path]:
-    """Folders searched, in order: ``data-dir``, ``$FEDFT_DATA_DIR``, ``~/.cache/fedft/data``, ``/usr/share/datasets``."""
-    roots = [data_dir, os.environ.get(DATA_DIR_ENV, ""), str(Path.home() / ".cache" / "fedft" / "data"), "/usr/share/datasets"]
+    """Folders searched, in order: ``data-dir``, ``$FEDFT_DATA_DIR``, ``~/.cache/fedft/data``,
+    ``/usr/share/datasets``."""
+    roots = [
+        data_dir,
+        os.environ.get(DATA_DIR_ENV, ""),
+        str(Path.home() / ".cache" / "fedft" / "data"),
+        "/usr/share/datasets",
+    ]
     return [Path(r).expanduser() for r in roots if r]
 
 
@@ -89,7 +95,7 @@ def _find(name: str, data_dir: str) -> Path:
     raise DataNotFoundError(
         f"dataset '{name}' not found. Looked for {', '.join(layout.files)} in: {'; '.join(tried)}. "
         f"To get it: {layout.how_to_get}; then set data-dir (or ${DATA_DIR_ENV}) to that folder. "
-        f"On a machine with internet, data-dir = \"{HUB}\" loads it from the Hugging Face hub instead."
+        f'On a machine with internet, data-dir = "{HUB}" loads it from the Hugging Face hub instead.'
     )
 
 

@@ -31,15 +31,20 @@ class NodeDataError(ValueError):
     """A node's ``data-path`` is missing, unreadable or holds data of another dataset."""
 
 
-def write_node_folder(folder: Path, data: ImageData, dataset: str, partition_id: int, num_partitions: int,
-                      split: dict) -> Path:
+def write_node_folder(
+    folder: Path, data: ImageData, dataset: str, partition_id: int, num_partitions: int, split: dict
+) -> Path:
     """Write one node's folder: its images, labels and partition.json (``split``: how it was cut)."""
     folder.mkdir(parents=True, exist_ok=True)
     np.save(folder / IMAGES_FILE, data.images)
     np.save(folder / LABELS_FILE, data.labels.astype(np.int64))
     meta = {
-        "dataset": dataset, "partition-id": partition_id, "num-partitions": num_partitions,
-        "num-samples": len(data), "num-classes": DATASETS[dataset].num_classes, "split": split,
+        "dataset": dataset,
+        "partition-id": partition_id,
+        "num-partitions": num_partitions,
+        "num-samples": len(data),
+        "num-classes": DATASETS[dataset].num_classes,
+        "split": split,
     }
     (folder / PARTITION_FILE).write_text(json.dumps(meta, indent=1) + "\n")
     return folder
@@ -48,8 +53,14 @@ def write_node_folder(folder: Path, data: ImageData, dataset: str, partition_id:
 def export_partitions(split: FederatedSplit, num_partitions: int, out: Path) -> list[Path]:
     """Write ``out/node-<i>/`` for every partition ``i``; return the folders."""
     return [
-        write_node_folder(out / f"node-{pid}", load_client_partition(split, pid, num_partitions), split.dataset, pid,
-                          num_partitions, dataclasses.asdict(split))
+        write_node_folder(
+            out / f"node-{pid}",
+            load_client_partition(split, pid, num_partitions),
+            split.dataset,
+            pid,
+            num_partitions,
+            dataclasses.asdict(split),
+        )
         for pid in range(num_partitions)
     ]
 
@@ -73,6 +84,8 @@ def read_node_data(path: Path, dataset: str) -> ImageData:
     if problem:
         raise NodeDataError(f"data-path '{path}': {problem}")
     if meta.get("num-samples") != len(images):
-        raise NodeDataError(f"data-path '{path}': {PARTITION_FILE} says {meta.get('num-samples')!r} samples but "
-                            f"{IMAGES_FILE} holds {len(images)}")
+        raise NodeDataError(
+            f"data-path '{path}': {PARTITION_FILE} says {meta.get('num-samples')!r} samples but "
+            f"{IMAGES_FILE} holds {len(images)}"
+        )
     return ImageData(images, labels.astype(np.int64))

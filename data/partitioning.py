@@ -41,7 +41,13 @@ def split_public(labels: np.ndarray, public_fraction: float, seed: int) -> tuple
 
 
 def _make_partitioner(
-    scheme: str, num_partitions: int, alpha: float, min_size: int, self_balancing: bool, classes_per_client: int, seed: int
+    scheme: str,
+    num_partitions: int,
+    alpha: float,
+    min_size: int,
+    self_balancing: bool,
+    classes_per_client: int,
+    seed: int,
 ) -> Partitioner:
     from flwr_datasets.partitioner import DirichletPartitioner, IidPartitioner, PathologicalPartitioner
 
@@ -50,7 +56,9 @@ def _make_partitioner(
             num_partitions, "label", alpha, min_partition_size=min_size, self_balancing=self_balancing, seed=seed
         )
     if scheme == "pathological":
-        return PathologicalPartitioner(num_partitions, "label", classes_per_client, class_assignment_mode="random", seed=seed)
+        return PathologicalPartitioner(
+            num_partitions, "label", classes_per_client, class_assignment_mode="random", seed=seed
+        )
     if scheme == "iid":
         return IidPartitioner(num_partitions)
     raise PartitioningError(f"partitioner {scheme!r} is unknown; allowed: {', '.join(PARTITIONERS)}")
@@ -94,7 +102,9 @@ def partition_indices(
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return [np.asarray(partitioner.load_partition(i)["position"], dtype=np.int64) for i in range(num_partitions)]
+            return [
+                np.asarray(partitioner.load_partition(i)["position"], dtype=np.int64) for i in range(num_partitions)
+            ]
     except ValueError as err:
         raise PartitioningError(
             f"cannot split {len(labels)} samples over {num_partitions} clients with {scheme} "

@@ -34,8 +34,10 @@ def _latin1_encode(text: str, encoding: str = "latin1") -> bytes:
 
 ARRAY_GLOBALS: dict[tuple[str, str], Any] = {
     **{(f"numpy.{core}.multiarray", "_reconstruct"): multiarray._reconstruct for core in ("core", "_core")},
-    **{(f"numpy.{core}.numeric", "_frombuffer"): numeric._frombuffer  # type: ignore[attr-defined]
-       for core in ("core", "_core")},
+    **{
+        (f"numpy.{core}.numeric", "_frombuffer"): numeric._frombuffer  # type: ignore[attr-defined]
+        for core in ("core", "_core")
+    },
     ("numpy", "ndarray"): np.ndarray,
     ("numpy", "dtype"): np.dtype,
     ("_codecs", "encode"): _latin1_encode,

@@ -31,12 +31,16 @@ CONTROL_HOST = "127.0.0.1"
 
 
 def _name(common_name: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "fedft"), x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    return x509.Name(
+        [x509.NameAttribute(NameOID.ORGANIZATION_NAME, "fedft"), x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
+    )
 
 
 def _validity(builder: x509.CertificateBuilder, days: int) -> x509.CertificateBuilder:
     now = datetime.datetime.now(datetime.timezone.utc)
-    return builder.not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=days))
+    return builder.not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(
+        now + datetime.timedelta(days=days)
+    )
 
 
 def make_ca(days: int = CERT_DAYS) -> tuple[rsa.RSAPrivateKey, x509.Certificate]:
@@ -90,7 +94,9 @@ def make_node_key() -> ec.EllipticCurvePrivateKey:
 
 
 def _pem_key(key) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption())
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
+    )
 
 
 def _write(path: Path, data: bytes, private: bool = False) -> None:
@@ -110,7 +116,9 @@ def write_credentials(out: Path, hosts: Sequence[str], num_supernodes: int, days
     _write(out / "superlink.key", _pem_key(link_key), private=True)
     for i in range(num_supernodes):
         key = make_node_key()
-        private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption())
+        private = key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
+        )
         public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
         _write(out / f"supernode-{i}", private, private=True)
         _write(out / f"supernode-{i}.pub", public + b"\n")
@@ -124,12 +132,18 @@ def certificate_hosts(hosts: Sequence[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m deployment.credentials", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m deployment.credentials",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--out", type=Path, required=True, help="folder to write the files into")
-    parser.add_argument("--host", action="append", default=[],
-                        help="SuperLink host name or IP for SuperNodes (repeatable; default localhost); "
-                             "127.0.0.1 is always added")
+    parser.add_argument(
+        "--host",
+        action="append",
+        default=[],
+        help="SuperLink host name or IP for SuperNodes (repeatable; default localhost); 127.0.0.1 is always added",
+    )
     parser.add_argument("--supernodes", type=int, default=2, help="SuperNode key pairs to create (default 2)")
     parser.add_argument("--days", type=int, default=CERT_DAYS, help=f"certificate validity (default {CERT_DAYS})")
     args = parser.parse_args(argv)

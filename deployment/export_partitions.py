@@ -18,11 +18,16 @@ from run_config.overrides import config_with_overrides
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m deployment.export_partitions", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m deployment.export_partitions",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--out", type=Path, required=True, help="folder to write node-<i>/ folders into")
     parser.add_argument("--num-partitions", type=int, required=True, help="number of SuperNodes")
-    parser.add_argument("--run-config", default="", help='overrides, e.g. "dataset=\'fashion-mnist\' dirichlet-alpha=0.5"')
+    parser.add_argument(
+        "--run-config", default="", help="overrides, e.g. \"dataset='fashion-mnist' dirichlet-alpha=0.5\""
+    )
     args = parser.parse_args(argv)
     try:
         config = config_with_overrides(args.run_config)
@@ -30,7 +35,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(err))
     for folder in export_partitions(federated_split(config), args.num_partitions, args.out):
         pid = int(folder.name.split("-")[1])
-        print(f"{folder}: --node-config 'partition-id={pid} num-partitions={args.num_partitions} data-path=\"{folder.resolve()}\"'")
+        node_config = f'partition-id={pid} num-partitions={args.num_partitions} data-path="{folder.resolve()}"'
+        print(f"{folder}: --node-config '{node_config}'")
     return 0
 
 

@@ -40,8 +40,10 @@ def startup_problem(argv: Sequence[str], environ: Mapping[str, str]) -> str | No
     """Why the gate could not protect a SuperLink started with these arguments and environment, or None."""
     host = bind_host(argv)
     if host.strip("[]") not in GATE_HOSTS:
-        return (f"--host {host}: bind to 0.0.0.0 (all addresses; let the firewall choose which are public) or "
-                "127.0.0.1, so that the Control and Runtime APIs stay reachable on 127.0.0.1")
+        return (
+            f"--host {host}: bind to 0.0.0.0 (all addresses; let the firewall choose which are public) or "
+            "127.0.0.1, so that the Control and Runtime APIs stay reachable on 127.0.0.1"
+        )
     switched_on = [name for name in UNGATED_SWITCHES if environ.get(name) == "1"]
     if switched_on:
         return f"{', '.join(switched_on)}=1 opens a gRPC API that the loopback gate does not cover; unset it"

@@ -27,9 +27,11 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 PUBLIC_PREFIXES = ("/v1/fleet/",)
 PUBLIC_PATHS = ("/health",)
 CONTROL_HOSTS = ("127.0.0.1", "::1")
-REFUSAL = ("The SuperLink answers its Control and Runtime APIs only on 127.0.0.1 from its own machine; "
-           "this address serves SuperNodes (Fleet API) only. Run flwr on the SuperLink's machine or through "
-           "an SSH tunnel to its 127.0.0.1 port.")
+REFUSAL = (
+    "The SuperLink answers its Control and Runtime APIs only on 127.0.0.1 from its own machine; "
+    "this address serves SuperNodes (Fleet API) only. Run flwr on the SuperLink's machine or through "
+    "an SSH tunnel to its 127.0.0.1 port."
+)
 
 
 def _ip(host: str | None) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:

@@ -43,9 +43,14 @@ def _experiment_command(args: argparse.Namespace) -> int:
     if args.command == "run":
         print(f"{experiment.name}: {len(selected)} cells; stated cost: {experiment.cost}", flush=True)
         try:
-            outcome = run_experiment(experiment, results_dir, echo=lambda line: print(line, flush=True),
-                                     cells=selected, gpus_per_client=args.gpus_per_client,
-                                     ray_address=args.ray_address)
+            outcome = run_experiment(
+                experiment,
+                results_dir,
+                echo=lambda line: print(line, flush=True),
+                cells=selected,
+                gpus_per_client=args.gpus_per_client,
+                ray_address=args.ray_address,
+            )
         except StaleResultsError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
@@ -61,16 +66,26 @@ def main(argv: list[str] | None = None) -> int:
         from experiments.client_similarity import main as cka_main
 
         return cka_main(argv[1:])
-    parser = argparse.ArgumentParser(prog="python -m experiments", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m experiments", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("command", choices=("run", "report", "check"))
     parser.add_argument("file", type=Path, help="experiment file, e.g. experiments/smoke.yaml")
     parser.add_argument("--results-dir", type=Path, help="default: results/experiments/<name>")
-    parser.add_argument("--gpus-per-client", type=float, default=0.0,
-                        help="GPUs per simulated client (e.g. 0.1: ten clients share a GPU); default 0")
+    parser.add_argument(
+        "--gpus-per-client",
+        type=float,
+        default=0.0,
+        help="GPUs per simulated client (e.g. 0.1: ten clients share a GPU); default 0",
+    )
     parser.add_argument("--ray-address", default="", help="run the cells on this existing Ray cluster")
-    parser.add_argument("--only", action="append", default=[], metavar="PATTERN",
-                        help="run or list only the cells whose name matches (shell-style; repeatable)")
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="run or list only the cells whose name matches (shell-style; repeatable)",
+    )
     return _experiment_command(parser.parse_args(argv))
 
 

@@ -62,8 +62,10 @@ def config_differences(recorded: dict[str, Any], wanted: dict[str, Any]) -> list
         old = recorded_value(recorded, key)
         same = (
             math.isclose(old, value, rel_tol=1e-12)
-            if isinstance(old, (int, float)) and isinstance(value, (int, float))
-            and not isinstance(old, bool) and not isinstance(value, bool)
+            if isinstance(old, (int, float))
+            and isinstance(value, (int, float))
+            and not isinstance(old, bool)
+            and not isinstance(value, bool)
             else old == value
         )
         if not same:

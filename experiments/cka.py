@@ -24,8 +24,8 @@ def linear_cka(x: torch.Tensor, y: torch.Tensor) -> float:
     """CKA between representations of the same ``n`` inputs (``n × …``; trailing dimensions are flattened)."""
     if len(x) != len(y):
         raise ValueError(f"representations of different inputs: {len(x)} and {len(y)} rows")
-    k, l = _centred_gram(x), _centred_gram(y)
-    return float((k * l).sum() / (k.norm() * l.norm()))
+    gram_x, gram_y = _centred_gram(x), _centred_gram(y)
+    return float((gram_x * gram_y).sum() / (gram_x.norm() * gram_y.norm()))
 
 
 def cka_matrix(batches: Sequence[Sequence[torch.Tensor]]) -> np.ndarray:

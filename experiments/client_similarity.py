@@ -40,8 +40,15 @@ def client_models(config: RunConfig, num_clients: int, device: torch.device) -> 
     for partition_id in range(num_clients):
         model = build_model_for(config)
         model.load_state_dict(state)
-        local_update(model, load_local_data(split, partition_id, num_clients), config, server_round=1,
-                     partition_id=partition_id, learning_rate=config.learning_rate, device=device)
+        local_update(
+            model,
+            load_local_data(split, partition_id, num_clients),
+            config,
+            server_round=1,
+            partition_id=partition_id,
+            learning_rate=config.learning_rate,
+            device=device,
+        )
         models.append(model.eval())
     return models
 
@@ -102,10 +109,19 @@ def main(argv: list[str] | None = None) -> int:
             level: {"mean_off_diagonal": mean_off_diagonal(m), "matrix": m.round(6).tolist()}
             for level, m in results[f"pretrain={pretrain}"].items()
         }
-        print(f"pretrain={pretrain}: " + ", ".join(f"{level} {v['mean_off_diagonal']:.3f}"
-              for level, v in report[f"pretrain={pretrain}"].items()) + f" ({time.perf_counter() - tick:.0f} s)", flush=True)
+        print(
+            f"pretrain={pretrain}: "
+            + ", ".join(f"{level} {v['mean_off_diagonal']:.3f}" for level, v in report[f"pretrain={pretrain}"].items())
+            + f" ({time.perf_counter() - tick:.0f} s)",
+            flush=True,
+        )
     args.out.mkdir(parents=True, exist_ok=True)
-    meta = {"run_config": args.run_config, "clients": args.clients, "test_samples": count, "batch_size": args.batch_size}
+    meta = {
+        "run_config": args.run_config,
+        "clients": args.clients,
+        "test_samples": count,
+        "batch_size": args.batch_size,
+    }
     (args.out / "cka.json").write_text(json.dumps({**meta, "results": report}, indent=1) + "\n")
     print(f"wrote {plot_heatmaps(results, args.out / 'cka_heatmaps.png')} and {args.out / 'cka.json'}")
     return 0

@@ -21,12 +21,16 @@ def entropies_by_temperature(logits: torch.Tensor, temperatures: Sequence[float]
 
 
 def client_entropies(
-    config: RunConfig, partition_id: int, num_partitions: int, temperatures: Sequence[float],
-    device: torch.device = torch.device("cpu"),
+    config: RunConfig,
+    partition_id: int,
+    num_partitions: int,
+    temperatures: Sequence[float],
+    device: torch.device | None = None,
 ) -> dict[float, np.ndarray]:
     """Entropies of ``partition_id``'s data under the run's initial (pretrained) global model: what the
     client ranks by in its first round."""
     model = build_model_for(config)
+    device = device or torch.device("cpu")
     model.load_state_dict(initial_state(config, device))
     model.to(device).eval()
     data = load_local_data(federated_split(config), partition_id, num_partitions)

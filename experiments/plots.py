@@ -53,8 +53,11 @@ class Planned:
 
 def planned(experiment: Experiment) -> Planned:
     """The grid points and methods of every cell of the experiment."""
-    return Planned(points=tuple(dict.fromkeys(c.point_label for c in experiment.cells)),
-                   methods=tuple(experiment.methods), seeds=len(experiment.seeds))
+    return Planned(
+        points=tuple(dict.fromkeys(c.point_label for c in experiment.cells)),
+        methods=tuple(experiment.methods),
+        seeds=len(experiment.seeds),
+    )
 
 
 @dataclass(frozen=True)
@@ -110,10 +113,11 @@ def _panels(count: int, width: float = 5.0, height: float = 3.6, blocks: int = 1
     other; returns the figure and each block's panels."""
     columns = min(count, 3)
     rows = math.ceil(count / columns)
-    figure, axes = plt.subplots(rows * blocks, columns, figsize=(width * columns, height * rows * blocks),
-                                squeeze=False, layout="constrained")
+    figure, axes = plt.subplots(
+        rows * blocks, columns, figsize=(width * columns, height * rows * blocks), squeeze=False, layout="constrained"
+    )
     flat = list(axes.flat)
-    grids = [flat[block * rows * columns:][:count] for block in range(blocks)]
+    grids = [flat[block * rows * columns :][:count] for block in range(blocks)]
     for ax in flat:
         if not any(ax in grid for grid in grids):
             ax.set_visible(False)
@@ -130,21 +134,21 @@ def _panel_title(ax, point: str, missing: Sequence[str], planned_count: int) -> 
     """The grid point, and below it the methods without results at it (the whole panel when none ran)."""
     title = point or "all cells"
     if missing and len(missing) == planned_count:
-        ax.text(0.5, 0.5, NOT_RUN, transform=ax.transAxes, ha="center", va="center", fontsize=14,
-                color=NOT_RUN_COLOUR)
+        ax.text(0.5, 0.5, NOT_RUN, transform=ax.transAxes, ha="center", va="center", fontsize=14, color=NOT_RUN_COLOUR)
     elif missing:
         title += "\n" + textwrap.fill(f"{NOT_RUN}: " + ", ".join(missing), width=50, break_on_hyphens=False)
     ax.set_title(title, fontsize=10)
 
 
-def hidden_under(curves: Mapping[str, Mapping[str, Curve]], plan: Planned,
-                 values: Callable[[Curve], np.ndarray]) -> dict[str, str]:
+def hidden_under(
+    curves: Mapping[str, Mapping[str, Curve]], plan: Planned, values: Callable[[Curve], np.ndarray]
+) -> dict[str, str]:
     """Method -> the method drawn later whose curve equals its own in every panel where it has one (so it hides
     it entirely, e.g. two methods with the same random cohorts); the topmost such method."""
     hidden = {}
     for index, method in enumerate(plan.methods):
         panels = [methods for methods in curves.values() if method in methods]
-        for later in reversed(plan.methods[index + 1:]):
+        for later in reversed(plan.methods[index + 1 :]):
             if panels and all(later in m and _same(values(m[method]), values(m[later])) for m in panels):
                 hidden[method] = later
                 break
@@ -155,17 +159,27 @@ def _same(first: np.ndarray, second: np.ndarray) -> bool:
     return first.shape == second.shape and bool(np.allclose(first, second, equal_nan=True))
 
 
-def _method_legend(figure, plan: Planned, styles: Mapping[str, MethodStyle], ran: Iterable[str],
-                   extra: Sequence[Artist] = (), bars: bool = False, hidden: Mapping[str, str] | None = None) -> None:
+def _method_legend(
+    figure,
+    plan: Planned,
+    styles: Mapping[str, MethodStyle],
+    ran: Iterable[str],
+    extra: Sequence[Artist] = (),
+    bars: bool = False,
+    hidden: Mapping[str, str] | None = None,
+) -> None:
     """One legend for the whole figure, right of the panels: every planned method (a line with its marker, or a
     bar's patch), "(not run)" where it has no results in the figure or "(under …)" where another method's equal
     curve covers it, then the figure's reference marks."""
     present, hidden = set(ran), hidden or {}
     labels = {m: m if m in present else f"{m} ({NOT_RUN})" for m in plan.methods}
     labels |= {m: f"{m} (under {top})" for m, top in hidden.items()}
-    handles = [Patch(color=styles[m].colour, label=labels[m]) if bars else
-               Line2D([], [], color=styles[m].colour, marker=styles[m].marker, markersize=5, label=labels[m])
-               for m in plan.methods]
+    handles = [
+        Patch(color=styles[m].colour, label=labels[m])
+        if bars
+        else Line2D([], [], color=styles[m].colour, marker=styles[m].marker, markersize=5, label=labels[m])
+        for m in plan.methods
+    ]
     figure.legend(handles=[*handles, *extra], loc="outside right upper", fontsize=8, frameon=False)
 
 
@@ -174,8 +188,11 @@ def _start_and_curve(curve: Curve, against_seconds: bool) -> tuple[np.ndarray, n
     x = curve.client_seconds if against_seconds else curve.rounds
     if math.isnan(curve.initial_accuracy):
         return x, curve.accuracy, curve.accuracy_std
-    return (np.concatenate([[0], x]), np.concatenate([[curve.initial_accuracy], curve.accuracy]),
-            np.concatenate([[0.0], curve.accuracy_std]))
+    return (
+        np.concatenate([[0], x]),
+        np.concatenate([[curve.initial_accuracy], curve.accuracy]),
+        np.concatenate([[0.0], curve.accuracy_std]),
+    )
 
 
 def _draw_accuracy(ax, method: str, curve: Curve, style: MethodStyle, against_seconds: bool) -> None:
@@ -184,8 +201,16 @@ def _draw_accuracy(ax, method: str, curve: Curve, style: MethodStyle, against_se
     ax.plot(x, 100 * accuracy, color=style.colour, marker=style.marker, markersize=3.5, label=method)
     ax.fill_between(x, 100 * (accuracy - std), 100 * (accuracy + std), color=style.colour, alpha=0.15, linewidth=0)
     if not math.isnan(curve.initial_accuracy):
-        ax.plot([0], [100 * curve.initial_accuracy], linestyle="none", marker=style.marker, markersize=8,
-                markerfacecolor="white", markeredgecolor=style.colour, markeredgewidth=1.5)
+        ax.plot(
+            [0],
+            [100 * curve.initial_accuracy],
+            linestyle="none",
+            marker=style.marker,
+            markersize=8,
+            markerfacecolor="white",
+            markeredgecolor=style.colour,
+            markeredgewidth=1.5,
+        )
 
 
 def _same_x_limits(axes: Sequence) -> None:
@@ -222,12 +247,14 @@ def _zoom(ax, point: str, methods: Mapping[str, Curve]) -> None:
     margin = max(0.1 * (max(values) - min(values)), 0.5)
     ax.set_ylim(min(values) - margin, max(values) + margin)
     which = ", ".join(names) if len(names) <= 3 else f"the {len(names)} curves flattened above"
-    ax.set_title(f"{point or 'all cells'}\n" + textwrap.fill(f"zoom on {which}", width=50, break_on_hyphens=False),
-                 fontsize=10)
+    ax.set_title(
+        f"{point or 'all cells'}\n" + textwrap.fill(f"zoom on {which}", width=50, break_on_hyphens=False), fontsize=10
+    )
 
 
-def _accuracy_panel(ax, methods: Mapping[str, Curve], plan: Planned, styles: Mapping[str, MethodStyle],
-                    seconds: Sequence[float] | None) -> None:
+def _accuracy_panel(
+    ax, methods: Mapping[str, Curve], plan: Planned, styles: Mapping[str, MethodStyle], seconds: Sequence[float] | None
+) -> None:
     """Every planned method that ran at one grid point, against rounds, or against ``seconds``' scale."""
     for method in plan.methods:
         if method in methods:
@@ -260,15 +287,30 @@ def accuracy_figure(curves: Mapping[str, Mapping[str, Curve]], plan: Planned, ag
             else:
                 _zoom(ax, point, methods)
         _same_x_limits(axes)
-    start = Line2D([], [], linestyle="none", marker="o", markersize=7, markerfacecolor="white",
-                   markeredgecolor="black", label="initial model\n(round 0, 0 s)")
-    _method_legend(figure, plan, styles, {m for methods in curves.values() for m in methods}, [start],
-                   hidden=hidden_under(curves, plan, lambda c: np.concatenate(_start_and_curve(c, against_seconds))))
+    start = Line2D(
+        [],
+        [],
+        linestyle="none",
+        marker="o",
+        markersize=7,
+        markerfacecolor="white",
+        markeredgecolor="black",
+        label="initial model\n(round 0, 0 s)",
+    )
+    _method_legend(
+        figure,
+        plan,
+        styles,
+        {m for methods in curves.values() for m in methods},
+        [start],
+        hidden=hidden_under(curves, plan, lambda c: np.concatenate(_start_and_curve(c, against_seconds))),
+    )
     return figure
 
 
-def plot_accuracy(curves: Mapping[str, Mapping[str, Curve]], plan: Planned, path: Path,
-                  against_seconds: bool = False) -> Path:
+def plot_accuracy(
+    curves: Mapping[str, Mapping[str, Curve]], plan: Planned, path: Path, against_seconds: bool = False
+) -> Path:
     """``accuracy_figure`` as a PNG at ``path``."""
     return _save(accuracy_figure(curves, plan, against_seconds), path)
 
@@ -276,14 +318,22 @@ def plot_accuracy(curves: Mapping[str, Mapping[str, Curve]], plan: Planned, path
 def _bar_label(ax, x: float, mean: float, std: float, seeds: int, planned_seeds: int) -> None:
     """The bar's value above its error bar, and how many of the planned seeds it averages when not all."""
     text = f"{mean:.3g}" if seeds >= planned_seeds else f"{mean:.3g}\n({seeds}/{planned_seeds})"
-    ax.annotate(text, (x, mean + std), xytext=(0, 2), textcoords="offset points", ha="center", va="bottom",
-                fontsize=7)
+    ax.annotate(text, (x, mean + std), xytext=(0, 2), textcoords="offset points", ha="center", va="bottom", fontsize=7)
 
 
 def _empty_slot_label(ax, x: float, text: str) -> None:
     """Why a bar slot is empty ("not run", or no value recorded), upright from the bottom of the axes."""
-    ax.text(x, 0.02, text, transform=ax.get_xaxis_transform(), rotation=90, ha="center", va="bottom",
-            fontsize=8, color=NOT_RUN_COLOUR)
+    ax.text(
+        x,
+        0.02,
+        text,
+        transform=ax.get_xaxis_transform(),
+        rotation=90,
+        ha="center",
+        va="bottom",
+        fontsize=8,
+        color=NOT_RUN_COLOUR,
+    )
 
 
 def _point_ticks(points: Sequence[str]) -> tuple[list[str], str]:
@@ -360,8 +410,14 @@ def cohort_entropy_figure(curves: Mapping[str, Mapping[str, Curve]], plan: Plann
         for method in plan.methods:
             if method in methods:
                 curve, style = methods[method], styles[method]
-                ax.plot(curve.rounds, curve.cohort_entropy, color=style.colour, marker=style.marker, markersize=3.5,
-                        label=method)
+                ax.plot(
+                    curve.rounds,
+                    curve.cohort_entropy,
+                    color=style.colour,
+                    marker=style.marker,
+                    markersize=3.5,
+                    label=method,
+                )
         for value, linestyle, _ in references:
             ax.axhline(value, color="grey", linestyle=linestyle)
         _panel_title(ax, point, plan.not_run(methods), len(plan.methods))
@@ -371,13 +427,18 @@ def cohort_entropy_figure(curves: Mapping[str, Mapping[str, Curve]], plan: Plann
         ax.grid(alpha=0.3)
     _same_x_limits(axes)
     lines = [Line2D([], [], color="grey", linestyle=style, label=label) for _, style, label in references]
-    _method_legend(figure, plan, styles, {m for methods in curves.values() for m in methods}, lines,
-                   hidden=hidden_under(curves, plan, lambda curve: curve.cohort_entropy))
+    _method_legend(
+        figure,
+        plan,
+        styles,
+        {m for methods in curves.values() for m in methods},
+        lines,
+        hidden=hidden_under(curves, plan, lambda curve: curve.cohort_entropy),
+    )
     return figure
 
 
-def plot_cohort_entropy(curves: Mapping[str, Mapping[str, Curve]], plan: Planned, num_classes: int,
-                        path: Path) -> Path:
+def plot_cohort_entropy(curves: Mapping[str, Mapping[str, Curve]], plan: Planned, num_classes: int, path: Path) -> Path:
     """``cohort_entropy_figure`` as a PNG at ``path``."""
     return _save(cohort_entropy_figure(curves, plan, num_classes), path)
 

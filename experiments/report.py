@@ -51,7 +51,8 @@ def write_report(experiment: Experiment, results_dir: Path) -> list[Path]:
     if histogram and source:
         config = parse_run_config(results[source].config)
         entropies = client_entropies(config, histogram.partition, experiment.clients, histogram.temperatures)
-        title = (f"client {histogram.partition} of {experiment.clients}, {config.dataset}, initial model of "
-                 f"{source.name}")
+        title = (
+            f"client {histogram.partition} of {experiment.clients}, {config.dataset}, initial model of {source.name}"
+        )
         written.append(plot_entropy_histograms(entropies, title, results_dir / "entropy_histograms.png"))
     return written

@@ -81,8 +81,13 @@ class RunOutcome:
 
 def cell_run_config(cell: Cell, results_dir: Path) -> dict:
     """The cell's ``--run-config``: its values plus seed, results folder and run name; resumable."""
-    return {**cell.overrides, "seed": cell.seed, "results-dir": str((results_dir / CELLS_DIR).resolve()),
-            "run-name": cell.name, "resume": True}
+    return {
+        **cell.overrides,
+        "seed": cell.seed,
+        "results-dir": str((results_dir / CELLS_DIR).resolve()),
+        "run-name": cell.name,
+        "resume": True,
+    }
 
 
 def pretraining_differences(config: dict, summary: dict) -> list[str]:
@@ -108,7 +113,8 @@ def check_finished_cells(experiment: Experiment, results_dir: Path) -> None:
     if stale:
         raise StaleResultsError(
             f"{results_dir} holds finished cells made with other settings than {experiment.path} gives now:\n"
-            + "\n".join(stale) + "\nremove those cell folders, or choose another --results-dir"
+            + "\n".join(stale)
+            + "\nremove those cell folders, or choose another --results-dir"
         )
 
 
@@ -146,11 +152,19 @@ def run_experiment(
 
         def report(rounds: list[dict], cell: Cell = cell, cells_done: int = cells_done) -> None:
             elapsed = time.monotonic() - start
-            echo(progress_line(
-                cells_done=cells_done, cells_total=len(cells), cell=cell.name, server_round=len(rounds),
-                num_rounds=rounds_of[cell], accuracy=rounds[-1].get("accuracy"), elapsed=elapsed,
-                left=seconds_left(elapsed, rounds_done + len(rounds) - watcher.first_round, rounds_total),
-            ))
+            echo(
+                progress_line(
+                    cells_done=cells_done,
+                    cells_total=len(cells),
+                    cell=cell.name,
+                    server_round=len(rounds),
+                    num_rounds=rounds_of[cell],
+                    accuracy=rounds[-1].get("accuracy"),
+                    elapsed=elapsed,
+                    # read while this cell runs, as the loop left them for it
+                    left=seconds_left(elapsed, rounds_done + len(rounds) - watcher.first_round, rounds_total),  # noqa: B023
+                )
+            )
 
         watcher = RoundWatcher(directory, report)
         rounds_total -= watcher.first_round  # > 0 when an interrupted cell resumes

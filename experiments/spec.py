@@ -19,7 +19,6 @@ and every cell's configuration, before anything runs.
 from __future__ import annotations
 
 import difflib
-
 import fnmatch
 import itertools
 import math
@@ -30,10 +29,10 @@ from typing import Any, NoReturn
 
 import yaml
 
+from methods.registry import METHODS
 from run_config import ConfigError, parse_run_config
 from run_config.defaults import load_defaults
 from run_config.paths import folder_name_problem
-from methods.registry import METHODS
 
 #: Run-config keys the runner sets itself for every cell.
 RUNNER_KEYS = ("seed", "results-dir", "run-name", "resume")
@@ -154,13 +153,22 @@ class _Checker:
     def run_config_key(self, where: str, key: Any) -> None:
         """``key`` is a run-config key that an experiment may set."""
         if key in RUNNER_KEYS:
-            self.fail(f"{where}.{key}", "is set by the runner for every cell; "
-                      + ("list seeds under 'seeds'" if key == "seed" else "remove it"))
+            self.fail(
+                f"{where}.{key}",
+                "is set by the runner for every cell; "
+                + ("list seeds under 'seeds'" if key == "seed" else "remove it"),
+            )
         if key not in self.defaults:
             close = difflib.get_close_matches(str(key), [k for k in self.defaults if k not in RUNNER_KEYS], n=3)
-            self.fail(f"{where}.{key}", "is not a run-config key; " + (
-                f"did you mean {' or '.join(repr(c) for c in close)}?" if close
-                else "README › Configuration lists every key"))
+            self.fail(
+                f"{where}.{key}",
+                "is not a run-config key; "
+                + (
+                    f"did you mean {' or '.join(repr(c) for c in close)}?"
+                    if close
+                    else "README › Configuration lists every key"
+                ),
+            )
 
     def scalar(self, where: str, value: Any) -> None:
         """Run-config values are text, numbers or booleans."""
@@ -181,8 +189,9 @@ def _methods(check: _Checker, raw: Any) -> dict[str, dict[str, Any]]:
         values = check.run_config(f"methods.{label}", overrides)
         if "method" not in values:
             if label not in METHODS:
-                check.fail(f"methods.{label}", "is not a method preset and sets no 'method'; presets: "
-                           + ", ".join(METHODS))
+                check.fail(
+                    f"methods.{label}", "is not a method preset and sets no 'method'; presets: " + ", ".join(METHODS)
+                )
             values["method"] = label
         if values["method"] not in METHODS:
             check.fail(f"methods.{label}.method", f"= {values['method']!r} is unknown; allowed: " + ", ".join(METHODS))
@@ -243,13 +252,18 @@ def _histogram(check: _Checker, raw: Any, methods: Mapping[str, Any], clients: i
         check.fail("entropy-histogram.partition", f"must be a partition id in [0, {clients}), got {partition}")
     method = check.typed("entropy-histogram.method", raw.get("method", next(iter(methods))), str)
     if method not in methods:
-        check.fail("entropy-histogram.method", f"= {method!r} is not a method of this file; allowed: "
-                   + ", ".join(methods))
+        check.fail(
+            "entropy-histogram.method", f"= {method!r} is not a method of this file; allowed: " + ", ".join(methods)
+        )
     return EntropyHistogram(tuple(float(t) for t in temperatures), partition, method)
 
 
-def expand_cells(methods: Mapping[str, Mapping[str, Any]], grid: Mapping[str, tuple[Any, ...]],
-                 seeds: tuple[int, ...], base: Mapping[str, Any]) -> tuple[Cell, ...]:
+def expand_cells(
+    methods: Mapping[str, Mapping[str, Any]],
+    grid: Mapping[str, tuple[Any, ...]],
+    seeds: tuple[int, ...],
+    base: Mapping[str, Any],
+) -> tuple[Cell, ...]:
     """Every (grid point, method, seed), in that nesting order; a method's own values win over the grid's,
     which win over ``base``."""
     cells = []
@@ -268,8 +282,10 @@ def select_cells(cells: tuple[Cell, ...], patterns: tuple[str, ...]) -> tuple[Ce
         return cells
     for pattern in patterns:
         if not any(fnmatch.fnmatchcase(cell.name, pattern) for cell in cells):
-            raise ValueError(f"--only {pattern!r} matches no cell; cells are named <method>__<key>=<value>__seed<n>, "
-                             f"e.g. {cells[0].name}")
+            raise ValueError(
+                f"--only {pattern!r} matches no cell; cells are named <method>__<key>=<value>__seed<n>, "
+                f"e.g. {cells[0].name}"
+            )
     return tuple(c for c in cells if any(fnmatch.fnmatchcase(c.name, p) for p in patterns))
 
 
@@ -299,14 +315,18 @@ def parse_experiment(raw: Any, path: Path) -> Experiment:
     name = raw.get("name", path.stem)
     problem = folder_name_problem(name)
     if problem:
-        check.fail("name", f"= {name!r} names the results folder and {problem}"
-                   + ("" if "name" in raw else "; set 'name' in the file"))
+        check.fail(
+            "name",
+            f"= {name!r} names the results folder and {problem}"
+            + ("" if "name" in raw else "; set 'name' in the file"),
+        )
     cells = expand_cells(methods, grid, seeds, base)
     for cell in cells:
         problem = folder_name_problem(cell.name)
         if problem:
-            raise ExperimentFileError(f"{path}: cell {cell.name!r}: its folder name (method label, grid values, seed) "
-                                      f"{problem}")
+            raise ExperimentFileError(
+                f"{path}: cell {cell.name!r}: its folder name (method label, grid values, seed) {problem}"
+            )
         try:
             parse_run_config({**check.defaults, **cell.overrides, "seed": cell.seed})
         except ConfigError as err:

@@ -102,9 +102,15 @@ def write_summary(experiment: Experiment, rows: Sequence[SummaryRow], directory:
         lines += [f"Mirrors: {experiment.paper.strip()}", ""]
     if experiment.scaled_down:
         lines += [f"Scaled down: {experiment.scaled_down.strip()}", ""]
-    lines += [f"Cost: {experiment.cost.strip()}", "",
-              f"{experiment.clients} clients; mean ± sample std over seeds; learning efficiency = best accuracy (%) "
-              "÷ client training seconds summed over clients and rounds.", "", markdown_table(experiment, rows), ""]
+    lines += [
+        f"Cost: {experiment.cost.strip()}",
+        "",
+        f"{experiment.clients} clients; mean ± sample std over seeds; learning efficiency = best accuracy (%) "
+        "÷ client training seconds summed over clients and rounds.",
+        "",
+        markdown_table(experiment, rows),
+        "",
+    ]
     if missing:
         lines += ["Cells without results (not run yet, or failed): " + ", ".join(c.name for c in missing), ""]
     path = directory / "summary.md"

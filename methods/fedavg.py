@@ -7,7 +7,7 @@ from methods.base import Method
 
 FEDAVG = Method(
     "fedavg",
-    "FedAvg: the whole model, all local data (with `pretrain = \"none\"`: FedAvg w/o pretraining).",
+    'FedAvg: the whole model, all local data (with `pretrain = "none"`: FedAvg w/o pretraining).',
     presets={"freeze": "none", "data-selection": "all", "selection-fraction": 1.0},
 )
 FEDAVG_RDS = Method(

@@ -17,8 +17,9 @@ from run_config.settings import non_negative, setting
 
 @dataclass(frozen=True)
 class FedProxSettings:
-    proximal_mu: float = setting(0.01, "FedProx μ of `objective = \"proximal\"`: adds μ/2·‖w − w_t‖² over the trained "
-                                       "parameters.", non_negative)
+    proximal_mu: float = setting(
+        0.01, 'FedProx μ of `objective = "proximal"`: adds μ/2·‖w − w_t‖² over the trained parameters.', non_negative
+    )
 
 
 def proximal_term(params: Sequence[torch.Tensor], anchors: Sequence[torch.Tensor]) -> torch.Tensor:

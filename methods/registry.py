@@ -21,7 +21,10 @@ OBJECTIVES: Mapping[str, ObjectiveFactory] = {
 METHOD_SETTINGS: tuple[type, ...] = tuple(dict.fromkeys(cls for m in METHODS.values() for cls in m.settings))
 #: The axes a method's presets set, and their values when a method leaves one unset.
 AXIS_DEFAULTS: Mapping[str, object] = {
-    "freeze": "none", "data-selection": "all", "selection-fraction": 1.0, "objective": "plain",
+    "freeze": "none",
+    "data-selection": "all",
+    "selection-fraction": 1.0,
+    "objective": "plain",
 }
 
 

@@ -8,6 +8,13 @@ from models.split_model import NO_FREEZE, ClassifierHead, SplitModel
 from models.wide_resnet import WideResNet
 
 __all__ = [
-    "MLP2NN", "NO_FREEZE", "ClassifierHead", "LeNet5", "ResNet8", "SplitModel", "WideResNet", "build_model",
+    "MLP2NN",
+    "NO_FREEZE",
+    "ClassifierHead",
+    "LeNet5",
+    "ResNet8",
+    "SplitModel",
+    "WideResNet",
+    "build_model",
     "parse_model_name",
 ]

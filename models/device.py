@@ -48,7 +48,9 @@ def describe_available() -> str:
         if device.type == "cuda":
             label += f" ({torch.cuda.get_device_name(device)})"
         names.append(label)
-    build = f"torch {torch.__version__}" + (f", CUDA {torch.version.cuda}" if torch.version.cuda else ", no CUDA support")
+    build = f"torch {torch.__version__}" + (
+        f", CUDA {torch.version.cuda}" if torch.version.cuda else ", no CUDA support"
+    )
     return f"{', '.join(names)} ({build})"
 
 
@@ -63,8 +65,9 @@ def resolve_device(name: str, key: str = "'device'") -> torch.device:
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", 0)
     if device not in available_devices():
-        raise DeviceUnavailableError(f"{key} = {name!r} but this node has no such device; torch sees: "
-                                     f"{describe_available()}")
+        raise DeviceUnavailableError(
+            f"{key} = {name!r} but this node has no such device; torch sees: {describe_available()}"
+        )
     return device
 
 

@@ -31,7 +31,8 @@ RESNET8_BLOCKS = ("preact", "post")
 
 
 class PostActBlock(nn.Module):
-    """The authors' ``BasicBlock``: conv3x3-BN-ReLU-conv3x3-BN, plus a shortcut (1x1 conv when the shape changes), ReLU."""
+    """The authors' ``BasicBlock``: conv3x3-BN-ReLU-conv3x3-BN, plus a shortcut (1x1 conv when the shape changes),
+    then ReLU."""
 
     def __init__(self, in_ch: int, out_ch: int, stride: int) -> None:
         super().__init__()

@@ -1,11 +1,13 @@
 """Every message the server sends and every reply it accepts: names, record keys, and the numbers a reply may hold.
 
-| message (``message_type``) | server sends | client replies |
-|---|---|---|
-| ``query.identify`` | ``config`` (empty) | ``identity``: partition-id, num-partitions, num-examples |
-| ``query.label_counts`` | ``config`` (empty) | ``label-counts``: ``counts``, one whole number ≥ 0 per class |
-| ``train`` | ``arrays`` (θ), ``frozen`` (φ, until the node holds it), ``config``: server-round, learning-rate | ``arrays`` (θ after training), ``metrics``: ``TRAIN_METRICS`` |
-| ``evaluate`` | ``arrays``, ``frozen``, ``config``: server-round | ``metrics``: ``EVALUATE_METRICS`` |
+- ``query.identify``: the server sends ``config`` (empty); the client replies ``identity``: partition-id,
+  num-partitions, num-examples.
+- ``query.label_counts``: the server sends ``config`` (empty); the client replies ``label-counts``: ``counts``, one
+  whole number ≥ 0 per class.
+- ``train``: the server sends ``arrays`` (θ), ``frozen`` (φ, until the node holds it), ``config`` (server-round,
+  learning-rate); the client replies ``arrays`` (θ after training) and ``metrics`` (``TRAIN_METRICS``).
+- ``evaluate``: the server sends ``arrays``, ``frozen``, ``config`` (server-round); the client replies ``metrics``
+  (``EVALUATE_METRICS``).
 
 A method that needs more declares its records and numbers here too, so that both sides read one declaration.
 """

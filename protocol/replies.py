@@ -102,8 +102,11 @@ def read_numbers(record: Mapping[str, Any], fields: Iterable[Number], where: str
     values: dict[str, int | float] = {}
     for field in fields:
         value = record[field.key]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or (field.kind is int and
-                                                                                not isinstance(value, int)):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or (field.kind is int and not isinstance(value, int))
+        ):
             raise Refused(f"'{field.key}' must be {'an integer' if field.kind is int else 'a number'}, got {value!r}")
         if not math.isfinite(value) or not field.low <= value <= field.high:
             raise Refused(f"'{field.key}' = {value!r} is outside [{field.low}, {field.high}]")
@@ -136,8 +139,9 @@ def read_label_counts(content: RecordDict, num_classes: int, identity: Identity,
     if not np.all(np.isfinite(values)) or np.any(values < 0) or np.any(values != np.round(values)):
         raise Refused("label counts must be whole numbers >= 0")
     if not noisy and values.sum() != identity.num_examples:
-        raise Refused(f"label counts add up to {values.sum():.0f}, but the client said it holds "
-                      f"{identity.num_examples} samples")
+        raise Refused(
+            f"label counts add up to {values.sum():.0f}, but the client said it holds {identity.num_examples} samples"
+        )
     return values
 
 
@@ -176,11 +180,14 @@ def read_train_reply(
     if numbers[NUM_LOCAL] != identity.num_examples:
         raise Refused(f"'num-local' = {numbers[NUM_LOCAL]}, but the client said it holds {identity.num_examples}")
     if numbers[NUM_EXAMPLES] > identity.num_examples:
-        raise Refused(f"'num-examples' = {numbers[NUM_EXAMPLES]} exceeds the {identity.num_examples} samples the "
-                      "client holds")
+        raise Refused(
+            f"'num-examples' = {numbers[NUM_EXAMPLES]} exceeds the {identity.num_examples} samples the client holds"
+        )
     if expected_examples is not None and numbers[NUM_EXAMPLES] != expected_examples:
-        raise Refused(f"'num-examples' = {numbers[NUM_EXAMPLES]}, but the method trains on {expected_examples} of "
-                      f"its {identity.num_examples} samples")
+        raise Refused(
+            f"'num-examples' = {numbers[NUM_EXAMPLES]}, but the method trains on {expected_examples} of "
+            f"its {identity.num_examples} samples"
+        )
     return numbers
 
 
@@ -189,6 +196,7 @@ def read_evaluate_reply(content: RecordDict, identity: Identity) -> dict[str, in
     check_records(content, {METRICS: MetricRecord})
     numbers = read_numbers(content[METRICS], EVALUATE_METRICS, "metrics")
     if numbers[NUM_EXAMPLES] > identity.num_examples:
-        raise Refused(f"'num-examples' = {numbers[NUM_EXAMPLES]} exceeds the {identity.num_examples} samples the "
-                      "client holds")
+        raise Refused(
+            f"'num-examples' = {numbers[NUM_EXAMPLES]} exceeds the {identity.num_examples} samples the client holds"
+        )
     return numbers

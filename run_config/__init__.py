@@ -3,5 +3,12 @@
 from run_config.derived import build_model_for, federated_split
 from run_config.schema import ConfigError, RunConfig, Setting, all_settings, parse_run_config
 
-__all__ = ["ConfigError", "RunConfig", "Setting", "all_settings", "build_model_for", "federated_split",
-           "parse_run_config"]
+__all__ = [
+    "ConfigError",
+    "RunConfig",
+    "Setting",
+    "all_settings",
+    "build_model_for",
+    "federated_split",
+    "parse_run_config",
+]

@@ -3,9 +3,10 @@ declarations: that pyproject section and the README's settings table (``python -
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 from run_config.schema import RunConfig, all_settings, default_values, parse_run_config
 
@@ -36,8 +37,9 @@ def toml_value(value: Any) -> str:
 
 def pyproject_config() -> str:
     """The ``[tool.flwr.app.config]`` section, one line per setting, from the declarations."""
-    return "\n".join(["[tool.flwr.app.config]"] + [f"{key} = {toml_value(value)}" for key, value in
-                                                   default_values().items()])
+    return "\n".join(
+        ["[tool.flwr.app.config]"] + [f"{key} = {toml_value(value)}" for key, value in default_values().items()]
+    )
 
 
 def markdown_table() -> str:

@@ -28,8 +28,10 @@ def folder_name_problem(name: str) -> str | None:
         return f"must be at most {MAX_NAME_LENGTH} characters long, not {len(name)}"
     if not _NAME_CHARACTERS.fullmatch(name):
         unsafe = sorted({c for c in name if not _NAME_CHARACTERS.fullmatch(c)})
-        return (f"may hold only letters, digits, '-', '_', '.', '=' and '+', not {', '.join(repr(c) for c in unsafe)} "
-                "(it names one folder, never a path)")
+        return (
+            f"may hold only letters, digits, '-', '_', '.', '=' and '+', not {', '.join(repr(c) for c in unsafe)} "
+            "(it names one folder, never a path)"
+        )
     if name.startswith("."):
         return "must not start with '.' (no '.', '..' or hidden folders)"
     return None

@@ -11,8 +11,13 @@ from strategies.stragglers import straggler_count
 
 def aggregation_settings(config: RunConfig) -> AggregationSettings:
     """The configured ``aggregation`` rule and its parameters."""
-    return AggregationSettings(config.aggregation, config.clip_multiple, config.weight_cap_multiple,
-                               config.trim_fraction, config.byzantine_clients)
+    return AggregationSettings(
+        config.aggregation,
+        config.clip_multiple,
+        config.weight_cap_multiple,
+        config.trim_fraction,
+        config.byzantine_clients,
+    )
 
 
 def check_population(config: RunConfig, num_clients: int) -> None:
@@ -21,8 +26,10 @@ def check_population(config: RunConfig, num_clients: int) -> None:
     delivering = per_round - straggler_count(per_round, config.straggler_fraction)
     problem = settings_problem(aggregation_settings(config), delivering)
     if problem:  # Krum needs n ≥ 2f + 3, Bulyan n ≥ 4f + 3, a trimmed mean must trim someone
-        raise ConfigError(f"{problem} ({num_clients} clients, fraction-train {config.fraction_train}, "
-                          f"straggler-fraction {config.straggler_fraction})")
+        raise ConfigError(
+            f"{problem} ({num_clients} clients, fraction-train {config.fraction_train}, "
+            f"straggler-fraction {config.straggler_fraction})"
+        )
     if delivering < config.min_train_nodes:
         raise ConfigError(
             f"run config 'min-train-nodes' = {config.min_train_nodes} exceeds the {delivering} clients that deliver "

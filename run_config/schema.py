@@ -85,135 +85,244 @@ class RunConfig:
 
     # What runs: the method and its composable axes ("auto": the method's preset).
     method: str = setting("fedft-eds", "Method (see Methods): sets the `auto` keys below.", _known_method)
-    freeze: str = setting(AUTO, "Split level: φ up to it is frozen, θ above it is trained and sent (`none` = full "
-                                "model).", one_of("none", "low", "mid", "up"), auto=True)
-    data_selection: str = setting(AUTO, "Client data each round: `all`, `random` (new subset each round) or "
-                                        "`entropy` (highest hardened-softmax entropy).",
-                                  one_of("all", "random", "entropy"), auto=True)
-    selection_fraction: float = setting(AUTO, "P_ds: share of local samples trained on with `random`/`entropy` (at "
-                                              "least one).", fraction, auto=True)
-    objective: str = setting(AUTO, "Local objective: `plain` (cross-entropy) or one a method brings, e.g. "
-                                   "`proximal` (FedProx).", _known_objective, auto=True)
+    freeze: str = setting(
+        AUTO,
+        "Split level: φ up to it is frozen, θ above it is trained and sent (`none` = full model).",
+        one_of("none", "low", "mid", "up"),
+        auto=True,
+    )
+    data_selection: str = setting(
+        AUTO,
+        "Client data each round: `all`, `random` (new subset each round) or "
+        "`entropy` (highest hardened-softmax entropy).",
+        one_of("all", "random", "entropy"),
+        auto=True,
+    )
+    selection_fraction: float = setting(
+        AUTO, "P_ds: share of local samples trained on with `random`/`entropy` (at least one).", fraction, auto=True
+    )
+    objective: str = setting(
+        AUTO,
+        "Local objective: `plain` (cross-entropy) or one a method brings, e.g. `proximal` (FedProx).",
+        _known_objective,
+        auto=True,
+    )
     temperature: float = setting(0.1, "ρ of the hardened softmax for entropy ranking (< 1 hardens).", positive)
     # Pretraining.
-    pretrain: str = setting("public", "Initial weights: `public` (pretrain on the server's held-out split), `dataset` "
-                                      "(on `pretrain-dataset`), `checkpoint` (`pretrain-checkpoint`) or `none`.",
-                            one_of("public", "dataset", "checkpoint", "none"))
-    pretrain_dataset: str = setting("mnist", "Source dataset for `pretrain = \"dataset\"` (its whole training set; "
-                                             "the classifier is re-initialised).", one_of(*DATASET_NAMES))
-    pretrain_checkpoint: str = setting("", "State-dict file for `pretrain = \"checkpoint\"`: any path without "
-                                           "control characters.", path_problem)
+    pretrain: str = setting(
+        "public",
+        "Initial weights: `public` (pretrain on the server's held-out split), `dataset` "
+        "(on `pretrain-dataset`), `checkpoint` (`pretrain-checkpoint`) or `none`.",
+        one_of("public", "dataset", "checkpoint", "none"),
+    )
+    pretrain_dataset: str = setting(
+        "mnist",
+        'Source dataset for `pretrain = "dataset"` (its whole training set; the classifier is re-initialised).',
+        one_of(*DATASET_NAMES),
+    )
+    pretrain_checkpoint: str = setting(
+        "", 'State-dict file for `pretrain = "checkpoint"`: any path without control characters.', path_problem
+    )
     pretrain_epochs: int = setting(30, "Server pretraining epochs.", positive)
-    pretrain_learning_rate: float = setting(0.05, "Server pretraining SGD peak learning rate (warm-up, then cosine "
-                                                  "decay; momentum 0.9, weight decay 5e-4, batch `batch-size`).",
-                                            positive)
-    pretrain_cache_dir: str = setting("", "Where pretrained weights are cached: any folder without control "
-                                          "characters; empty = `~/.cache/fedft/pretrained`.", path_problem)
+    pretrain_learning_rate: float = setting(
+        0.05,
+        "Server pretraining SGD peak learning rate (warm-up, then cosine "
+        "decay; momentum 0.9, weight decay 5e-4, batch `batch-size`).",
+        positive,
+    )
+    pretrain_cache_dir: str = setting(
+        "",
+        "Where pretrained weights are cached: any folder without control "
+        "characters; empty = `~/.cache/fedft/pretrained`.",
+        path_problem,
+    )
     # Frozen-feature cache.
     feature_cache: bool = setting(True, "Clients keep φ(x) of their data across rounds instead of recomputing it.")
-    feature_cache_mb: int = setting(2048, "Per-process memory cap of the feature cache (least recently used clients "
-                                          "are evicted; features over the cap stream from `feature-cache-dir` a "
-                                          "chunk at a time). A SuperNode's node config may set its own.",
-                                    positive, node=True)
-    feature_cache_dtype: str = setting("float16", "How cached features are stored: `float16` (half the memory; "
-                                                  "selections checked equal to `float32` in the tests) or `float32`.",
-                                       one_of("float16", "float32"))
-    feature_cache_dir: str = setting("~/.cache/fedft/features", "Folder where cached features also go, so they "
-                                     "outlive the process (a deployed SuperNode runs each round in a new one): any "
-                                     "folder without control characters; empty = memory only.", path_problem)
+    feature_cache_mb: int = setting(
+        2048,
+        "Per-process memory cap of the feature cache (least recently used clients "
+        "are evicted; features over the cap stream from `feature-cache-dir` a "
+        "chunk at a time). A SuperNode's node config may set its own.",
+        positive,
+        node=True,
+    )
+    feature_cache_dtype: str = setting(
+        "float16",
+        "How cached features are stored: `float16` (half the memory; "
+        "selections checked equal to `float32` in the tests) or `float32`.",
+        one_of("float16", "float32"),
+    )
+    feature_cache_dir: str = setting(
+        "~/.cache/fedft/features",
+        "Folder where cached features also go, so they "
+        "outlive the process (a deployed SuperNode runs each round in a new one): any "
+        "folder without control characters; empty = memory only.",
+        path_problem,
+    )
     # Data.
-    dataset: str = setting("fashion-mnist-mini", f"Dataset: {', '.join(DATASET_NAMES)} (see Data).",
-                           one_of(*DATASET_NAMES))
-    data_dir: str = setting("", "Folder holding the dataset files (any folder without control characters); empty "
-                                "searches the well-known places; `hub` downloads from Hugging Face (needs internet).",
-                            path_problem)
+    dataset: str = setting(
+        "fashion-mnist-mini", f"Dataset: {', '.join(DATASET_NAMES)} (see Data).", one_of(*DATASET_NAMES)
+    )
+    data_dir: str = setting(
+        "",
+        "Folder holding the dataset files (any folder without control characters); empty "
+        "searches the well-known places; `hub` downloads from Hugging Face (needs internet).",
+        path_problem,
+    )
     model: str = setting("wrn-16-1", f"Model: {MODEL_NAMES_HELP}.", _model)
     dropout: float = setting(0.3, "Dropout inside WRN blocks.", below_one)
-    partitioner: str = setting("dirichlet", "How training data is split over clients.",
-                               one_of("dirichlet", "pathological", "iid"))
+    partitioner: str = setting(
+        "dirichlet", "How training data is split over clients.", one_of("dirichlet", "pathological", "iid")
+    )
     dirichlet_alpha: float = setting(0.1, "Dirichlet concentration α (0.1 strong, 0.5 weak heterogeneity).", positive)
-    min_partition_size: int = setting(10, "Dirichlet: re-draw until every client holds at least this many samples.",
-                                      non_negative)
-    self_balancing: bool = setting(True, "Dirichlet: stop giving a class to a client holding ≥ N_total/N samples "
-                                         "(thesis rule).")
+    min_partition_size: int = setting(
+        10, "Dirichlet: re-draw until every client holds at least this many samples.", non_negative
+    )
+    self_balancing: bool = setting(
+        True, "Dirichlet: stop giving a class to a client holding ≥ N_total/N samples (thesis rule)."
+    )
     classes_per_client: int = setting(2, "Pathological (#C=k): labels per client.", positive)
-    public_fraction: float = setting(0.1, "Share of the training set held out on the server (never given to "
-                                          "clients).", below_one)
+    public_fraction: float = setting(
+        0.1, "Share of the training set held out on the server (never given to clients).", below_one
+    )
     seed: int = setting(0, "Seed for partitions, model initialisation, cohorts and local training.", non_negative)
     # Rounds and cohorts.
     num_server_rounds: int = setting(10, "Federated rounds.", positive)
-    client_selection: str = setting("random", "How each round's cohort is chosen: `random` or `fedentopt` (maximal "
-                                              "label entropy).", one_of("random", "fedentopt"))
-    fedentopt_buffer: float = setting(0.5, "FedEntOpt's FIFO buffer Q as a share of the clients (needs 0 < Q ≤ "
-                                           "K − M).", open_fraction)
-    label_dp_epsilon: float = setting(0.0, "ε of the Laplace noise clients add to their label counts (0 = exact "
-                                           "counts).", non_negative)
-    lr_decay: float = setting(1.0, "Learning-rate factor per round: round t uses learning-rate · lr-decay^(t−1).",
-                              fraction)
+    client_selection: str = setting(
+        "random",
+        "How each round's cohort is chosen: `random` or `fedentopt` (maximal label entropy).",
+        one_of("random", "fedentopt"),
+    )
+    fedentopt_buffer: float = setting(
+        0.5, "FedEntOpt's FIFO buffer Q as a share of the clients (needs 0 < Q ≤ K − M).", open_fraction
+    )
+    label_dp_epsilon: float = setting(
+        0.0, "ε of the Laplace noise clients add to their label counts (0 = exact counts).", non_negative
+    )
+    lr_decay: float = setting(
+        1.0, "Learning-rate factor per round: round t uses learning-rate · lr-decay^(t−1).", fraction
+    )
     fraction_train: float = setting(1.0, "Share of the clients that train each round.", fraction)
-    straggler_fraction: float = setting(0.0, "Share of each round's selected clients that drop out (redrawn every "
-                                             "round, seeded); they get no work and are listed as `dropped`.",
-                                        below_one)
-    fraction_evaluate: float = setting(0.0, "Share of the clients that evaluate the global model on their local data "
-                                            "each round (0 = off).", fraction_or_zero)
+    straggler_fraction: float = setting(
+        0.0,
+        "Share of each round's selected clients that drop out (redrawn every "
+        "round, seeded); they get no work and are listed as `dropped`.",
+        below_one,
+    )
+    fraction_evaluate: float = setting(
+        0.0,
+        "Share of the clients that evaluate the global model on their local data each round (0 = off).",
+        fraction_or_zero,
+    )
     # Local training.
     local_epochs: int = setting(5, "Local epochs E per round.", positive)
     batch_size: int = setting(64, "Local mini-batch size.", positive)
     learning_rate: float = setting(0.1, "Local SGD learning rate.", positive)
     momentum: float = setting(0.5, "Local SGD momentum.", below_one)
     weight_decay: float = setting(1e-5, "Local SGD weight decay.", non_negative)
-    augment: bool = setting(False, "Random crop (pad 4) and horizontal flip during local training (the papers use "
-                                   "none).")
+    augment: bool = setting(
+        False, "Random crop (pad 4) and horizontal flip during local training (the papers use none)."
+    )
     # Where it computes.
-    device: str = setting("auto", f"Where clients compute: {DEVICE_NAMES_HELP}; a SuperNode's node config may set "
-                                  "its own. A device the node lacks is an error, never a fall-back to the CPU.",
-                          _device, node=True)
-    server_device: str = setting("auto", "Where the server pretrains, evaluates every round and runs the centralised "
-                                         f"baseline: {DEVICE_NAMES_HELP}.", _device)
-    client_threads: int = setting(0, "Torch threads per ClientApp; 0 = the CPUs Ray gave the client in simulation, "
-                                     "all cores on a device.", non_negative)
-    eval_batch_size: int = setting(500, "Batch size of forward-only passes (evaluation, the entropy pass, building "
-                                        "the feature cache); lower bounds a small node's memory. A SuperNode's node "
-                                        "config may set its own.", positive, node=True)
+    device: str = setting(
+        "auto",
+        f"Where clients compute: {DEVICE_NAMES_HELP}; a SuperNode's node config may set "
+        "its own. A device the node lacks is an error, never a fall-back to the CPU.",
+        _device,
+        node=True,
+    )
+    server_device: str = setting(
+        "auto",
+        f"Where the server pretrains, evaluates every round and runs the centralised baseline: {DEVICE_NAMES_HELP}.",
+        _device,
+    )
+    client_threads: int = setting(
+        0,
+        "Torch threads per ClientApp; 0 = the CPUs Ray gave the client in simulation, all cores on a device.",
+        non_negative,
+    )
+    eval_batch_size: int = setting(
+        500,
+        "Batch size of forward-only passes (evaluation, the entropy pass, building "
+        "the feature cache); lower bounds a small node's memory. A SuperNode's node "
+        "config may set its own.",
+        positive,
+        node=True,
+    )
     # Replies and aggregation.
-    round_timeout: float = setting(3600.0, "Seconds the server waits for a round's replies; later replies are "
-                                           "dropped.", positive)
-    min_train_nodes: int = setting(1, "Sound updates a round needs to be aggregated; with fewer the round is skipped "
-                                      "and the global model kept.", positive)
-    aggregation: str = setting("clipped-mean", "How accepted updates are combined (see Reliability): "
-                               "`clipped-mean` (each update's norm clipped to `clip-multiple` × the round's median, "
-                               "weights capped at `weight-cap-multiple` × the median), `mean` (plain FedAvg, as in "
-                               "the papers), `median`, `trimmed-mean`, `krum`, `multi-krum` or `bulyan`.",
-                               one_of(*AGGREGATION_RULES))
-    clip_multiple: float = setting(1.0, "`clipped-mean`: each client's update Δ = θ_k − θ is clipped to this multiple "
-                                        "of the round's median ‖Δ‖₂.", positive)
-    weight_cap_multiple: float = setting(1.0, "`clipped-mean`, `multi-krum`: each client's weight (`num-examples`) "
-                                              "is capped at this multiple of the round's median weight.", positive)
-    trim_fraction: float = setting(0.2, "`trimmed-mean`: share of the clients' values cut from each end, per "
-                                        "coordinate; it must cut at least one client per round.", _below_half)
-    byzantine_clients: int = setting(1, "`krum`, `multi-krum`, `bulyan`: f, the hostile clients per round to "
-                                        "withstand (Krum needs ≥ 2f + 3 clients per round, Bulyan ≥ 4f + 3; Multi-Krum "
-                                        "keeps n − f).", non_negative)
+    round_timeout: float = setting(
+        3600.0, "Seconds the server waits for a round's replies; later replies are dropped.", positive
+    )
+    min_train_nodes: int = setting(
+        1,
+        "Sound updates a round needs to be aggregated; with fewer the round is skipped and the global model kept.",
+        positive,
+    )
+    aggregation: str = setting(
+        "clipped-mean",
+        "How accepted updates are combined (see Reliability): "
+        "`clipped-mean` (each update's norm clipped to `clip-multiple` × the round's median, "
+        "weights capped at `weight-cap-multiple` × the median), `mean` (plain FedAvg, as in "
+        "the papers), `median`, `trimmed-mean`, `krum`, `multi-krum` or `bulyan`.",
+        one_of(*AGGREGATION_RULES),
+    )
+    clip_multiple: float = setting(
+        1.0,
+        "`clipped-mean`: each client's update Δ = θ_k − θ is clipped to this multiple of the round's median ‖Δ‖₂.",
+        positive,
+    )
+    weight_cap_multiple: float = setting(
+        1.0,
+        "`clipped-mean`, `multi-krum`: each client's weight (`num-examples`) "
+        "is capped at this multiple of the round's median weight.",
+        positive,
+    )
+    trim_fraction: float = setting(
+        0.2,
+        "`trimmed-mean`: share of the clients' values cut from each end, per "
+        "coordinate; it must cut at least one client per round.",
+        _below_half,
+    )
+    byzantine_clients: int = setting(
+        1,
+        "`krum`, `multi-krum`, `bulyan`: f, the hostile clients per round to "
+        "withstand (Krum needs ≥ 2f + 3 clients per round, Bulyan ≥ 4f + 3; Multi-Krum "
+        "keeps n − f).",
+        non_negative,
+    )
     # Run control.
-    resume: bool = setting(False, "Go on from the checkpoint in `<results-dir>/<run-name>/` (needs a `run-name`); "
-                                  "without one the run starts afresh.")
-    fail_partitions: str = setting("", "Testing only: `partition:mode` pairs make those clients fail or attack every "
-                                       "round: `raise`, `hang`, `garbage` (NaN arrays), `scale100` (update ×100), "
-                                       "`signflip10` (update ×−10), `huge` (values 1e20), `inflate` (`num-examples` "
-                                       "×1000, update ×−1), `gaussian` (random update of the honest norm), "
-                                       "`labelflip` (trains on label C−1−y); e.g. `\"2:raise,5:scale100\"`.",
-                                   _fault_list)
-    node_wait_seconds: float = setting(120.0, "Seconds the server waits for all clients to connect before round 1.",
-                                       non_negative)
-    results_dir: str = setting("results", "Folder for run results: any folder without control characters, not "
-                                          "empty; a relative path is taken from the SuperLink's working folder (the "
-                                          "project folder under `make run`). Runs write only inside it.",
-                               required_path_problem)
-    run_name: str = setting("", "Results sub-folder `<results-dir>/<run-name>`, one folder name (letters, digits, "
-                                "`-`, `_`, `.`, `=`, `+`; not starting with `.`; at most 255 characters); empty makes "
-                                "one from method, dataset and time. A run is refused while another run writes the "
-                                "folder, and, without `resume = true`, when it holds an earlier run.",
-                            run_name_problem)
+    resume: bool = setting(
+        False,
+        "Go on from the checkpoint in `<results-dir>/<run-name>/` (needs a `run-name`); "
+        "without one the run starts afresh.",
+    )
+    fail_partitions: str = setting(
+        "",
+        "Testing only: `partition:mode` pairs make those clients fail or attack every "
+        "round: `raise`, `hang`, `garbage` (NaN arrays), `scale100` (update ×100), "
+        "`signflip10` (update ×−10), `huge` (values 1e20), `inflate` (`num-examples` "
+        "×1000, update ×−1), `gaussian` (random update of the honest norm), "
+        '`labelflip` (trains on label C−1−y); e.g. `"2:raise,5:scale100"`.',
+        _fault_list,
+    )
+    node_wait_seconds: float = setting(
+        120.0, "Seconds the server waits for all clients to connect before round 1.", non_negative
+    )
+    results_dir: str = setting(
+        "results",
+        "Folder for run results: any folder without control characters, not "
+        "empty; a relative path is taken from the SuperLink's working folder (the "
+        "project folder under `make run`). Runs write only inside it.",
+        required_path_problem,
+    )
+    run_name: str = setting(
+        "",
+        "Results sub-folder `<results-dir>/<run-name>`, one folder name (letters, digits, "
+        "`-`, `_`, `.`, `=`, `+`; not starting with `.`; at most 255 characters); empty makes "
+        "one from method, dataset and time. A run is refused while another run writes the "
+        "folder, and, without `resume = true`, when it holds an earlier run.",
+        run_name_problem,
+    )
     #: Every method's own settings, parsed (``settings(SomeMethodSettings)``); not a setting itself.
     method_settings: tuple[Any, ...] = dataclasses.field(default=(), compare=False, repr=False)
 
@@ -243,8 +352,13 @@ def all_settings() -> tuple[Setting, ...]:
 #: What a setting meant before it existed: results and checkpoints recorded earlier hold no value for it, and behave
 #: as if they had this one (before robust aggregation every run took FedAvg's mean; the feature cache held float32).
 IMPLIED_BEFORE_IT_EXISTED: dict[str, Any] = {
-    "aggregation": "mean", "clip-multiple": 1.0, "weight-cap-multiple": 1.0, "trim-fraction": 0.2,
-    "byzantine-clients": 1, "feature-cache-dtype": "float32", "server-device": "auto",
+    "aggregation": "mean",
+    "clip-multiple": 1.0,
+    "weight-cap-multiple": 1.0,
+    "trim-fraction": 0.2,
+    "byzantine-clients": 1,
+    "feature-cache-dtype": "float32",
+    "server-device": "auto",
 }
 
 
@@ -266,8 +380,11 @@ def resolved_axes(values: Mapping[str, Any]) -> dict[str, Any]:
     from methods.registry import AXIS_DEFAULTS, METHODS
 
     presets = {**AXIS_DEFAULTS, **METHODS[values["method"]].presets}
-    return {s.attribute: presets[s.key] if values[s.key] == AUTO else values[s.key]
-            for s in declared_settings(RunConfig) if s.auto}
+    return {
+        s.attribute: presets[s.key] if values[s.key] == AUTO else values[s.key]
+        for s in declared_settings(RunConfig)
+        if s.auto
+    }
 
 
 def parse_run_config(run_config: Mapping[str, Any]) -> RunConfig:

@@ -55,9 +55,18 @@ def declared_settings(cls: type) -> tuple[Setting, ...]:
     """The settings a dataclass declares with ``setting(...)``, in declaration order."""
     hints = typing.get_type_hints(cls)
     return tuple(
-        Setting(key_of(f.name), f.name, hints[f.name], f.default, f.metadata["help"], f.metadata["check"],
-                f.metadata["auto"], f.metadata["node"])
-        for f in dataclasses.fields(cls) if "help" in f.metadata
+        Setting(
+            key_of(f.name),
+            f.name,
+            hints[f.name],
+            f.default,
+            f.metadata["help"],
+            f.metadata["check"],
+            f.metadata["auto"],
+            f.metadata["node"],
+        )
+        for f in dataclasses.fields(cls)
+        if "help" in f.metadata
     )
 
 
@@ -83,12 +92,15 @@ def parse_settings(cls: type[T], values: Mapping[str, Any], **resolved: Any) -> 
     missing = [s.key for s in declared_settings(cls) if s.key not in values and s.attribute not in resolved]
     if missing:
         raise ConfigError(f"run config '{missing[0]}' is missing; add it to [tool.flwr.app.config]")
-    parsed = {s.attribute: resolved[s.attribute] if s.attribute in resolved else coerce(s, values[s.key])
-              for s in declared_settings(cls)}
+    parsed = {
+        s.attribute: resolved[s.attribute] if s.attribute in resolved else coerce(s, values[s.key])
+        for s in declared_settings(cls)
+    }
     return cls(**parsed)
 
 
 # Checks shared by the declarations.
+
 
 def one_of(*allowed: str) -> Check:
     return lambda v: None if v in allowed else f"must be one of {', '.join(repr(a) for a in allowed)}"

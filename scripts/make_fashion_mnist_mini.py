@@ -51,7 +51,8 @@ def main() -> None:
         test_labels=test.labels.astype(np.uint8),
     )
     asset = {
-        "description": "Fashion-MNIST subset: first %d train / %d test images per class" % (args.train_per_class, args.test_per_class),
+        "description": f"Fashion-MNIST subset: first {args.train_per_class} train / {args.test_per_class} test images "
+        "per class",
         "licence": "MIT, Copyright (c) 2017 Zalando SE; full text in LICENSE-fashion-mnist.md beside this file",
         "encoding": "numpy .npz (savez_compressed), base85",
         "npz_base85": base64.b85encode(buffer.getvalue()).decode("ascii"),

@@ -58,12 +58,27 @@ def train_pooled(config: RunConfig, epochs: int, num_partitions: int, directory:
         recorder.round_started(epoch, [], 0)
         tick = time.perf_counter()
         model.train()
-        loss = train_epochs(cross_entropy_of(model), list(model.parameters()), inputs, labels, epochs=1, batch_size=config.batch_size,
-                            lr=config.learning_rate, momentum=config.momentum, weight_decay=config.weight_decay,
-                            generator=generator, augment=random_crop_flip if config.augment else None)
+        loss = train_epochs(
+            cross_entropy_of(model),
+            list(model.parameters()),
+            inputs,
+            labels,
+            epochs=1,
+            batch_size=config.batch_size,
+            lr=config.learning_rate,
+            momentum=config.momentum,
+            weight_decay=config.weight_decay,
+            generator=generator,
+            augment=random_crop_flip if config.augment else None,
+        )
         seconds = time.perf_counter() - tick
-        stats = {"partition_id": -1, "num_examples": len(labels), "num_local": len(labels), "train_loss": loss,
-                 "train_seconds": seconds}
+        stats = {
+            "partition_id": -1,
+            "num_examples": len(labels),
+            "num_local": len(labels),
+            "train_loss": loss,
+            "train_seconds": seconds,
+        }
         recorder.replies_received(epoch, [stats], 0)
         model.eval()
         test_loss, accuracy = evaluate(model, test_inputs, test_labels, config.eval_batch_size)

@@ -27,11 +27,23 @@ CHECKPOINT_FILE = "checkpoint.pt"
 #: ``num-server-rounds`` may grow to extend a finished run; ``fail-partitions`` lets an injected fault clear.
 CHANGEABLE_ON_RESUME = frozenset(
     {
-        "resume", "num-server-rounds", "round-timeout", "node-wait-seconds", "client-threads", "feature-cache",
-        "feature-cache-mb", "feature-cache-dir", "pretrain-cache-dir", "data-dir", "eval-batch-size",
-        "fail-partitions", "device", "server-device",
+        "resume",
+        "num-server-rounds",
+        "round-timeout",
+        "node-wait-seconds",
+        "client-threads",
+        "feature-cache",
+        "feature-cache-mb",
+        "feature-cache-dir",
+        "pretrain-cache-dir",
+        "data-dir",
+        "eval-batch-size",
+        "fail-partitions",
+        "device",
+        "server-device",
     }
 )
+
 
 class CheckpointError(RuntimeError):
     """A checkpoint cannot be read or does not belong to this run's configuration."""
@@ -59,21 +71,25 @@ def load_checkpoint(path: Path) -> Checkpoint:
         fields = load_torch_file(path)
         return Checkpoint(**fields)
     except (ValueError, TypeError) as err:
-        raise CheckpointError(f"checkpoint {path} is unusable ({err}); "
-                              "delete it, or set resume = false to start the run again") from None
+        raise CheckpointError(
+            f"checkpoint {path} is unusable ({err}); delete it, or set resume = false to start the run again"
+        ) from None
 
 
 def check_resumable(checkpoint: Checkpoint, config: RunConfig, path: Path) -> None:
     """Refuse to resume under a configuration that would compute something else."""
     current = config.to_dict()
-    changed = sorted(k for k in current
-                     if k not in CHANGEABLE_ON_RESUME and recorded_value(checkpoint.config, k) != current[k])
+    changed = sorted(
+        k for k in current if k not in CHANGEABLE_ON_RESUME and recorded_value(checkpoint.config, k) != current[k]
+    )
     if changed:
         diffs = ", ".join(f"'{k}' was {recorded_value(checkpoint.config, k)!r}, now {current[k]!r}" for k in changed)
         raise ConfigError(f"run config differs from the checkpoint {path}: {diffs}")
     if checkpoint.server_round > config.num_server_rounds:
-        raise ConfigError(f"run config 'num-server-rounds' = {config.num_server_rounds} is below the "
-                          f"{checkpoint.server_round} rounds the checkpoint {path} already holds")
+        raise ConfigError(
+            f"run config 'num-server-rounds' = {config.num_server_rounds} is below the "
+            f"{checkpoint.server_round} rounds the checkpoint {path} already holds"
+        )
 
 
 def resume_point(directory: Path, config: RunConfig) -> Checkpoint | None:

@@ -54,8 +54,15 @@ from strategies.partial_model import merge_state, split_state
 from strategies.random_selection import cohort_size, select_random
 
 #: Errors that mean the run cannot start: reported in one line, naming the setting or file.
-SETUP_ERRORS = (ConfigError, CheckpointError, DataNotFoundError, DataFormatError, PartitioningError,
-                DeviceUnavailableError, RunFolderError)
+SETUP_ERRORS = (
+    ConfigError,
+    CheckpointError,
+    DataNotFoundError,
+    DataFormatError,
+    PartitioningError,
+    DeviceUnavailableError,
+    RunFolderError,
+)
 
 
 def cohort_policy(config: RunConfig, label_counts: LabelCountRegistry, num_clients: int) -> SelectCohort:
@@ -66,7 +73,9 @@ def cohort_policy(config: RunConfig, label_counts: LabelCountRegistry, num_clien
 
     if config.client_selection == "random":
         return lambda available, server_round: select_random(available, size(len(available)), config.seed, server_round)
-    return FedEntOptSelector(label_counts.counts, size, buffer_capacity(config.fedentopt_buffer, num_clients), config.seed)
+    return FedEntOptSelector(
+        label_counts.counts, size, buffer_capacity(config.fedentopt_buffer, num_clients), config.seed
+    )
 
 
 def learning_rate_schedule(config: RunConfig) -> Callable[[int], dict[str, Any]]:
@@ -124,15 +133,42 @@ class FederatedRun:
             log(ERROR, "cannot start the run: %s", err)
             raise RunSetupError(str(err)) from None
         log(INFO, "%d clients connected; partition sizes %s; the server computes on %s", len(connected), sizes, device)
-        log(INFO, "method %s: freeze %s, data-selection %s (P_ds %.2f), objective %s, client-selection %s, "
-            "aggregation %s; θ has %d of %d arrays", config.method, config.freeze, config.data_selection,
-            config.selection_fraction, config.objective, config.client_selection, config.aggregation, len(trained),
-            len(state))
+        log(
+            INFO,
+            "method %s: freeze %s, data-selection %s (P_ds %.2f), objective %s, client-selection %s, "
+            "aggregation %s; θ has %d of %d arrays",
+            config.method,
+            config.freeze,
+            config.data_selection,
+            config.selection_fraction,
+            config.objective,
+            config.client_selection,
+            config.aggregation,
+            len(trained),
+            len(state),
+        )
         done = checkpoint.server_round if checkpoint else 0
         if done:
-            log(INFO, "resuming after round %d of %d from %s", done, config.num_server_rounds, directory / CHECKPOINT_FILE)
-        return cls(config, device, directory, population, label_counts, select, recorder, frozen, trained,
-                   list(state), done + 1)
+            log(
+                INFO,
+                "resuming after round %d of %d from %s",
+                done,
+                config.num_server_rounds,
+                directory / CHECKPOINT_FILE,
+            )
+        return cls(
+            config,
+            device,
+            directory,
+            population,
+            label_counts,
+            select,
+            recorder,
+            frozen,
+            trained,
+            list(state),
+            done + 1,
+        )
 
     def strategy(self) -> Strategy:
         """The method's strategy, or the shared one: cohorts by partition id, checked replies, robust
@@ -166,10 +202,14 @@ class FederatedRun:
         evaluate = CentralEvaluation(self.config, self.frozen, self.device)
         add_exit_handler(self.interrupted)  # how Flower stops a ServerApp on SIGTERM
         try:
-            result = self.strategy().start(grid=grid, initial_arrays=arrays, num_rounds=remaining,
-                                           timeout=self.config.round_timeout, train_config=ConfigRecord(),
-                                           evaluate_fn=lambda flower_round, theta: self.end_of_round(
-                                               flower_round, theta, evaluate))
+            result = self.strategy().start(
+                grid=grid,
+                initial_arrays=arrays,
+                num_rounds=remaining,
+                timeout=self.config.round_timeout,
+                train_config=ConfigRecord(),
+                evaluate_fn=lambda flower_round, theta: self.end_of_round(flower_round, theta, evaluate),
+            )
         except Exception as err:
             self.recorder.stopped("failed", failure=f"{type(err).__name__}: {err}")
             raise
@@ -206,8 +246,10 @@ class FederatedRun:
     def finish(self, theta: ArrayRecord) -> dict[str, Any]:
         """Step 3: results, summary, plot; a run that trained nothing raises ``RunFailedError``."""
         self.recorder.write_label_counts(self.label_counts.as_json())
-        summary = self.recorder.finish(merge_state(self.frozen, theta.to_torch_state_dict(), self.order),
-                                       pretraining=pretraining_report(self.config))
+        summary = self.recorder.finish(
+            merge_state(self.frozen, theta.to_torch_state_dict(), self.order),
+            pretraining=pretraining_report(self.config),
+        )
         if summary["status"] == "failed":
             raise RunFailedError(f"no round aggregated an update: {summary['failure']}")
         return summary

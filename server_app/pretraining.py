@@ -42,6 +42,7 @@ from models.training import cross_entropy_of, evaluate, sgd, train_epochs
 from run_config import ConfigError, RunConfig, build_model_for, federated_split
 from server_app.torch_files import load_state_dict
 
+CPU = torch.device("cpu")
 #: Fixed part of the pretraining recipe (the learning rate, epochs and batch size are settings).
 PRETRAIN_MOMENTUM, PRETRAIN_WEIGHT_DECAY = 0.9, 5e-4
 #: Share of the source held out to choose the best epoch; warm-up share of the epochs.
@@ -132,7 +133,9 @@ def recompute_batchnorm_statistics(model: torch.nn.Module, inputs: torch.Tensor,
     model.train(was_training)
 
 
-def pretrain(model: SplitModel, data: ImageData, dataset: str, config: RunConfig, device: torch.device) -> dict[str, Any]:
+def pretrain(
+    model: SplitModel, data: ImageData, dataset: str, config: RunConfig, device: torch.device
+) -> dict[str, Any]:
     """Train the whole model on ``data`` with the pretraining recipe (in place, on ``device``); keep the epoch
     that scores best on a held-out slice. Returns what happened (best epoch, its validation accuracy, ...)."""
     info = DATASETS[dataset]
@@ -154,22 +157,47 @@ def pretrain(model: SplitModel, data: ImageData, dataset: str, config: RunConfig
         for group in optimizer.param_groups:
             group["lr"] = learning_rate_at(epoch, config.pretrain_epochs, config.pretrain_learning_rate)
         model.train()
-        loss = train_epochs(cross_entropy_of(model), params, fit_inputs, fit_labels, epochs=1,
-                            batch_size=config.batch_size, generator=generator, optimizer=optimizer)
+        loss = train_epochs(
+            cross_entropy_of(model),
+            params,
+            fit_inputs,
+            fit_labels,
+            epochs=1,
+            batch_size=config.batch_size,
+            generator=generator,
+            optimizer=optimizer,
+        )
         recompute_batchnorm_statistics(model, batchnorm_inputs, config.eval_batch_size)
         model.eval()
         validation_loss, accuracy = evaluate(model, validation_inputs, validation_labels, config.eval_batch_size)
         if len(validation_rows) == 0 or validation_loss < best["validation_loss"]:  # no slice: keep the last epoch
-            best = {"best_epoch": epoch, "validation_loss": validation_loss, "validation_accuracy": accuracy,
-                    "train_loss": loss}
+            best = {
+                "best_epoch": epoch,
+                "validation_loss": validation_loss,
+                "validation_accuracy": accuracy,
+                "train_loss": loss,
+            }
             best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
         if epoch == 1 or epoch % 10 == 0 or epoch == config.pretrain_epochs:
-            log(INFO, "pretraining epoch %d/%d: loss %.4f, validation accuracy %.4f", epoch, config.pretrain_epochs,
-                loss, accuracy)
+            log(
+                INFO,
+                "pretraining epoch %d/%d: loss %.4f, validation accuracy %.4f",
+                epoch,
+                config.pretrain_epochs,
+                loss,
+                accuracy,
+            )
     model.load_state_dict(best_state)
     log(INFO, "pretraining keeps epoch %d (validation accuracy %.4f)", best["best_epoch"], best["validation_accuracy"])
-    return {**best, "recipe_version": RECIPE_VERSION, "epochs": config.pretrain_epochs, "fit_samples": len(fit_rows),
-            "validation_samples": len(validation_rows), "seconds": time.perf_counter() - tick, "device": str(device)}
+    return {
+        **best,
+        "recipe_version": RECIPE_VERSION,
+        "epochs": config.pretrain_epochs,
+        "fit_samples": len(fit_rows),
+        "validation_samples": len(validation_rows),
+        "seconds": time.perf_counter() - tick,
+        "device": str(device),
+    }
 
 
 def _pretrained_from_source(
@@ -184,7 +212,9 @@ def _pretrained_from_source(
     try:
         source = load_dataset(config.pretrain_dataset, config.data_dir).train
     except DataNotFoundError as err:
-        raise ConfigError(f"run config 'pretrain-dataset' = {config.pretrain_dataset!r} cannot be loaded: {err}") from None
+        raise ConfigError(
+            f"run config 'pretrain-dataset' = {config.pretrain_dataset!r} cannot be loaded: {err}"
+        ) from None
     report = pretrain(source_model, source, config.pretrain_dataset, config, device)
     head = set(target.classifier_keys())
     state = target.state_dict()  # the seeded fresh classifier stays
@@ -212,7 +242,7 @@ def _write_atomically(path: Path, write) -> None:
     partial.replace(path)  # concurrent runs never read a half-written file
 
 
-def initial_state(config: RunConfig, device: torch.device = torch.device("cpu")) -> dict[str, torch.Tensor]:
+def initial_state(config: RunConfig, device: torch.device = CPU) -> dict[str, torch.Tensor]:
     """The initial global model for this run (pretrained as configured on ``device``, cached), on the CPU: the
     cache does not depend on the device that made it."""
     model = build_model_for(config, seed=config.seed)

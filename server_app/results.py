@@ -21,8 +21,8 @@ import torch
 from flwr.common.logger import log
 
 from run_config import RunConfig
-from server_app.run_plot import write_run_plot
 from server_app.atomic_write import replace_file, replace_text
+from server_app.run_plot import write_run_plot
 
 CONFIG_FILE, ROUNDS_FILE, SUMMARY_FILE, MODEL_FILE = "config.json", "rounds.jsonl", "summary.json", "model.pt"
 LABEL_COUNTS_FILE = "label_counts.json"
@@ -210,13 +210,19 @@ def _percent(value: float | None) -> str:
 
 def readable_summary(summary: dict[str, Any]) -> list[str]:
     """A few lines for the end of the log: how the run ended and what it reached."""
-    lines = [f"run {summary['status']}: {summary['rounds_aggregated']} of {summary['rounds']} rounds aggregated"
-             + (f", {summary['rounds_skipped']} skipped" if summary["rounds_skipped"] else "")]
+    lines = [
+        f"run {summary['status']}: {summary['rounds_aggregated']} of {summary['rounds']} rounds aggregated"
+        + (f", {summary['rounds_skipped']} skipped" if summary["rounds_skipped"] else "")
+    ]
     if summary["status"] == "failed":
         lines.append(f"nothing was trained; first problem: {summary['failure']}")
-    lines.append(f"accuracy: initial {_percent(summary['initial_accuracy'])}, best {_percent(summary['best_accuracy'])}"
-                 f" (round {summary['best_round']}), final {_percent(summary['final_accuracy'])}")
+    lines.append(
+        f"accuracy: initial {_percent(summary['initial_accuracy'])}, best {_percent(summary['best_accuracy'])}"
+        f" (round {summary['best_round']}), final {_percent(summary['final_accuracy'])}"
+    )
     efficiency = summary.get("learning_efficiency")
-    lines.append(f"client training time {summary['total_client_train_seconds']:.1f} s"
-                 + (f", learning efficiency {efficiency:.3f} %/s" if efficiency is not None else ""))
+    lines.append(
+        f"client training time {summary['total_client_train_seconds']:.1f} s"
+        + (f", learning efficiency {efficiency:.3f} %/s" if efficiency is not None else "")
+    )
     return lines

@@ -55,8 +55,10 @@ def check_inside(directory: Path, results_dir: Path) -> None:
     """RunFolderError unless ``directory``, symlinks resolved, lies strictly inside ``results_dir``."""
     root, resolved = results_dir.expanduser().resolve(), directory.resolve()
     if resolved == root or not resolved.is_relative_to(root):
-        raise RunFolderError(f"run folder {directory} resolves to {resolved}, which is not inside results-dir {root}; "
-                             "remove the link or choose another run-name")
+        raise RunFolderError(
+            f"run folder {directory} resolves to {resolved}, which is not inside results-dir {root}; "
+            "remove the link or choose another run-name"
+        )
 
 
 def holds_earlier_run(directory: Path) -> bool:
@@ -75,8 +77,9 @@ def _open_lock_file(directory: Path) -> int:
     try:
         return os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     except OSError as err:
-        raise RunFolderError(f"run folder {directory} cannot be locked: {err.strerror} "
-                             f"({directory / LOCK_FILE})") from None
+        raise RunFolderError(
+            f"run folder {directory} cannot be locked: {err.strerror} ({directory / LOCK_FILE})"
+        ) from None
 
 
 def lock_run_folder(directory: Path, results_dir: str | Path, resume: bool, resumable: bool = True) -> RunLock:
@@ -94,13 +97,15 @@ def lock_run_folder(directory: Path, results_dir: str | Path, resume: bool, resu
     except BlockingIOError:
         holder = _holder(descriptor)
         os.close(descriptor)
-        raise RunFolderError(f"run folder {directory} is in use by another run{holder}; wait for it to end or "
-                             "choose another run-name") from None
+        raise RunFolderError(
+            f"run folder {directory} is in use by another run{holder}; wait for it to end or choose another run-name"
+        ) from None
     if not resume and holds_earlier_run(directory):
         os.close(descriptor)
         resuming = "set resume = true to go on from its checkpoint, or " if resumable else ""
-        raise RunFolderError(f"run folder {directory} holds an earlier run; {resuming}choose another run-name "
-                             "(or remove the folder)")
+        raise RunFolderError(
+            f"run folder {directory} holds an earlier run; {resuming}choose another run-name (or remove the folder)"
+        )
     os.ftruncate(descriptor, 0)
     os.pwrite(descriptor, f"{os.getpid()}\n".encode(), 0)
     return RunLock(directory, descriptor)

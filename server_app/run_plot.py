@@ -87,13 +87,28 @@ def _draw_panel(ax: Any, x: Sequence[float], series: RunSeries) -> None:
     ax.plot(x, series.accuracy, color="tab:blue", marker="o", markersize=3, label="after round (aggregated)")
     skipped = [i for i, ok in enumerate(series.aggregated) if not ok]
     if skipped:
-        ax.plot([x[i] for i in skipped], [series.accuracy[i] for i in skipped], linestyle="none", marker="x",
-                markersize=8, markeredgewidth=2, color=SKIPPED_COLOUR, label="skipped round (not aggregated)")
+        ax.plot(
+            [x[i] for i in skipped],
+            [series.accuracy[i] for i in skipped],
+            linestyle="none",
+            marker="x",
+            markersize=8,
+            markeredgewidth=2,
+            color=SKIPPED_COLOUR,
+            label="skipped round (not aggregated)",
+        )
     if series.initial_accuracy is not None:
         initial = 100 * series.initial_accuracy
         ax.axhline(initial, color=INITIAL_COLOUR, linestyle=":", linewidth=1)
-        ax.plot([x[0]], [initial], linestyle="none", marker="*", markersize=11, color=INITIAL_COLOUR,
-                label=f"initial model: {initial:.1f}% (round 0, 0 s)")
+        ax.plot(
+            [x[0]],
+            [initial],
+            linestyle="none",
+            marker="*",
+            markersize=11,
+            color=INITIAL_COLOUR,
+            label=f"initial model: {initial:.1f}% (round 0, 0 s)",
+        )
     ax.set_ylabel("test accuracy (%)")
     ax.grid(alpha=0.3)
 

@@ -227,8 +227,15 @@ def run_simulation(
     return code
 
 
-def _run_on_local_superlink(overrides: Mapping[str, object], num_supernodes: int, resources: Resources,
-                            flwr_home: Path, project_dir: Path, stream_to, timeout: float | None) -> int:
+def _run_on_local_superlink(
+    overrides: Mapping[str, object],
+    num_supernodes: int,
+    resources: Resources,
+    flwr_home: Path,
+    project_dir: Path,
+    stream_to,
+    timeout: float | None,
+) -> int:
     with local_superlink(flwr_home, cwd=project_dir, ray_address=resources.ray_address) as link:
         command = [
             str(Path(sys.executable).parent / "flwr"),
@@ -241,7 +248,9 @@ def _run_on_local_superlink(overrides: Mapping[str, object], num_supernodes: int
         ]
         if overrides:
             command += ["--run-config", format_overrides(overrides)]
-        run = subprocess.Popen(command, env=dict(link.env), stdout=stream_to, stderr=subprocess.STDOUT, start_new_session=True)
+        run = subprocess.Popen(
+            command, env=dict(link.env), stdout=stream_to, stderr=subprocess.STDOUT, start_new_session=True
+        )
         try:
             code = run.wait(timeout=timeout)
         finally:

@@ -54,8 +54,10 @@ class ClientPopulation:
         new = [node for node in connected if node not in self.identities and node not in self.refused]
         if not new:
             return
-        messages = [Message(content=RecordDict({CONFIG: ConfigRecord({})}), message_type=IDENTIFY, dst_node_id=node)
-                    for node in new]
+        messages = [
+            Message(content=RecordDict({CONFIG: ConfigRecord({})}), message_type=IDENTIFY, dst_node_id=node)
+            for node in new
+        ]
         claims: dict[int, Identity] = {}
         for reply in grid.send_and_receive(messages, timeout=self.reply_timeout):
             node = reply.metadata.src_node_id
@@ -84,8 +86,10 @@ class ClientPopulation:
             if identity.num_partitions != self.expected:
                 self._refuse(node, f"claims {identity.num_partitions} partitions; the population has {self.expected}")
             elif identity.partition_id in held:
-                self._refuse(node, f"claims partition {identity.partition_id}, which node {held[identity.partition_id]}"
-                                   " already holds")
+                self._refuse(
+                    node,
+                    f"claims partition {identity.partition_id}, which node {held[identity.partition_id]} already holds",
+                )
             else:
                 for old, known in list(self.identities.items()):
                     if known.partition_id == identity.partition_id:  # a restarted device under a new node id

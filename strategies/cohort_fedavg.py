@@ -22,11 +22,6 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg
 from flwr.serverapp.strategy.strategy_utils import aggregate_arrayrecords
 
-from strategies.client_errors import error_summary
-from strategies.client_population import ClientPopulation
-from strategies.label_counts import LabelCountRegistry
-from strategies.label_entropy import label_entropy_bits, labels_covered
-from strategies.random_selection import cohort_size, select_random
 from protocol.messages import (
     ARRAYS,
     CONFIG,
@@ -41,6 +36,11 @@ from protocol.messages import (
     TRAIN_LOSS,
 )
 from protocol.replies import ArraySpec, array_specs, read_evaluate_reply, read_train_reply, refusal
+from strategies.client_errors import error_summary
+from strategies.client_population import ClientPopulation
+from strategies.label_counts import LabelCountRegistry
+from strategies.label_entropy import label_entropy_bits, labels_covered
+from strategies.random_selection import cohort_size, select_random
 from strategies.robust_aggregation import (
     DEFAULT_AGGREGATION,
     MEAN,
@@ -158,14 +158,19 @@ class CohortFedAvg(FedAvg):
         messages = []
         for pid in cohort:
             content = RecordDict({**self.records_for(pid, arrays), self.configrecord_key: config})
-            messages.append(Message(content=content, message_type=message_type, dst_node_id=self.population.node_of(pid)))
+            messages.append(
+                Message(content=content, message_type=message_type, dst_node_id=self.population.node_of(pid))
+            )
         return messages
 
     def available(self, grid: Grid) -> list[int]:
         """Connected clients whose label counts the server holds (new clients are asked first)."""
         connected = self.population.available(grid)
-        self.label_counts.collect(grid, {pid: self.population.node_of(pid) for pid in connected},
-                                  {pid: self.population.identity_of(pid) for pid in connected})
+        self.label_counts.collect(
+            grid,
+            {pid: self.population.node_of(pid) for pid in connected},
+            {pid: self.population.identity_of(pid) for pid in connected},
+        )
         return self.label_counts.usable(connected)
 
     def configure_train(
@@ -226,8 +231,9 @@ class CohortFedAvg(FedAvg):
                 outcome.failed[pid] = error_summary(reply.error.reason or "")
                 continue
             identity = self.population.identity_of(pid)
-            _, reason = refusal(read_train_reply, reply.content, self._expected, identity,
-                                self.expected_examples(identity.num_examples))
+            _, reason = refusal(
+                read_train_reply, reply.content, self._expected, identity, self.expected_examples(identity.num_examples)
+            )
             if reason:
                 outcome.rejected[pid] = reason
             else:
@@ -254,8 +260,12 @@ class CohortFedAvg(FedAvg):
             log(WARNING, "round %d: evaluation by client %d %s", server_round, pid, problem)
         means = weighted_means(accepted, [EVAL_LOSS, EVAL_ACCURACY])
         self.observer.evaluations_received(
-            server_round, federated_loss=means.get(EVAL_LOSS), federated_accuracy=means.get(EVAL_ACCURACY),
-            evaluated=len(accepted), evaluation_problems=_reasons(problems))
+            server_round,
+            federated_loss=means.get(EVAL_LOSS),
+            federated_accuracy=means.get(EVAL_ACCURACY),
+            evaluated=len(accepted),
+            evaluation_problems=_reasons(problems),
+        )
         return MetricRecord(means) if means else None
 
     def replies_sorted(self, outcome: RoundReplies) -> None:
@@ -293,9 +303,16 @@ class CohortFedAvg(FedAvg):
             **report,
         )
         if not aggregated:
-            log(WARNING, "round %d skipped: %d sound updates, the round needs %d (min-train-nodes %d, aggregation "
-                "%s); the global model is unchanged", server_round, len(outcome.accepted), needed,
-                self.min_train_nodes, self.aggregation.rule)
+            log(
+                WARNING,
+                "round %d skipped: %d sound updates, the round needs %d (min-train-nodes %d, aggregation "
+                "%s); the global model is unchanged",
+                server_round,
+                len(outcome.accepted),
+                needed,
+                self.min_train_nodes,
+                self.aggregation.rule,
+            )
             return None, None
         return arrays, self.train_metrics_aggr_fn(contents, self.weighted_by_key)
 

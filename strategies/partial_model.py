@@ -30,5 +30,7 @@ def merge_state(frozen: State, trained: State, order: Iterable[str]) -> dict[str
     overlap = set(frozen) & set(trained)
     missing = set(keys) - set(frozen) - set(trained)
     if overlap or missing:
-        raise KeyError(f"φ and θ must partition the state: overlap {sorted(overlap)[:3]}, missing {sorted(missing)[:3]}")
+        raise KeyError(
+            f"φ and θ must partition the state: overlap {sorted(overlap)[:3]}, missing {sorted(missing)[:3]}"
+        )
     return {k: frozen[k] if k in frozen else trained[k] for k in keys}

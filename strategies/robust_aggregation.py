@@ -75,8 +75,11 @@ class RobustAggregate:
         """The fields for rounds.jsonl, with positions replaced by ``ids`` (partition ids)."""
         fields: dict[str, object] = {}
         if self.median_update_norm is not None:
-            fields.update(median_update_norm=self.median_update_norm, clipped=[ids[i] for i in self.clipped],
-                          weight_capped=[ids[i] for i in self.weight_capped])
+            fields.update(
+                median_update_norm=self.median_update_norm,
+                clipped=[ids[i] for i in self.clipped],
+                weight_capped=[ids[i] for i in self.weight_capped],
+            )
         if self.selected:
             fields["selected"] = sorted(ids[i] for i in self.selected)
         return fields
@@ -104,20 +107,26 @@ def settings_problem(settings: AggregationSettings, cohort: int) -> str | None:
     if rule == "trimmed-mean":
         beta = settings.trim_fraction
         if not 0 <= beta < MAX_TRIM_FRACTION:
-            return (f"run config 'trim-fraction' = {beta!r} is invalid: it must be in [0, 0.5), so that at least "
-                    "one client is left after trimming that share from each end")
+            return (
+                f"run config 'trim-fraction' = {beta!r} is invalid: it must be in [0, 0.5), so that at least "
+                "one client is left after trimming that share from each end"
+            )
         if int(beta * cohort) == 0:
-            return (f"run config 'trim-fraction' = {beta!r} trims no client of a round of {cohort} "
-                    f"(⌊{beta} · {cohort}⌋ = 0), so 'trimmed-mean' would be the plain mean; "
-                    f"it needs at least {1 / cohort:.3g}")
+            return (
+                f"run config 'trim-fraction' = {beta!r} trims no client of a round of {cohort} "
+                f"(⌊{beta} · {cohort}⌋ = 0), so 'trimmed-mean' would be the plain mean; "
+                f"it needs at least {1 / cohort:.3g}"
+            )
     if rule in ("krum", "multi-krum", "bulyan"):
         if f < 0:
             return f"run config 'byzantine-clients' = {f} is invalid: it must be >= 0"
         needed = min_clients(settings)
         if cohort < needed:
             formula = "4f + 3" if rule == "bulyan" else "2f + 3"
-            return (f"run config 'byzantine-clients' = {f} is too many for 'aggregation' = {rule!r} with "
-                    f"{cohort} clients per round: it needs at least {formula} = {needed}")
+            return (
+                f"run config 'byzantine-clients' = {f} is too many for 'aggregation' = {rule!r} with "
+                f"{cohort} clients per round: it needs at least {formula} = {needed}"
+            )
     return None
 
 
@@ -189,7 +198,8 @@ def integer_arrays(client_arrays: Sequence[Arrays], global_arrays: Arrays) -> di
     lower = (len(client_arrays) - 1) // 2
     return {
         key: np.sort(np.stack([arrays[key] for arrays in client_arrays]), axis=0)[lower].astype(value.dtype)
-        for key, value in global_arrays.items() if not is_float(value)
+        for key, value in global_arrays.items()
+        if not is_float(value)
     }
 
 
@@ -230,8 +240,10 @@ def robust_aggregate(
         update, result.selected = bulyan(updates, f)
     else:
         raise ValueError(f"unknown aggregation rule {settings.rule!r}")
-    floats = {key: (global_arrays[key].astype(np.float64) + value).astype(global_arrays[key].dtype)
-              for key, value in update.items()}
+    floats = {
+        key: (global_arrays[key].astype(np.float64) + value).astype(global_arrays[key].dtype)
+        for key, value in update.items()
+    }
     merged = {**floats, **integer_arrays(client_arrays, global_arrays)}
     result.arrays = {key: np.asarray(merged[key]) for key in global_arrays}
     return result

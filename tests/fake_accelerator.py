@@ -25,12 +25,38 @@ FAKE = torch.device("meta")
 CPU = torch.device("cpu")
 
 #: Calls that inspect or re-wrap a tensor without computing across devices.
-_UNCHECKED = frozenset({
-    "_has_compatible_shallow_copy_type", "__set__", "is_same_size", "_is_view", "__len__", "dim", "size", "numel",
-    "__repr__", "__format__", "element_size", "is_floating_point", "is_complex", "requires_grad_", "detach",
-    "untyped_storage", "data_ptr", "stride", "is_contiguous", "nelement", "__hash__", "__bool__", "item", "tolist",
-    "__index__", "__int__", "__float__", "copy_",
-})
+_UNCHECKED = frozenset(
+    {
+        "_has_compatible_shallow_copy_type",
+        "__set__",
+        "is_same_size",
+        "_is_view",
+        "__len__",
+        "dim",
+        "size",
+        "numel",
+        "__repr__",
+        "__format__",
+        "element_size",
+        "is_floating_point",
+        "is_complex",
+        "requires_grad_",
+        "detach",
+        "untyped_storage",
+        "data_ptr",
+        "stride",
+        "is_contiguous",
+        "nelement",
+        "__hash__",
+        "__bool__",
+        "item",
+        "tolist",
+        "__index__",
+        "__int__",
+        "__float__",
+        "copy_",
+    }
+)
 
 
 class DeviceMismatch(RuntimeError):
@@ -75,8 +101,10 @@ class FakeAccelerator(TorchFunctionMode):
             return self._move(func, args, kwargs)
         if name == "numpy" and self.on_device(args[0]):
             raise DeviceMismatch("numpy(): the tensor is on the accelerator; move it to the CPU first")
-        if kwargs.get("generator") is not None and kwargs["generator"].device.type == "cpu" and (
-            _is_fake(kwargs.get("device")) or any(self.on_device(t) for t in args if isinstance(t, torch.Tensor))
+        if (
+            kwargs.get("generator") is not None
+            and kwargs["generator"].device.type == "cpu"
+            and (_is_fake(kwargs.get("device")) or any(self.on_device(t) for t in args if isinstance(t, torch.Tensor)))
         ):
             raise DeviceMismatch(f"{name}: a CPU generator cannot draw on the accelerator")
         if name in _UNCHECKED:
@@ -128,6 +156,9 @@ class FakeAccelerator(TorchFunctionMode):
         with torch._C.DisableTorchFunction():
             out = torch.Tensor.to(*call_args, **kwargs) if func is torch.Tensor.to else tensor
             on_device = source_on_device if target is None else _is_fake(target)
-            if on_device != source_on_device and out.untyped_storage().data_ptr() == tensor.untyped_storage().data_ptr():
+            if (
+                on_device != source_on_device
+                and out.untyped_storage().data_ptr() == tensor.untyped_storage().data_ptr()
+            ):
                 out = out.clone()  # a real transfer makes a new tensor even where the CPU would not
         return self._mark(out) if on_device else out

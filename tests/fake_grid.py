@@ -57,11 +57,15 @@ def client_responders(partition_of: dict[int, int], counts: dict[int, list[float
     many samples as its counts add up to."""
     counts = counts or {pid: [1.0, 1.0] for pid in partition_of.values()}
     holds = {pid: max(1, int(sum(values))) for pid, values in counts.items()}
-    return {IDENTIFY: identify_reply(partition_of, len(partition_of), holds),
-            LABEL_COUNTS: label_counts_reply(partition_of, counts)}
+    return {
+        IDENTIFY: identify_reply(partition_of, len(partition_of), holds),
+        LABEL_COUNTS: label_counts_reply(partition_of, counts),
+    }
 
 
-def train_metrics(partition_id: int, num_examples: int, num_local: int, **changes: float | int) -> dict[str, float | int]:
+def train_metrics(
+    partition_id: int, num_examples: int, num_local: int, **changes: float | int
+) -> dict[str, float | int]:
     """A full, sound training-reply metric record (every declared number), with ``changes`` applied."""
     metrics: dict[str, float | int] = {field.key: (1 if field.kind is int else 0.5) for field in TRAIN_METRICS}
     metrics.update({PARTITION_ID: partition_id, NUM_EXAMPLES: num_examples, NUM_LOCAL: num_local})

@@ -16,8 +16,8 @@ from flwr.app import Context, Error, Message, RecordDict
 
 import client_app.app as client
 import server_app.app as server
-from run_config.defaults import load_defaults
 from protocol.messages import CONFIG, EVALUATE, IDENTIFY, LABEL_COUNTS, SERVER_ROUND, TRAIN
+from run_config.defaults import load_defaults
 from tests.fake_grid import FakeGrid
 
 HANDLERS = {
@@ -38,8 +38,11 @@ class InProcessGrid(FakeGrid):
     def __init__(self, run_config: dict[str, Any], num_partitions: int, kill_at_round: int | None = None) -> None:
         self.contexts = {
             101 + pid: Context(
-                run_id=1, node_id=101 + pid, node_config={"partition-id": pid, "num-partitions": num_partitions},
-                state=RecordDict(), run_config=run_config,
+                run_id=1,
+                node_id=101 + pid,
+                node_config={"partition-id": pid, "num-partitions": num_partitions},
+                state=RecordDict(),
+                run_config=run_config,
             )
             for pid in range(num_partitions)
         }
@@ -60,10 +63,19 @@ def small_run_config(tmp_path: Path, **overrides: Any) -> dict[str, Any]:
     config = load_defaults()
     config.update(
         {
-            "dataset": "synthetic", "model": "lenet5", "pretrain-epochs": 2, "num-server-rounds": 3,
-            "local-epochs": 1, "batch-size": 32, "dirichlet-alpha": 0.5, "min-partition-size": 5,
-            "results-dir": str(tmp_path / "results"), "run-name": "run", "node-wait-seconds": 0.0,
-            "pretrain-cache-dir": str(tmp_path / "pretrained"), "feature-cache-dir": str(tmp_path / "features"),
+            "dataset": "synthetic",
+            "model": "lenet5",
+            "pretrain-epochs": 2,
+            "num-server-rounds": 3,
+            "local-epochs": 1,
+            "batch-size": 32,
+            "dirichlet-alpha": 0.5,
+            "min-partition-size": 5,
+            "results-dir": str(tmp_path / "results"),
+            "run-name": "run",
+            "node-wait-seconds": 0.0,
+            "pretrain-cache-dir": str(tmp_path / "pretrained"),
+            "feature-cache-dir": str(tmp_path / "features"),
             "client-threads": 1,
         }
     )
@@ -71,7 +83,9 @@ def small_run_config(tmp_path: Path, **overrides: Any) -> dict[str, Any]:
     return config
 
 
-def run_in_process(run_config: dict[str, Any], num_partitions: int = 4, kill_at_round: int | None = None) -> InProcessGrid:
+def run_in_process(
+    run_config: dict[str, Any], num_partitions: int = 4, kill_at_round: int | None = None
+) -> InProcessGrid:
     """Run the ServerApp's main to the end (or until killed) against in-process clients."""
     grid = InProcessGrid(run_config, num_partitions, kill_at_round)
     threads = torch.get_num_threads()  # the client sets its thread count; keep it from leaking into other tests

@@ -11,8 +11,16 @@ from server_app.centralised import main
 
 
 def test_centralised_trains_on_the_pooled_client_data(tmp_path: Path) -> None:
-    summary = main(["--epochs", "2", "--num-partitions", "3", "--run-config",
-                    f"dataset=synthetic model=lenet5 pretrain=none results-dir={tmp_path} run-name=c"])
+    summary = main(
+        [
+            "--epochs",
+            "2",
+            "--num-partitions",
+            "3",
+            "--run-config",
+            f"dataset=synthetic model=lenet5 pretrain=none results-dir={tmp_path} run-name=c",
+        ]
+    )
     rounds = [json.loads(line) for line in (tmp_path / "c" / "rounds.jsonl").read_text().splitlines()]
     assert summary["method"] == "centralised" and summary["rounds"] == 2
     assert [r["num_examples"] for r in rounds] == [720, 720]  # 800 synthetic images less the 10% public split
@@ -34,5 +42,7 @@ def test_a_second_run_into_the_same_folder_is_refused_in_one_line(
     with pytest.raises(SystemExit) as exit_:
         main(["--epochs", "1", "--num-partitions", "2", "--run-config", overrides])
     assert exit_.value.code == 1
-    assert capsys.readouterr().err == (f"cannot start the run: run folder {tmp_path.resolve() / 'c'} holds an earlier "
-                                       "run; choose another run-name (or remove the folder)\n")
+    assert capsys.readouterr().err == (
+        f"cannot start the run: run folder {tmp_path.resolve() / 'c'} holds an earlier "
+        "run; choose another run-name (or remove the folder)\n"
+    )

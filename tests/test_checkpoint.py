@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from flwr.app import ArrayRecord, MetricRecord
 
 from run_config import ConfigError
 from server_app.checkpoint import (
@@ -31,7 +30,10 @@ def a_checkpoint(server_round: int = 3, **config) -> Checkpoint:
         server_round=server_round,
         model={"w": torch.arange(6.0).reshape(2, 3), "bn.num_batches_tracked": torch.tensor(5)},
         selection={"buffer": [4, 1], "rng": rng.bit_generator.state},
-        results={"rounds": [{"round": 1, "accuracy": 0.5, "client_stats": [{"partition_id": 0}]}], "initial_accuracy": 0.1},
+        results={
+            "rounds": [{"round": 1, "accuracy": 0.5, "client_stats": [{"partition_id": 0}]}],
+            "initial_accuracy": 0.1,
+        },
         config=make_config(run_name="r", **config).to_dict(),
     )
 
@@ -67,7 +69,9 @@ def test_unreadable_checkpoints_raise_a_clear_error(tmp_path: Path, content: byt
 
 def test_resume_allows_operational_changes_only() -> None:
     checkpoint = a_checkpoint()
-    check_resumable(checkpoint, make_config(run_name="r", resume=True, num_server_rounds=20, round_timeout=5.0), Path("c"))
+    check_resumable(
+        checkpoint, make_config(run_name="r", resume=True, num_server_rounds=20, round_timeout=5.0), Path("c")
+    )
     with pytest.raises(ConfigError, match=r"'local-epochs' was 5, now 2.*'seed' was 0, now 3"):
         check_resumable(checkpoint, make_config(run_name="r", resume=True, seed=3, local_epochs=2), Path("c"))
     with pytest.raises(ConfigError, match=r"'num-server-rounds' = 2 is below the 3 rounds"):
@@ -104,10 +108,18 @@ def test_fedentopt_selector_continues_identically_from_its_state() -> None:
 def test_a_checkpoint_from_before_a_setting_existed_resumes_under_what_it_meant() -> None:
     """Checkpoints written before robust aggregation hold no 'aggregation': they averaged with the mean."""
     old = a_checkpoint()
-    for key in ("aggregation", "clip-multiple", "weight-cap-multiple", "trim-fraction", "byzantine-clients",
-                "feature-cache-dtype", "server-device"):
+    for key in (
+        "aggregation",
+        "clip-multiple",
+        "weight-cap-multiple",
+        "trim-fraction",
+        "byzantine-clients",
+        "feature-cache-dtype",
+        "server-device",
+    ):
         del old.config[key]
-    check_resumable(old, make_config(run_name="r", resume=True, aggregation="mean", feature_cache_dtype="float32"),
-                    Path("c"))
+    check_resumable(
+        old, make_config(run_name="r", resume=True, aggregation="mean", feature_cache_dtype="float32"), Path("c")
+    )
     with pytest.raises(ConfigError, match=r"'aggregation' was 'mean', now 'clipped-mean'"):
         check_resumable(old, make_config(run_name="r", resume=True, feature_cache_dtype="float32"), Path("c"))

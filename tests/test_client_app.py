@@ -36,8 +36,13 @@ def test_a_node_sets_its_own_hardware_settings_and_bad_ones_name_the_key() -> No
     from run_config.defaults import load_defaults
 
     def context(**node: object) -> Context:
-        return Context(run_id=1, node_id=1, node_config={"partition-id": 0, "num-partitions": 2, **node},
-                       state=RecordDict(), run_config=load_defaults())
+        return Context(
+            run_id=1,
+            node_id=1,
+            node_config={"partition-id": 0, "num-partitions": 2, **node},
+            state=RecordDict(),
+            run_config=load_defaults(),
+        )
 
     plain = node_module.node_config(context())
     own = node_module.node_config(context(**{"feature-cache-mb": 16, "eval-batch-size": 64, "device": "cpu"}))
@@ -47,4 +52,4 @@ def test_a_node_sets_its_own_hardware_settings_and_bad_ones_name_the_key() -> No
     with pytest.raises(ValueError, match=r"node config: run config 'feature-cache-mb' = 0 is invalid"):
         node_module.node_config(context(**{"feature-cache-mb": 0}))
     with pytest.raises(ValueError, match=r"node config 'device' = 'cuda:3' but this node has no such device"):
-        node_module.Node(context(device="cuda:3")).device
+        _ = node_module.Node(context(device="cuda:3")).device

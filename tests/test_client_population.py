@@ -60,8 +60,16 @@ def identity(pid: int, partitions: int = 3, examples: int = 5) -> dict:
 
 
 def test_identities_are_read_and_the_population_is_what_most_nodes_say() -> None:
-    answers = {1: identity(0), 2: identity(1), 3: identity(2, partitions=1_000_000), 4: identity(1),
-               5: {"partition-id": 2, "num-partitions": 3}, 6: identity(5), 7: None, 8: {**identity(2), "x": 1}}
+    answers = {
+        1: identity(0),
+        2: identity(1),
+        3: identity(2, partitions=1_000_000),
+        4: identity(1),
+        5: {"partition-id": 2, "num-partitions": 3},
+        6: identity(5),
+        7: None,
+        8: {**identity(2), "x": 1},
+    }
     population = ClientPopulation(wait_seconds=0)
     assert population.available(FakeGrid(answers, claims(answers))) == [0, 1]
     assert population.expected == 3 and population.identity_of(1).num_examples == 5

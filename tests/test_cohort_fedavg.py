@@ -10,12 +10,11 @@ import torch
 from flwr.app import ArrayRecord, ConfigRecord, Error, Message, MessageType
 from flwr.serverapp.strategy.strategy_utils import aggregate_arrayrecords
 
+from protocol.replies import array_specs
 from strategies.client_population import ClientPopulation
 from strategies.cohort_fedavg import CohortFedAvg
 from strategies.label_counts import LabelCountRegistry
-from strategies.robust_aggregation import AggregationSettings
-from protocol.replies import array_specs
-from strategies.robust_aggregation import conform_to
+from strategies.robust_aggregation import AggregationSettings, conform_to
 from tests.fake_grid import FakeGrid, client_responders, train_metrics, train_reply
 
 NODES = {11: 0, 22: 1, 33: 2, 44: 3}
@@ -33,7 +32,9 @@ class Observer:
         self.started.append((server_round, cohort, bytes_down))
         self.fields.append(fields)
 
-    def replies_received(self, server_round: int, client_stats: list[dict[str, Any]], bytes_up: int, **fields: Any) -> None:
+    def replies_received(
+        self, server_round: int, client_stats: list[dict[str, Any]], bytes_up: int, **fields: Any
+    ) -> None:
         self.replies.append((server_round, client_stats, bytes_up))
         self.reply_fields.append(fields)
 
@@ -85,18 +86,22 @@ def test_aggregate_train_is_the_example_weighted_mean_and_reports_stats() -> Non
     grid = FakeGrid(NODES, client_responders(NODES, COUNTS))
     messages = list(strategy.configure_train(1, ArrayRecord({"w": torch.zeros(2)}), ConfigRecord(), grid))
     replies = [
-        train_reply(messages[0], {"w": torch.tensor([1.0, 2.0])},
-                    train_metrics(3, 30, 1000, train_loss=1.0, train_seconds=2.0)),
-        train_reply(messages[1], {"w": torch.tensor([5.0, 6.0])},
-                    train_metrics(0, 10, 500, train_loss=3.0, train_seconds=1.0)),
+        train_reply(
+            messages[0], {"w": torch.tensor([1.0, 2.0])}, train_metrics(3, 30, 1000, train_loss=1.0, train_seconds=2.0)
+        ),
+        train_reply(
+            messages[1], {"w": torch.tensor([5.0, 6.0])}, train_metrics(0, 10, 500, train_loss=3.0, train_seconds=1.0)
+        ),
     ]
     arrays, metrics = strategy.aggregate_train(1, replies)
     np.testing.assert_allclose(arrays["w"].numpy(), [(30 * 1 + 10 * 5) / 40, (30 * 2 + 10 * 6) / 40])
     assert metrics["train-loss"] == pytest.approx((30 * 1.0 + 10 * 3.0) / 40)
-    (_, stats, bytes_up), = observer.replies
+    ((_, stats, bytes_up),) = observer.replies
     assert [s["partition_id"] for s in stats] == [0, 3]  # aggregated in partition-id order
-    assert stats[1] == {key.replace("-", "_"): value for key, value in train_metrics(3, 30, 1000, train_loss=1.0,
-                                                                                     train_seconds=2.0).items()}
+    assert stats[1] == {
+        key.replace("-", "_"): value
+        for key, value in train_metrics(3, 30, 1000, train_loss=1.0, train_seconds=2.0).items()
+    }
     assert bytes_up == sum(r.content["arrays"].count_bytes() for r in replies)
     assert observer.reply_fields == [{"aggregated": True, "failed": [], "rejected": [], "timed_out": []}]
 
@@ -124,7 +129,7 @@ def test_failed_malformed_and_missing_replies_are_left_out_and_named() -> None:
     ]
     arrays, _ = strategy.aggregate_train(1, replies)
     np.testing.assert_array_equal(arrays["w"].numpy(), [2.0, 4.0])  # only the sound update counts
-    fields, = observer.reply_fields
+    (fields,) = observer.reply_fields
     assert fields["aggregated"] is True
     assert fields["failed"] == [{"partition_id": 1, "reason": "ClientAppException: boom"}]
     assert fields["rejected"] == [{"partition_id": 2, "reason": "array w holds NaN or infinite values"}]
@@ -140,7 +145,7 @@ def test_round_is_skipped_below_min_train_nodes() -> None:
         train_reply(m1, {"w": torch.tensor([1.0, 1.0])}, {**sound_metrics(1, 10), "num-examples": 0}),
     ]
     assert strategy.aggregate_train(1, replies) == (None, None)  # Strategy.start keeps the global model
-    fields, = observer.reply_fields
+    (fields,) = observer.reply_fields
     assert fields["aggregated"] is False and fields["timed_out"] == [2, 3]
     assert fields["rejected"] == [{"partition_id": 1, "reason": "'num-examples' = 0 is outside [1, inf]"}]
 
@@ -189,24 +194,38 @@ def test_integer_buffers_keep_their_dtype_so_the_next_round_accepts_them() -> No
 def test_the_default_rule_is_the_clipped_mean_and_its_report_names_partitions() -> None:
     observer = Observer()
     strategy = CohortFedAvg(
-        population=ClientPopulation(wait_seconds=0), label_counts=LabelCountRegistry(num_classes=3, noisy=False),
-        select=lambda available, rnd: available, observer=observer,
+        population=ClientPopulation(wait_seconds=0),
+        label_counts=LabelCountRegistry(num_classes=3, noisy=False),
+        select=lambda available, rnd: available,
+        observer=observer,
     )
     assert strategy.aggregation == AggregationSettings("clipped-mean", 1.0, 1.0, 0.2, 1)
     grid = FakeGrid(NODES, client_responders(NODES, COUNTS))
     messages = list(strategy.configure_train(1, ArrayRecord({"w": torch.ones(2)}), ConfigRecord(), grid))
     updates = {0: [0.0, 1.0], 1: [1.0, 0.0], 2: [0.0, -2.0], 3: [300.0, 400.0]}  # partition 3 scaled ×100
     weights = {0: 1, 1: 1, 2: 100, 3: 1}  # partition 2 inflates its weight
-    replies = [train_reply(m, {"w": 1 + torch.tensor(updates[NODES[m.metadata.dst_node_id]])},
-                           sound_metrics(NODES[m.metadata.dst_node_id], weights[NODES[m.metadata.dst_node_id]]))
-               for m in messages]
+    replies = [
+        train_reply(
+            m,
+            {"w": 1 + torch.tensor(updates[NODES[m.metadata.dst_node_id]])},
+            sound_metrics(NODES[m.metadata.dst_node_id], weights[NODES[m.metadata.dst_node_id]]),
+        )
+        for m in messages
+    ]
     arrays, _ = strategy.aggregate_train(1, replies)
     # norms (1, 1, 2, 500): median 1.5 bounds them, Δ_2 -> (0, −1.5), Δ_3 -> (0.9, 1.2); weights capped at median 1
     expected = 1 + (np.array([0.0, 1.0]) + np.array([1.0, 0.0]) + np.array([0.0, -1.5]) + np.array([0.9, 1.2])) / 4
     np.testing.assert_allclose(arrays["w"].numpy(), expected, rtol=1e-6)
-    fields, = observer.reply_fields
-    assert fields == {"aggregated": True, "failed": [], "rejected": [], "timed_out": [], "median_update_norm": 1.5,
-                      "clipped": [2, 3], "weight_capped": [2]}
+    (fields,) = observer.reply_fields
+    assert fields == {
+        "aggregated": True,
+        "failed": [],
+        "rejected": [],
+        "timed_out": [],
+        "median_update_norm": 1.5,
+        "clipped": [2, 3],
+        "weight_capped": [2],
+    }
 
 
 def test_mean_is_bitwise_flowers_weighted_mean_in_partition_order() -> None:
@@ -215,8 +234,14 @@ def test_mean_is_bitwise_flowers_weighted_mean_in_partition_order() -> None:
     strategy, messages = four_client_round(observer)
     rng = np.random.default_rng(3)
     sent = ArrayRecord({"w": torch.zeros(2)})
-    replies = [train_reply(m, {"w": torch.from_numpy(rng.standard_normal(2).astype(np.float32))},
-                           sound_metrics(NODES[m.metadata.dst_node_id], int(rng.integers(1, 500)))) for m in messages]
+    replies = [
+        train_reply(
+            m,
+            {"w": torch.from_numpy(rng.standard_normal(2).astype(np.float32))},
+            sound_metrics(NODES[m.metadata.dst_node_id], int(rng.integers(1, 500))),
+        )
+        for m in messages
+    ]
     arrays, _ = strategy.aggregate_train(1, list(reversed(replies)))
     by_partition = sorted(replies, key=lambda r: r.content["metrics"]["partition-id"])
     sent = ArrayRecord({"w": torch.zeros(2)})
@@ -248,12 +273,16 @@ def test_federated_evaluation_averages_sound_replies_and_names_the_others() -> N
         numbers = {"eval-loss": loss, "eval-acc": accuracy, "num-examples": n}
         return Message(RecordDict({"metrics": MetricRecord(numbers)}), reply_to=by_partition[pid])
 
-    replies = [evaluation(0, 1.0, 0.5, 100), evaluation(3, 2.0, 0.8, 300), evaluation(1, 0.1, 1.5, 10),
-               Message(Error(code=0, reason="ClientAppException: boom"), reply_to=by_partition[2])]
+    replies = [
+        evaluation(0, 1.0, 0.5, 100),
+        evaluation(3, 2.0, 0.8, 300),
+        evaluation(1, 0.1, 1.5, 10),
+        Message(Error(code=0, reason="ClientAppException: boom"), reply_to=by_partition[2]),
+    ]
     metrics = strategy.aggregate_evaluate(3, replies)
     assert metrics["eval-loss"] == pytest.approx((100 * 1.0 + 300 * 2.0) / 400)
     assert metrics["eval-acc"] == pytest.approx((100 * 0.5 + 300 * 0.8) / 400)
-    (rnd, fields), = observer.evaluations
+    ((rnd, fields),) = observer.evaluations
     assert rnd == 3 and fields["evaluated"] == 2 and fields["federated_accuracy"] == pytest.approx(0.725)
     assert fields["evaluation_problems"] == [
         {"partition_id": 1, "reason": "rejected: 'eval-acc' = 1.5 is outside [0.0, 1.0]"},

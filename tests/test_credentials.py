@@ -20,12 +20,22 @@ from deployment.credentials import certificate_hosts, main, write_credentials
 def test_credentials_chain_and_keys(tmp_path: Path) -> None:
     write_credentials(tmp_path, ["127.0.0.1", "superlink.example"], num_supernodes=2)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "ca.crt", "ca.key", "superlink.crt", "superlink.key", "supernode-0", "supernode-0.pub", "supernode-1", "supernode-1.pub"]
+        "ca.crt",
+        "ca.key",
+        "superlink.crt",
+        "superlink.key",
+        "supernode-0",
+        "supernode-0.pub",
+        "supernode-1",
+        "supernode-1.pub",
+    ]
     ca = x509.load_pem_x509_certificate((tmp_path / "ca.crt").read_bytes())
     link = x509.load_pem_x509_certificate((tmp_path / "superlink.crt").read_bytes())
     assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
     assert link.issuer == ca.subject
-    ca.public_key().verify(link.signature, link.tbs_certificate_bytes, padding.PKCS1v15(), link.signature_hash_algorithm)
+    ca.public_key().verify(
+        link.signature, link.tbs_certificate_bytes, padding.PKCS1v15(), link.signature_hash_algorithm
+    )
     names = link.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert names.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("127.0.0.1")]
     assert names.get_values_for_type(x509.DNSName) == ["superlink.example"]
@@ -44,5 +54,8 @@ def test_certificate_always_covers_the_loopback_control_address(tmp_path: Path) 
     assert main(["--out", str(tmp_path), "--host", "superlink.example", "--host", "10.0.0.5", "--supernodes", "0"]) == 0
     link = x509.load_pem_x509_certificate((tmp_path / "superlink.crt").read_bytes())
     names = link.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    assert names.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("10.0.0.5"), ipaddress.ip_address("127.0.0.1")]
+    assert names.get_values_for_type(x509.IPAddress) == [
+        ipaddress.ip_address("10.0.0.5"),
+        ipaddress.ip_address("127.0.0.1"),
+    ]
     assert names.get_values_for_type(x509.DNSName) == ["superlink.example"]

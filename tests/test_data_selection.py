@@ -9,7 +9,11 @@ import pytest
 import torch
 
 from client_app.data_selection import (
-    hardened_entropy, select_by_entropy, select_random, select_samples, selection_size,
+    hardened_entropy,
+    select_by_entropy,
+    select_random,
+    select_samples,
+    selection_size,
 )
 
 
@@ -61,7 +65,9 @@ def test_tiny_temperature_does_not_overflow() -> None:
     assert torch.isfinite(h).all() and h.item() >= 0
 
 
-@pytest.mark.parametrize(("n", "fraction", "size"), [(30, 0.1, 3), (31, 0.1, 4), (5, 0.1, 1), (1, 0.5, 1), (10, 1.0, 10)])
+@pytest.mark.parametrize(
+    ("n", "fraction", "size"), [(30, 0.1, 3), (31, 0.1, 4), (5, 0.1, 1), (1, 0.5, 1), (10, 1.0, 10)]
+)
 def test_selection_size_is_ceiling_and_at_least_one(n: int, fraction: float, size: int) -> None:
     assert selection_size(n, fraction) == size
 

@@ -60,9 +60,15 @@ def test_tls_authenticated_deployment_runs_fedft_eds_with_fedentopt(tmp_path: Pa
     marker = uuid.uuid4().hex
     flwr_home = tmp_path / "flwr-home"
     flwr_home.mkdir()
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", MARKER: marker, "FLWR_HOME": str(flwr_home),
-           "FLWR_DISABLE_UPDATE_CHECK": "1", "SUPERNODE_EXTRA_ARGS": "--max-retries 3 --max-wait-time 20",
-           "PYTHON": sys.executable}
+    env = {
+        **os.environ,
+        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+        MARKER: marker,
+        "FLWR_HOME": str(flwr_home),
+        "FLWR_DISABLE_UPDATE_CHECK": "1",
+        "SUPERNODE_EXTRA_ARGS": "--max-retries 3 --max-wait-time 20",
+        "PYTHON": sys.executable,
+    }
     port = free_port()
     public = f"127.0.0.2:{port}"  # what SuperNodes and outsiders reach
     (flwr_home / "config.toml").write_text(
@@ -74,8 +80,9 @@ def test_tls_authenticated_deployment_runs_fedft_eds_with_fedentopt(tmp_path: Pa
     states = [link_state]
 
     def sh(*args: str, **kw) -> subprocess.CompletedProcess:
-        return subprocess.run(args, check=False, env=env, cwd=PROJECT, capture_output=True, text=True, timeout=120,
-                              **kw)
+        return subprocess.run(
+            args, check=False, env=env, cwd=PROJECT, capture_output=True, text=True, timeout=120, **kw
+        )
 
     def flwr(*args: str) -> subprocess.CompletedProcess:
         return sh(str(BIN / "flwr"), *args)
@@ -83,15 +90,25 @@ def test_tls_authenticated_deployment_runs_fedft_eds_with_fedentopt(tmp_path: Pa
     def supernode(name: str, key: str, node_config: str, ca: Path | None = None) -> Path:
         state = homes / name
         states.append(state)
-        result = sh(str(SCRIPTS / "start-supernode.sh"), str(state), public, str(ca or keys / "ca.crt"),
-                    str(keys / key), str(free_port()), node_config)
+        result = sh(
+            str(SCRIPTS / "start-supernode.sh"),
+            str(state),
+            public,
+            str(ca or keys / "ca.crt"),
+            str(keys / key),
+            str(free_port()),
+            node_config,
+        )
         assert result.returncode == 0, result.stderr
         return state / "supernode.log"
 
     try:
         assert sh(str(SCRIPTS / "start-superlink.sh"), str(link_state), str(keys), "0.0.0.0", str(port)).returncode == 0
-        wait_for(lambda: '"success": true' in flwr("supernode", "list", "deploy", "--format", "json").stdout,
-                 60, "the SuperLink's control API")
+        wait_for(
+            lambda: '"success": true' in flwr("supernode", "list", "deploy", "--format", "json").stdout,
+            60,
+            "the SuperLink's control API",
+        )
         # An outsider with the CA certificate, on the public address: cannot register its key, list runs or
         # take the ServerApp's task from the Runtime API (Flower itself would answer 415 to this empty request).
         outsider_key = str(keys / "supernode-4.pub")
@@ -109,10 +126,11 @@ def test_tls_authenticated_deployment_runs_fedft_eds_with_fedentopt(tmp_path: Pa
             supernode(f"node-{i}", f"supernode-{i}", f'partition-id={i} num-partitions=4 data-path="{data}"')
         # Registered, but its data-path does not exist: fails on its first data access, the run goes on.
         supernode("node-3", "supernode-3", f'partition-id=3 num-partitions=4 data-path="{tmp_path / "missing"}"')
-        intruder_log = supernode("intruder", "supernode-4", 'partition-id=0 num-partitions=4')
+        intruder_log = supernode("intruder", "supernode-4", "partition-id=0 num-partitions=4")
         # The CA bundle of the system instead of ours: the SuperLink's certificate cannot be verified.
-        no_ca_log = supernode("no-ca", "supernode-5", 'partition-id=1 num-partitions=4',
-                              ca=Path("/etc/ssl/certs/ca-certificates.crt"))
+        no_ca_log = supernode(
+            "no-ca", "supernode-5", "partition-id=1 num-partitions=4", ca=Path("/etc/ssl/certs/ca-certificates.crt")
+        )
 
         overrides = (
             'method="fedft-eds" model="lenet5" pretrain-epochs=2 num-server-rounds=2 local-epochs=1 '

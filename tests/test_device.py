@@ -12,8 +12,8 @@ import pytest
 import torch
 
 import client_app.node as client_module
-import server_app.lifecycle as server_module
 import server_app.centralised as centralised
+import server_app.lifecycle as server_module
 from client_app.data_selection import select_samples
 from client_app.feature_cache import FeatureCache
 from client_app.local_data import LocalData
@@ -86,8 +86,11 @@ def test_device_names_and_a_missing_accelerator_is_named_with_what_torch_sees() 
     if len(available_devices()) == 1:
         assert resolve_device("auto") == torch.device("cpu")
     if not torch.cuda.is_available():
-        with pytest.raises(DeviceUnavailableError, match=r"run config 'server-device' = 'cuda' but this node has no "
-                                                         r"such device; torch sees: cpu \(torch .*\)"):
+        with pytest.raises(
+            DeviceUnavailableError,
+            match=r"run config 'server-device' = 'cuda' but this node has no "
+            r"such device; torch sees: cpu \(torch .*\)",
+        ):
             resolve_device("cuda", key="run config 'server-device'")
     with pytest.raises(DeviceUnavailableError, match=r"'device' = 'tpu' is not a device name"):
         resolve_device("tpu")
@@ -106,15 +109,40 @@ def test_bad_device_settings_are_refused_naming_the_key() -> None:
 # --- compute paths --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("method", "cache"), [("fedavg", False), ("fedprox", False), ("fedft-all", True),
-                                               ("fedft-rds", True), ("fedft-eds", True), ("fedft-eds", False)])
+@pytest.mark.parametrize(
+    ("method", "cache"),
+    [
+        ("fedavg", False),
+        ("fedprox", False),
+        ("fedft-all", True),
+        ("fedft-rds", True),
+        ("fedft-eds", True),
+        ("fedft-eds", False),
+    ],
+)
 def test_local_update_trains_on_the_device(device: torch.device, method: str, cache: bool) -> None:
-    config = make_config(method=method, dataset="synthetic", model="wrn-10-1", local_epochs=1, batch_size=8,
-                         selection_fraction=0.5, eval_batch_size=16)
+    config = make_config(
+        method=method,
+        dataset="synthetic",
+        model="wrn-10-1",
+        local_epochs=1,
+        batch_size=8,
+        selection_fraction=0.5,
+        eval_batch_size=16,
+    )
     model = build_model_for(config, seed=0)
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    result = local_update(model, synthetic_data(24), config, server_round=2, partition_id=1, learning_rate=0.1,
-                          device=device, cache=FeatureCache(2**30) if cache else None, cache_key="client")
+    result = local_update(
+        model,
+        synthetic_data(24),
+        config,
+        server_round=2,
+        partition_id=1,
+        learning_rate=0.1,
+        device=device,
+        cache=FeatureCache(2**30) if cache else None,
+        cache_key="client",
+    )
     assert all(p.device == device for p in model.parameters())
     assert result.num_examples == (24 if method in ("fedavg", "fedprox", "fedft-all") else 12)
     after = {k: v.cpu() for k, v in model.state_dict().items()}
@@ -122,8 +150,9 @@ def test_local_update_trains_on_the_device(device: torch.device, method: str, ca
 
 
 def test_augmented_training_and_evaluation_on_the_device(device: torch.device) -> None:
-    config = make_config(method="fedavg", dataset="synthetic", model="lenet5", local_epochs=1, batch_size=8,
-                         augment=True)
+    config = make_config(
+        method="fedavg", dataset="synthetic", model="lenet5", local_epochs=1, batch_size=8, augment=True
+    )
     model = build_model_for(config, seed=0)
     data = synthetic_data()
     local_update(model, data, config, server_round=1, partition_id=0, learning_rate=0.1, device=device)
@@ -133,19 +162,34 @@ def test_augmented_training_and_evaluation_on_the_device(device: torch.device) -
 
 def test_the_fake_accelerator_computes_exactly_what_the_cpu_computes() -> None:
     """Random draws come from CPU generators, so a device changes no selection and no batch order."""
-    config = make_config(method="fedft-eds", dataset="synthetic", model="lenet5", local_epochs=2, batch_size=8,
-                         selection_fraction=0.3, proximal_mu=0.1)
+    config = make_config(
+        method="fedft-eds",
+        dataset="synthetic",
+        model="lenet5",
+        local_epochs=2,
+        batch_size=8,
+        selection_fraction=0.3,
+        proximal_mu=0.1,
+    )
     states = []
     for accelerate in (False, True):
         model = build_model_for(config, seed=0)
         if accelerate:
             with FakeAccelerator():
-                result = local_update(model, synthetic_data(), config, server_round=3, partition_id=2,
-                                      learning_rate=0.1, device=FAKE)
+                result = local_update(
+                    model, synthetic_data(), config, server_round=3, partition_id=2, learning_rate=0.1, device=FAKE
+                )
                 states.append(({k: v.cpu() for k, v in model.state_dict().items()}, result))
         else:
-            result = local_update(model, synthetic_data(), config, server_round=3, partition_id=2, learning_rate=0.1,
-                                  device=torch.device("cpu"))
+            result = local_update(
+                model,
+                synthetic_data(),
+                config,
+                server_round=3,
+                partition_id=2,
+                learning_rate=0.1,
+                device=torch.device("cpu"),
+            )
             states.append((model.state_dict(), result))
     (cpu_state, cpu_result), (fake_state, fake_result) = states
     assert all(torch.equal(cpu_state[k], fake_state[k]) for k in cpu_state)
@@ -181,8 +225,14 @@ def test_training_loop_and_pretraining_on_the_device(device: torch.device, tmp_p
 
 
 def test_cka_and_entropy_histograms_on_the_device(device: torch.device, tmp_path: Path) -> None:
-    config = make_config(method="fedavg", dataset="synthetic", model="lenet5", local_epochs=1,
-                         pretrain="none", pretrain_cache_dir=str(tmp_path))
+    config = make_config(
+        method="fedavg",
+        dataset="synthetic",
+        model="lenet5",
+        local_epochs=1,
+        pretrain="none",
+        pretrain_cache_dir=str(tmp_path),
+    )
     models = client_models(config, 2, device)
     inputs = torch.randn(16, 1, 32, 32).to(device)
     similarity = level_similarity(models, inputs, batch_size=8)
@@ -194,13 +244,22 @@ def test_cka_and_entropy_histograms_on_the_device(device: torch.device, tmp_path
 
 def test_centralised_baseline_on_the_device(device: torch.device, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(centralised, "resolve_device", lambda name, key: device)
-    summary = centralised.main(["--epochs", "1", "--num-partitions", "2", "--run-config",
-                                f'dataset="synthetic" model="lenet5" pretrain="none" results-dir="{tmp_path}"'])
+    summary = centralised.main(
+        [
+            "--epochs",
+            "1",
+            "--num-partitions",
+            "2",
+            "--run-config",
+            f'dataset="synthetic" model="lenet5" pretrain="none" results-dir="{tmp_path}"',
+        ]
+    )
     assert summary["rounds"] == 1 and summary["best_accuracy"] is not None
 
 
-def test_a_whole_fedft_eds_run_on_the_device_aggregates_every_round(device: torch.device, tmp_path: Path,
-                                                                     monkeypatch) -> None:
+def test_a_whole_fedft_eds_run_on_the_device_aggregates_every_round(
+    device: torch.device, tmp_path: Path, monkeypatch
+) -> None:
     """Server and clients both on the device: the run must train (the bug this guards against left every
     round without an update and still ended 'successfully')."""
     monkeypatch.setattr(client_module, "resolve_device", lambda name, key: device)

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
-
-import math
 
 import pytest
 import torch
@@ -17,13 +16,26 @@ from simulation.local_run import run_simulation
 from strategies.partial_model import split_state
 
 ROUND_FIELDS = {
-    "round", "accuracy", "loss", "clients", "num_examples", "client_train_seconds",
-    "bytes_down", "bytes_up", "wall_seconds", "client_stats",
+    "round",
+    "accuracy",
+    "loss",
+    "clients",
+    "num_examples",
+    "client_train_seconds",
+    "bytes_down",
+    "bytes_up",
+    "wall_seconds",
+    "client_stats",
 }
 CLIENT_FIELDS = {"partition_id", "num_examples", "num_local", "train_seconds"}
 SUMMARY_FIELDS = {
-    "method", "rounds", "best_accuracy", "best_round", "final_accuracy",
-    "total_client_train_seconds", "learning_efficiency",
+    "method",
+    "rounds",
+    "best_accuracy",
+    "best_round",
+    "final_accuracy",
+    "total_client_train_seconds",
+    "learning_efficiency",
 }
 
 
@@ -47,8 +59,12 @@ def simulate(tmp_path: Path, overrides: dict, num_supernodes: int = 3) -> tuple[
     log = tmp_path / "run.log"
     with log.open("wb") as out:
         code = run_simulation(
-            {"results-dir": str(tmp_path / "results"), "feature-cache-dir": str(tmp_path / "features"),
-             "node-wait-seconds": 60.0, **overrides},
+            {
+                "results-dir": str(tmp_path / "results"),
+                "feature-cache-dir": str(tmp_path / "features"),
+                "node-wait-seconds": 60.0,
+                **overrides,
+            },
             num_supernodes=num_supernodes,
             flwr_home=flwr_home,
             stream_to=out,
@@ -61,8 +77,15 @@ def simulate(tmp_path: Path, overrides: dict, num_supernodes: int = 3) -> tuple[
 @pytest.mark.e2e
 def test_fedavg_run_writes_the_results_contract(tmp_path: Path) -> None:
     overrides = {
-        "method": "fedavg", "pretrain": "none", "model": "lenet5", "num-server-rounds": 2, "local-epochs": 1,
-        "learning-rate": 0.05, "momentum": 0.9, "run-name": "e2e", "partitioner": "iid",
+        "method": "fedavg",
+        "pretrain": "none",
+        "model": "lenet5",
+        "num-server-rounds": 2,
+        "local-epochs": 1,
+        "learning-rate": 0.05,
+        "momentum": 0.9,
+        "run-name": "e2e",
+        "partitioner": "iid",
     }
     code, log = simulate(tmp_path, overrides)
     assert code == 0, log[-3000:]
@@ -94,8 +117,14 @@ def test_fedavg_run_writes_the_results_contract(tmp_path: Path) -> None:
 @pytest.mark.e2e
 def test_fedft_eds_sends_theta_only_and_phi_once(tmp_path: Path) -> None:
     overrides = {
-        "method": "fedft-eds", "model": "lenet5", "pretrain-epochs": 2, "pretrain-cache-dir": str(tmp_path / "cache"),
-        "num-server-rounds": 2, "local-epochs": 2, "run-name": "eds", "partitioner": "iid",
+        "method": "fedft-eds",
+        "model": "lenet5",
+        "pretrain-epochs": 2,
+        "pretrain-cache-dir": str(tmp_path / "cache"),
+        "num-server-rounds": 2,
+        "local-epochs": 2,
+        "run-name": "eds",
+        "partitioner": "iid",
     }
     code, log = simulate(tmp_path, overrides)
     assert code == 0, log[-3000:]
@@ -119,9 +148,19 @@ def test_fedft_eds_sends_theta_only_and_phi_once(tmp_path: Path) -> None:
 @pytest.mark.e2e
 def test_fedentopt_selects_with_a_buffer_and_keeps_theta_only_messages(tmp_path: Path) -> None:
     overrides = {
-        "method": "fedft-eds", "model": "lenet5", "pretrain": "none", "client-selection": "fedentopt",
-        "fraction-train": 0.5, "fedentopt-buffer": 0.25, "label-dp-epsilon": 0.5, "partitioner": "pathological",
-        "classes-per-client": 2, "num-server-rounds": 2, "local-epochs": 1, "run-name": "entopt", "lr-decay": 0.5,
+        "method": "fedft-eds",
+        "model": "lenet5",
+        "pretrain": "none",
+        "client-selection": "fedentopt",
+        "fraction-train": 0.5,
+        "fedentopt-buffer": 0.25,
+        "label-dp-epsilon": 0.5,
+        "partitioner": "pathological",
+        "classes-per-client": 2,
+        "num-server-rounds": 2,
+        "local-epochs": 1,
+        "run-name": "entopt",
+        "lr-decay": 0.5,
     }
     code, log = simulate(tmp_path, overrides, num_supernodes=4)
     assert code == 0, log[-3000:]
@@ -141,7 +180,9 @@ def test_fedentopt_selects_with_a_buffer_and_keeps_theta_only_messages(tmp_path:
     _, trained = split_state(LeNet5(1, 10).state_dict(), LeNet5(1, 10).upper_state_keys("mid"))
     assert first["bytes_up"] == second["bytes_up"] == 2 * ArrayRecord(trained).count_bytes()
     summary = json.loads((run / "summary.json").read_text())
-    assert summary["mean_cohort_label_entropy"] == pytest.approx((first["cohort_label_entropy"] + second["cohort_label_entropy"]) / 2)
+    assert summary["mean_cohort_label_entropy"] == pytest.approx(
+        (first["cohort_label_entropy"] + second["cohort_label_entropy"]) / 2
+    )
 
 
 @pytest.mark.e2e
@@ -156,28 +197,45 @@ def test_invalid_config_stops_before_training_naming_the_key(tmp_path: Path) -> 
 
 @pytest.mark.e2e
 def test_a_run_that_trains_nothing_fails_with_its_first_client_error(tmp_path: Path) -> None:
-    overrides = {"model": "lenet5", "pretrain": "none", "num-server-rounds": 1, "local-epochs": 1,
-                 "run-name": "nothing", "fail-partitions": "0:raise,1:raise"}
+    overrides = {
+        "model": "lenet5",
+        "pretrain": "none",
+        "num-server-rounds": 1,
+        "local-epochs": 1,
+        "run-name": "nothing",
+        "fail-partitions": "0:raise,1:raise",
+    }
     code, log = simulate(tmp_path, overrides, num_supernodes=2)
     assert code != 0
     summary = json.loads((tmp_path / "results" / "nothing" / "summary.json").read_text())
     assert summary["status"] == "failed" and summary["rounds_aggregated"] == 0
     assert "nothing was trained; first problem: round 1: client 0 failed: InjectedFault" in log
-    assert "Traceback" not in log[log.index("run failed"):]  # the server's end: its reason, no stack
+    assert "Traceback" not in log[log.index("run failed") :]  # the server's end: its reason, no stack
 
 
 @pytest.mark.e2e
 def test_failing_hanging_and_garbage_clients_do_not_stop_or_poison_the_run(tmp_path: Path) -> None:
     overrides = {
-        "method": "fedft-eds", "model": "lenet5", "pretrain": "none", "num-server-rounds": 2, "local-epochs": 1,
-        "run-name": "faults", "partitioner": "iid", "fail-partitions": "1:raise,2:garbage,3:hang", "round-timeout": 10.0,
+        "method": "fedft-eds",
+        "model": "lenet5",
+        "pretrain": "none",
+        "num-server-rounds": 2,
+        "local-epochs": 1,
+        "run-name": "faults",
+        "partitioner": "iid",
+        "fail-partitions": "1:raise,2:garbage,3:hang",
+        "round-timeout": 10.0,
     }
     code, log = simulate(tmp_path, overrides, num_supernodes=4)
     assert code == 0, log[-3000:]
-    first, second = [json.loads(line) for line in (tmp_path / "results" / "faults" / "rounds.jsonl").read_text().splitlines()]
+    first, second = [
+        json.loads(line) for line in (tmp_path / "results" / "faults" / "rounds.jsonl").read_text().splitlines()
+    ]
     for record in (first, second):
         assert record["aggregated"] is True and [s["partition_id"] for s in record["client_stats"]] == [0]
-        assert record["failed"] == [{"partition_id": 1, "reason": "InjectedFault: fail-partitions: this client is set to raise"}]
+        assert record["failed"] == [
+            {"partition_id": 1, "reason": "InjectedFault: fail-partitions: this client is set to raise"}
+        ]
         (rejected,) = record["rejected"]
         assert rejected["partition_id"] == 2 and rejected["reason"].endswith("holds NaN or infinite values")
         assert record["timed_out"] == [3]

@@ -19,12 +19,15 @@ def test_entropies_equal_a_direct_numpy_computation() -> None:
         p = np.exp(z - z.max(axis=1, keepdims=True))
         p /= p.sum(axis=1, keepdims=True)
         np.testing.assert_allclose(values, -(p * np.log(p)).sum(axis=1), rtol=1e-9)
-    assert result[10.0][1] == pytest.approx(np.log(3)) and result[0.1][1] == pytest.approx(np.log(3))  # uniform stays uniform
+    assert result[10.0][1] == pytest.approx(np.log(3)) and result[0.1][1] == pytest.approx(
+        np.log(3)
+    )  # uniform stays uniform
 
 
 def test_client_entropies_cover_the_clients_data_and_harden_with_low_rho(tmp_path) -> None:
-    config = default_config(dataset="synthetic", model="lenet5", pretrain="none", min_partition_size=5,
-                            pretrain_cache_dir=str(tmp_path))
+    config = default_config(
+        dataset="synthetic", model="lenet5", pretrain="none", min_partition_size=5, pretrain_cache_dir=str(tmp_path)
+    )
     result = client_entropies(config, partition_id=1, num_partitions=4, temperatures=[0.05, 5.0])
     assert len(result[0.05]) == len(result[5.0]) > 0
     assert result[0.05].mean() < result[5.0].mean()

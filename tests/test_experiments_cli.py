@@ -22,7 +22,8 @@ def test_a_malformed_file_fails_before_any_run(tmp_path: Path, capsys: pytest.Ca
     path.write_text(yaml.safe_dump({"description": "d", "cost": "c", "methods": ["fedavg"], "grid": {"lr": [0.1]}}))
     assert main(["run", str(path), "--results-dir", str(tmp_path / "out")]) == 2
     assert f"error: {path}: 'grid.lr' is not a run-config key; README › Configuration lists every key" in (
-        capsys.readouterr().err)
+        capsys.readouterr().err
+    )
     assert not (tmp_path / "out").exists()
 
 
@@ -39,8 +40,9 @@ def test_check_only_lists_the_matching_cells(capsys: pytest.CaptureFixture) -> N
     assert lines[1:] == ["  fedft-rds__dirichlet-alpha=0.1__seed0"]
 
 
-def test_run_only_with_a_pattern_that_matches_nothing_runs_nothing(tmp_path: Path,
-                                                                    capsys: pytest.CaptureFixture) -> None:
+def test_run_only_with_a_pattern_that_matches_nothing_runs_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     path = PROJECT_DIR / "experiments" / "smoke.yaml"
     assert main(["run", str(path), "--only", "fedavg*", "--results-dir", str(tmp_path / "out")]) == 2
     assert f"error: {path}: --only 'fedavg*' matches no cell" in capsys.readouterr().err
@@ -50,20 +52,39 @@ def test_run_only_with_a_pattern_that_matches_nothing_runs_nothing(tmp_path: Pat
 @pytest.mark.e2e
 def test_run_two_cells_in_simulation_then_skip_them(tmp_path: Path) -> None:
     path = tmp_path / "tiny.yaml"
-    path.write_text(yaml.safe_dump({
-        "description": "two methods, two rounds", "cost": "about a minute", "clients": 3,
-        "base": {"dataset": "synthetic", "model": "lenet5", "pretrain-epochs": 2, "num-server-rounds": 2,
-                 "local-epochs": 1, "min-partition-size": 5, "node-wait-seconds": 60.0,
-                 "pretrain-cache-dir": str(tmp_path / "pretrained"), "feature-cache-dir": str(tmp_path / "features")},
-        "methods": ["fedft-eds", "fedavg"],
-    }))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "description": "two methods, two rounds",
+                "cost": "about a minute",
+                "clients": 3,
+                "base": {
+                    "dataset": "synthetic",
+                    "model": "lenet5",
+                    "pretrain-epochs": 2,
+                    "num-server-rounds": 2,
+                    "local-epochs": 1,
+                    "min-partition-size": 5,
+                    "node-wait-seconds": 60.0,
+                    "pretrain-cache-dir": str(tmp_path / "pretrained"),
+                    "feature-cache-dir": str(tmp_path / "features"),
+                },
+                "methods": ["fedft-eds", "fedavg"],
+            }
+        )
+    )
     out = tmp_path / "out"
     marker = uuid.uuid4().hex
 
     def run() -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "experiments", "run", str(path), "--results-dir", str(out)],
-                              cwd=PROJECT_DIR, env={**os.environ, MARKER: marker}, capture_output=True, text=True,
-                              timeout=400)
+        return subprocess.run(
+            [sys.executable, "-m", "experiments", "run", str(path), "--results-dir", str(out)],
+            cwd=PROJECT_DIR,
+            env={**os.environ, MARKER: marker},
+            capture_output=True,
+            text=True,
+            timeout=400,
+        )
 
     first = run()
     assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
@@ -72,8 +93,12 @@ def test_run_two_cells_in_simulation_then_skip_them(tmp_path: Path) -> None:
     assert "[1/2 cells] fedavg__seed0: round 2/2, accuracy " in first.stdout
     table = (out / "summary.md").read_text()
     assert "| fedft-eds | 1 |" in table and "| fedavg | 1 |" in table
-    assert {p.name for p in out.glob("*.png")} == {"accuracy_vs_round.png", "accuracy_vs_client_seconds.png",
-                                                   "learning_efficiency.png", "cohort_label_entropy.png"}
+    assert {p.name for p in out.glob("*.png")} == {
+        "accuracy_vs_round.png",
+        "accuracy_vs_client_seconds.png",
+        "learning_efficiency.png",
+        "cohort_label_entropy.png",
+    }
     second = run()
     assert second.returncode == 0
     assert f"2 of 2 cells already finished in {out}; skipping them" in second.stdout

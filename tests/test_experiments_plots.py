@@ -27,17 +27,27 @@ METHODS = ["fedavg", "fedft-eds", "fedft-rds"]
 
 
 def experiment():
-    raw = {"description": "d", "cost": "c", "methods": METHODS, "grid": {"dirichlet-alpha": [0.1, 0.5]},
-           "seeds": [0, 1]}
+    raw = {
+        "description": "d",
+        "cost": "c",
+        "methods": METHODS,
+        "grid": {"dirichlet-alpha": [0.1, 0.5]},
+        "seeds": [0, 1],
+    }
     return parse_experiment(raw, Path("exp.yaml"))
 
 
 def result(seconds: float, accuracy: list[float], initial: float = 0.4) -> CellResult:
-    rounds = [{"round": i + 1, "accuracy": a, "client_train_seconds": seconds, "cohort_label_entropy": 3.0}
-              for i, a in enumerate(accuracy)]
-    summary = {"initial_accuracy": initial, "best_accuracy": max(accuracy),
-               "learning_efficiency": 100 * max(accuracy) / (seconds * len(accuracy)),
-               "total_client_train_seconds": seconds * len(accuracy)}
+    rounds = [
+        {"round": i + 1, "accuracy": a, "client_train_seconds": seconds, "cohort_label_entropy": 3.0}
+        for i, a in enumerate(accuracy)
+    ]
+    summary = {
+        "initial_accuracy": initial,
+        "best_accuracy": max(accuracy),
+        "learning_efficiency": 100 * max(accuracy) / (seconds * len(accuracy)),
+        "total_client_train_seconds": seconds * len(accuracy),
+    }
     return CellResult(summary, rounds, {"dataset": "fashion-mnist-mini"})
 
 
@@ -66,8 +76,9 @@ def close_figures():
 def colours(ax) -> dict[str, str]:
     """Method -> colour of its curves or bars in one panel (one colour each, or the method appears twice)."""
     pairs = [(line.get_label(), line.get_color()) for line in ax.get_lines()]
-    pairs += [(bars.get_label(), bars.patches[0].get_facecolor()) for bars in ax.containers
-              if isinstance(bars, BarContainer)]
+    pairs += [
+        (bars.get_label(), bars.patches[0].get_facecolor()) for bars in ax.containers if isinstance(bars, BarContainer)
+    ]
     drawn: dict[str, set[str]] = {}
     for label, colour in pairs:
         if not label.startswith("_"):
@@ -91,8 +102,11 @@ def test_a_method_has_one_colour_in_every_panel_and_figure() -> None:
     curves, plan = mean_curves(experiment(), results()), planned(experiment())
     expected = {m: s.colour for m, s in method_styles(METHODS).items()}
     rows = summarise(experiment(), results())
-    figures = [accuracy_figure(curves, plan), accuracy_figure(curves, plan, against_seconds=True),
-               cohort_entropy_figure(curves, plan, 10)]
+    figures = [
+        accuracy_figure(curves, plan),
+        accuracy_figure(curves, plan, against_seconds=True),
+        cohort_entropy_figure(curves, plan, 10),
+    ]
     panels = [ax for figure in figures for ax in figure.axes[:2]]
     bars = learning_efficiency_figure(rows, plan).axes[0]
     for ax in [*panels, bars]:

@@ -19,12 +19,33 @@ from tests.in_process import ServerKilled, run_in_process, small_run_config
 
 def write_experiment(tmp_path: Path, **changes) -> Path:
     small = small_run_config(tmp_path)
-    base = {key: small[key] for key in ("dataset", "model", "pretrain-epochs", "num-server-rounds", "local-epochs",
-                                        "batch-size", "dirichlet-alpha", "min-partition-size", "node-wait-seconds",
-                                        "pretrain-cache-dir", "feature-cache-dir", "client-threads")}
-    raw = {"description": "test", "cost": "seconds", "clients": 4, "base": base,
-           "methods": ["fedft-eds", "fedft-rds"], "seeds": [0, 1],
-           "entropy-histogram": {"temperatures": [0.1, 1.0], "partition": 1}, **changes}
+    base = {
+        key: small[key]
+        for key in (
+            "dataset",
+            "model",
+            "pretrain-epochs",
+            "num-server-rounds",
+            "local-epochs",
+            "batch-size",
+            "dirichlet-alpha",
+            "min-partition-size",
+            "node-wait-seconds",
+            "pretrain-cache-dir",
+            "feature-cache-dir",
+            "client-threads",
+        )
+    }
+    raw = {
+        "description": "test",
+        "cost": "seconds",
+        "clients": 4,
+        "base": base,
+        "methods": ["fedft-eds", "fedft-rds"],
+        "seeds": [0, 1],
+        "entropy-histogram": {"temperatures": [0.1, 1.0], "partition": 1},
+        **changes,
+    }
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump(raw))
     return path
@@ -108,13 +129,21 @@ def test_report_tables_and_figures_from_real_cells(tmp_path: Path) -> None:
     run_experiment(experiment, results_dir, run_cell=InProcessCells(), echo=lambda line: None)
     written = write_report(experiment, results_dir)
     names = sorted(p.name for p in written)
-    assert names == ["accuracy_vs_client_seconds.png", "accuracy_vs_round.png", "cohort_label_entropy.png",
-                     "entropy_histograms.png", "learning_efficiency.png", "summary.csv", "summary.md"]
+    assert names == [
+        "accuracy_vs_client_seconds.png",
+        "accuracy_vs_round.png",
+        "cohort_label_entropy.png",
+        "entropy_histograms.png",
+        "learning_efficiency.png",
+        "summary.csv",
+        "summary.md",
+    ]
     for path in written:
         if path.suffix == ".png":
             assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    summaries = {s: json.loads((results_dir / CELLS_DIR / f"fedft-eds__seed{s}" / "summary.json").read_text())
-                 for s in (0, 1)}
+    summaries = {
+        s: json.loads((results_dir / CELLS_DIR / f"fedft-eds__seed{s}" / "summary.json").read_text()) for s in (0, 1)
+    }
     mean_best = (summaries[0]["best_accuracy"] + summaries[1]["best_accuracy"]) / 2
     table = (results_dir / "summary.md").read_text()
     row = next(line for line in table.splitlines() if line.startswith("| fedft-eds |"))

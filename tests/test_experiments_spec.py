@@ -41,18 +41,27 @@ def test_cells_are_grid_points_times_methods_times_seeds_in_file_order() -> None
     experiment = parse()
     assert [c.name for c in experiment.cells] == [
         f"{m}__dirichlet-alpha={a}__temperature=0.1__seed{s}"
-        for a in (0.1, 0.5) for m in ("fedft-eds", "fedft-rds") for s in (0, 1)
+        for a in (0.1, 0.5)
+        for m in ("fedft-eds", "fedft-rds")
+        for s in (0, 1)
     ]
     cell = experiment.cells[2]
-    assert cell.overrides == {"dataset": "fashion-mnist-mini", "num-server-rounds": 2, "dirichlet-alpha": 0.1,
-                              "temperature": 0.1, "method": "fedft-rds"}
+    assert cell.overrides == {
+        "dataset": "fashion-mnist-mini",
+        "num-server-rounds": 2,
+        "dirichlet-alpha": 0.1,
+        "temperature": 0.1,
+        "method": "fedft-rds",
+    }
     assert cell.point_label == "dirichlet-alpha=0.1, temperature=0.1"
 
 
 def test_method_mapping_labels_and_precedence_method_over_grid_over_base() -> None:
-    experiment = parse(methods={"eds-50": {"method": "fedft-eds", "selection-fraction": 0.5, "dirichlet-alpha": 1.0},
-                                "fedavg": {}},
-                       grid={"dirichlet-alpha": [0.1]}, seeds=[3])
+    experiment = parse(
+        methods={"eds-50": {"method": "fedft-eds", "selection-fraction": 0.5, "dirichlet-alpha": 1.0}, "fedavg": {}},
+        grid={"dirichlet-alpha": [0.1]},
+        seeds=[3],
+    )
     eds, fedavg = experiment.cells
     assert eds.name == "eds-50__dirichlet-alpha=0.1__seed3"
     assert eds.overrides["dirichlet-alpha"] == 1.0 and eds.overrides["selection-fraction"] == 0.5
@@ -86,7 +95,10 @@ def test_wrong_type_of_section() -> None:
 
 def test_wrong_type_of_a_run_config_value_names_the_cell_and_key() -> None:
     message = error(grid={"num-server-rounds": ["three"]})
-    assert "exp.yaml: cell fedft-eds__num-server-rounds=three__seed0: run config 'num-server-rounds' must be of type int" in message
+    assert (
+        "exp.yaml: cell fedft-eds__num-server-rounds=three__seed0: run config 'num-server-rounds' must be of type int"
+        in message
+    )
 
 
 def test_invalid_run_config_value_is_caught_before_any_run() -> None:
@@ -98,7 +110,9 @@ def test_empty_grid_and_empty_lists() -> None:
     assert error(grid={}) == "exp.yaml: 'grid' is empty; give run-config key -> list of values, or leave 'grid' out"
     assert error(grid={"temperature": []}) == "exp.yaml: 'grid.temperature' is an empty list; give at least one value"
     assert error(seeds=[]) == "exp.yaml: 'seeds' is an empty list; give at least one seed"
-    assert error(methods=[]).startswith("exp.yaml: 'methods' is empty; list at least one of fedavg, fedavg-rds, fedprox")
+    assert error(methods=[]).startswith(
+        "exp.yaml: 'methods' is empty; list at least one of fedavg, fedavg-rds, fedprox"
+    )
 
 
 def test_unknown_method() -> None:
@@ -106,11 +120,15 @@ def test_unknown_method() -> None:
         "exp.yaml: 'methods.fedsgd' is not a method preset and sets no 'method'; presets: fedavg, fedavg-rds, "
         "fedprox, fedprox-rds, fedft-all, fedft-rds, fedft-eds"
     )
-    assert "'methods.mine.method' = 'fedsgd' is unknown; allowed: fedavg" in error(methods={"mine": {"method": "fedsgd"}})
+    assert "'methods.mine.method' = 'fedsgd' is unknown; allowed: fedavg" in error(
+        methods={"mine": {"method": "fedsgd"}}
+    )
 
 
 def test_keys_the_runner_owns_are_refused() -> None:
-    assert error(base={"seed": 1}) == "exp.yaml: 'base.seed' is set by the runner for every cell; list seeds under 'seeds'"
+    assert (
+        error(base={"seed": 1}) == "exp.yaml: 'base.seed' is set by the runner for every cell; list seeds under 'seeds'"
+    )
     assert "'grid.run-name' is set by the runner" in error(grid={"run-name": ["a"]})
 
 
@@ -120,9 +138,11 @@ def test_missing_required_key() -> None:
 
 def test_histogram_section_is_checked() -> None:
     assert "'entropy-histogram.temperatures[1]' must be > 0, got 0" in error(
-        **{"entropy-histogram": {"temperatures": [0.1, 0]}})
+        **{"entropy-histogram": {"temperatures": [0.1, 0]}}
+    )
     assert "'entropy-histogram.method' = 'fedavg' is not a method of this file; allowed: fedft-eds, fedft-rds" in error(
-        **{"entropy-histogram": {"temperatures": [0.1], "method": "fedavg"}})
+        **{"entropy-histogram": {"temperatures": [0.1], "method": "fedavg"}}
+    )
     experiment = parse(**{"entropy-histogram": {"temperatures": [0.1, 1]}})
     assert experiment.histogram.temperatures == (0.1, 1.0) and experiment.histogram.method == "fedft-eds"
 
@@ -155,16 +175,21 @@ def test_select_cells_keeps_file_order_and_matches_any_pattern() -> None:
 
 
 def test_select_cells_refuses_a_pattern_that_matches_nothing() -> None:
-    with pytest.raises(ValueError, match=r"--only 'fedft-eds__seed0' matches no cell; cells are named "
-                                         r"<method>__<key>=<value>__seed<n>, e\.g\. fedft-eds__dirichlet-alpha=0\.1"):
+    with pytest.raises(
+        ValueError,
+        match=r"--only 'fedft-eds__seed0' matches no cell; cells are named "
+        r"<method>__<key>=<value>__seed<n>, e\.g\. fedft-eds__dirichlet-alpha=0\.1",
+    ):
         select_cells(parse().cells, ("fedft-*", "fedft-eds__seed0"))
 
 
 def test_a_grid_value_that_makes_an_unsafe_cell_folder_name_is_refused() -> None:
     message = error(grid={"data-dir": ["/data/x"]}, methods=["fedft-eds"], seeds=[0])
-    assert message == ("exp.yaml: cell 'fedft-eds__data-dir=/data/x__seed0': its folder name (method label, grid "
-                       "values, seed) may hold only letters, digits, '-', '_', '.', '=' and '+', not '/' (it names "
-                       "one folder, never a path)")
+    assert message == (
+        "exp.yaml: cell 'fedft-eds__data-dir=/data/x__seed0': its folder name (method label, grid "
+        "values, seed) may hold only letters, digits, '-', '_', '.', '=' and '+', not '/' (it names "
+        "one folder, never a path)"
+    )
 
 
 @pytest.mark.parametrize("name", ["../outside", "/abs", ".hidden", "with space"])

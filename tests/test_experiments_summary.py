@@ -17,17 +17,29 @@ from experiments.summary import markdown_table, mean_std, summarise, write_csv
 
 
 def experiment():
-    raw = {"description": "d", "cost": "c", "methods": ["fedavg", "fedft-eds"], "grid": {"dirichlet-alpha": [0.1]},
-           "seeds": [0, 1]}
+    raw = {
+        "description": "d",
+        "cost": "c",
+        "methods": ["fedavg", "fedft-eds"],
+        "grid": {"dirichlet-alpha": [0.1]},
+        "seeds": [0, 1],
+    }
     return parse_experiment(raw, Path("exp.yaml"))
 
 
 def result(best: float, seconds: list[float], accuracy: list[float], entropy: list[float]) -> CellResult:
-    rounds = [{"round": i + 1, "accuracy": a, "client_train_seconds": s, "cohort_label_entropy": e}
-              for i, (a, s, e) in enumerate(zip(accuracy, seconds, entropy))]
-    summary = {"best_accuracy": best, "mean_last10_accuracy": sum(accuracy) / len(accuracy),
-               "learning_efficiency": 100 * best / sum(seconds), "total_client_train_seconds": sum(seconds),
-               "total_bytes_down": 2e6, "total_bytes_up": 1e6}
+    rounds = [
+        {"round": i + 1, "accuracy": a, "client_train_seconds": s, "cohort_label_entropy": e}
+        for i, (a, s, e) in enumerate(zip(accuracy, seconds, entropy))
+    ]
+    summary = {
+        "best_accuracy": best,
+        "mean_last10_accuracy": sum(accuracy) / len(accuracy),
+        "learning_efficiency": 100 * best / sum(seconds),
+        "total_client_train_seconds": sum(seconds),
+        "total_bytes_down": 2e6,
+        "total_bytes_up": 1e6,
+    }
     return CellResult(summary, rounds, {"dataset": "fashion-mnist-mini"})
 
 
@@ -54,7 +66,10 @@ def test_summary_rows_average_over_the_seeds_that_finished() -> None:
     assert rows[1].stats["total_client_train_seconds"] == (2.0, None)
     table = markdown_table(experiment(), rows).splitlines()
     assert table[0].startswith("| dirichlet-alpha | method | seeds | best acc. (%) | last-10 mean acc. (%) |")
-    assert table[2] == "| 0.1 | fedavg | 2 | 65.00 ± 7.07 | 60.00 ± 7.07 | 2.846 ± 0.218 | 23.0 ± 4.2 | 2.0 ± 0.0 | 1.0 ± 0.0 |"
+    assert (
+        table[2]
+        == "| 0.1 | fedavg | 2 | 65.00 ± 7.07 | 60.00 ± 7.07 | 2.846 ± 0.218 | 23.0 ± 4.2 | 2.0 ± 0.0 | 1.0 ± 0.0 |"
+    )
     assert table[3] == "| 0.1 | fedft-eds | 1 | 80.00 | 75.00 | 40.000 | 2.0 | 2.0 | 1.0 |"
 
 
@@ -74,16 +89,28 @@ def test_mean_curves_average_rounds_and_accumulate_client_seconds(tmp_path: Path
     np.testing.assert_allclose(fedavg.cohort_entropy, [3.05, 3.25])
     np.testing.assert_allclose(fedavg.accuracy_std, [np.std([0.5, 0.7], ddof=1), 0.0])
     plan = planned(experiment())
-    for path in (plot_accuracy(curves, plan, tmp_path / "a.png"),
-                 plot_cohort_entropy(curves, plan, 10, tmp_path / "e.png"),
-                 plot_learning_efficiency(summarise(experiment(), results()), plan, tmp_path / "le.png")):
+    for path in (
+        plot_accuracy(curves, plan, tmp_path / "a.png"),
+        plot_cohort_entropy(curves, plan, 10, tmp_path / "e.png"),
+        plot_learning_efficiency(summarise(experiment(), results()), plan, tmp_path / "le.png"),
+    ):
         assert path.read_bytes()[:4] == b"\x89PNG"
 
 
 def test_progress_line_and_time_left() -> None:
     assert seconds_left(elapsed=60.0, rounds_done=3, rounds_total=12) == 180.0
     assert seconds_left(elapsed=5.0, rounds_done=0, rounds_total=12) is None
-    assert format_duration(75) == "1m15s" and format_duration(3 * 3600 + 120) == "3h02m" and format_duration(None) == "?"
-    line = progress_line(cells_done=2, cells_total=6, cell="fedft-eds__seed0", server_round=3, num_rounds=10,
-                         accuracy=0.612, elapsed=250.0, left=545.0)
+    assert (
+        format_duration(75) == "1m15s" and format_duration(3 * 3600 + 120) == "3h02m" and format_duration(None) == "?"
+    )
+    line = progress_line(
+        cells_done=2,
+        cells_total=6,
+        cell="fedft-eds__seed0",
+        server_round=3,
+        num_rounds=10,
+        accuracy=0.612,
+        elapsed=250.0,
+        left=545.0,
+    )
     assert line == "[2/6 cells] fedft-eds__seed0: round 3/10, accuracy 61.20% | 4m10s elapsed, ≈ 9m05s left"

@@ -28,8 +28,14 @@ def attacked(mode: str) -> dict[str, torch.Tensor]:
 
 @pytest.mark.parametrize(
     ("mode", "w"),
-    [("scale100", [1 + 50.0, 2 - 100.0]), ("signflip10", [1 - 5.0, 2 + 10.0]), ("inflate", [0.5, 3.0]),
-     ("huge", [1e20, 1e20]), ("labelflip", [1.5, 1.0]), ("hang", [1.5, 1.0])],
+    [
+        ("scale100", [1 + 50.0, 2 - 100.0]),
+        ("signflip10", [1 - 5.0, 2 + 10.0]),
+        ("inflate", [0.5, 3.0]),
+        ("huge", [1e20, 1e20]),
+        ("labelflip", [1.5, 1.0]),
+        ("hang", [1.5, 1.0]),
+    ],
 )
 def test_update_attacks_send_theta_sent_plus_a_multiple_of_the_update(mode: str, w: list[float]) -> None:
     state = attacked(mode)
@@ -76,5 +82,6 @@ def test_raise_raises() -> None:
 
 def test_every_attack_mode_parses() -> None:
     assert parse_fail_partitions("0:scale100,1:signflip10,2:huge,3:inflate,4:gaussian,5:labelflip") == dict(
-        enumerate(("scale100", "signflip10", "huge", "inflate", "gaussian", "labelflip")))
+        enumerate(("scale100", "signflip10", "huge", "inflate", "gaussian", "labelflip"))
+    )
     assert FAULT_MODES[:3] == ("raise", "hang", "garbage")

@@ -13,7 +13,12 @@ from strategies.label_entropy import label_entropy_bits, labels_covered
 
 
 def algorithm_1(
-    l: dict[int, np.ndarray], K: list[int], M: int, B: list[int], Q: int, first: int
+    l: dict[int, np.ndarray],  # noqa: E741 (the paper's names)
+    K: list[int],
+    M: int,
+    B: list[int],
+    Q: int,
+    first: int,
 ) -> tuple[list[int], list[int]]:
     """Algorithm 1 of the paper, line by line, with plain Python loops; ``first`` replaces line 9's draw."""
     C = len(next(iter(l.values())))
@@ -25,9 +30,11 @@ def algorithm_1(
         if not A:
             break
         if S:
+
             def entropy(v):
                 s = sum(v)
                 return -sum((x / s) * math.log2(x / s) for x in v if x > 0) if s > 0 else 0.0
+
             best, j_star = -1.0, None
             for j in sorted(A):
                 h = entropy([L[c] + l[j][c] for c in range(C)])

@@ -47,8 +47,16 @@ def test_proximal_mu_keeps_weights_near_the_start() -> None:
         torch.nn.init.zeros_(model.weight)
         torch.nn.init.zeros_(model.bias)
         objective = proximal_objective(model, mu)
-        train_epochs(objective.loss, list(model.parameters()), x, y, epochs=10, batch_size=10, lr=0.1,
-                     generator=torch.Generator().manual_seed(1))
+        train_epochs(
+            objective.loss,
+            list(model.parameters()),
+            x,
+            y,
+            epochs=10,
+            batch_size=10,
+            lr=0.1,
+            generator=torch.Generator().manual_seed(1),
+        )
         return model.weight.norm().item()
 
     assert drift(5.0) < 0.5 * drift(0.0)

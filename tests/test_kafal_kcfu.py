@@ -10,7 +10,14 @@ import torch
 from torch import nn
 
 from methods.kafal.kcfu import (
-    KCFUOptions, class_terms, client_loss, compensation_class_weights, compensation_loss, draw_mixing, kcfu_loss, mix,
+    KCFUOptions,
+    class_terms,
+    client_loss,
+    compensation_class_weights,
+    compensation_loss,
+    draw_mixing,
+    kcfu_loss,
+    mix,
 )
 
 
@@ -33,7 +40,9 @@ def test_plain_cross_entropy_ablation_ignores_counts() -> None:
     logits, labels = torch.randn(6, 3), torch.tensor([0, 1, 2, 0, 1, 2])
     terms = class_terms(torch.tensor([5.0, 1.0, 1.0]), KCFUOptions(balanced=False), "cpu")
     assert terms.log_counts is None
-    torch.testing.assert_close(client_loss(logits, labels, terms.log_counts), nn.functional.cross_entropy(logits, labels))
+    torch.testing.assert_close(
+        client_loss(logits, labels, terms.log_counts), nn.functional.cross_entropy(logits, labels)
+    )
 
 
 def test_balanced_loss_with_an_unlabelled_class_is_finite_with_zero_gradient_there() -> None:
@@ -48,7 +57,9 @@ def test_balanced_loss_with_an_unlabelled_class_is_finite_with_zero_gradient_the
 def test_gamma_normalised_paper_and_uniform() -> None:
     counts = torch.tensor([6.0, 3.0, 0.0, 1.0])  # Σn = 10: raw 10/6, 10/3, 0, 10 (sum 15)
     torch.testing.assert_close(compensation_class_weights(counts), torch.tensor([1 / 9, 2 / 9, 0.0, 2 / 3]))
-    torch.testing.assert_close(compensation_class_weights(counts, normalise=False), torch.tensor([10 / 6, 10 / 3, 0, 10]))
+    torch.testing.assert_close(
+        compensation_class_weights(counts, normalise=False), torch.tensor([10 / 6, 10 / 3, 0, 10])
+    )
     torch.testing.assert_close(compensation_class_weights(counts, weighting="uniform"), torch.full((4,), 0.25))
     with pytest.raises(ValueError, match="at least one labelled sample"):
         compensation_class_weights(torch.zeros(3))
@@ -174,11 +185,19 @@ def test_options_are_validated() -> None:
 @pytest.mark.parametrize("device", ["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
 def test_kcfu_loss_on_the_device_equals_the_cpu_loss(device: str) -> None:
     student, teacher = models()
-    expected = kcfu_loss(student, teacher, X, Y, U, class_terms(COUNTS, KCFUOptions(), "cpu"),
-                         torch.Generator().manual_seed(3))
+    expected = kcfu_loss(
+        student, teacher, X, Y, U, class_terms(COUNTS, KCFUOptions(), "cpu"), torch.Generator().manual_seed(3)
+    )
     student.to(device)
     teacher.to(device)
-    loss = kcfu_loss(student, teacher, X.to(device), Y.to(device), U.to(device),
-                     class_terms(COUNTS, KCFUOptions(), device), torch.Generator().manual_seed(3))
+    loss = kcfu_loss(
+        student,
+        teacher,
+        X.to(device),
+        Y.to(device),
+        U.to(device),
+        class_terms(COUNTS, KCFUOptions(), device),
+        torch.Generator().manual_seed(3),
+    )
     assert loss.total.device.type == torch.device(device).type
     assert loss.total.item() == pytest.approx(expected.total.item(), rel=1e-6)

@@ -43,7 +43,9 @@ def test_reversed_scores_use_inverse_counts_and_skip_unlabelled_classes() -> Non
 def test_vanilla_scores_are_the_plain_symmetric_kl_and_ignore_counts() -> None:
     scores = ksas_scores(torch.from_numpy(CLIENT), torch.from_numpy(GLOBAL), torch.from_numpy(COUNTS), 1.0, "vanilla")
     np.testing.assert_allclose(scores.numpy(), numpy_ksas(CLIENT, GLOBAL, np.ones(5)), rtol=1e-10)
-    zero_lambda = ksas_scores(torch.from_numpy(CLIENT), torch.from_numpy(GLOBAL), torch.ones(5, dtype=torch.float64), 0.0)
+    zero_lambda = ksas_scores(
+        torch.from_numpy(CLIENT), torch.from_numpy(GLOBAL), torch.ones(5, dtype=torch.float64), 0.0
+    )
     torch.testing.assert_close(zero_lambda, scores)
 
 

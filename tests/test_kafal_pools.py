@@ -28,8 +28,10 @@ def make_pool(n: int = 200, fraction: float = 0.1, seed: int = 0) -> tuple[Activ
     return pool, oracle, hidden
 
 
-@pytest.mark.parametrize(("n", "fraction", "size"), [(5000, 0.1, 500), (4837, 0.1, 484), (30, 0.1, 3), (7, 0.05, 1),
-                                                     (0, 0.1, 0), (100, 1.0, 100)])
+@pytest.mark.parametrize(
+    ("n", "fraction", "size"),
+    [(5000, 0.1, 500), (4837, 0.1, 484), (30, 0.1, 3), (7, 0.05, 1), (0, 0.1, 0), (100, 1.0, 100)],
+)
 def test_sizes_are_the_ceiling_of_the_fraction(n: int, fraction: float, size: int) -> None:
     assert initial_labelled_size(n, fraction) == size
     assert query_budget(n, fraction) == size

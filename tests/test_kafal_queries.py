@@ -11,21 +11,27 @@ from torch import nn
 
 from methods.kafal.ksas import ksas_scores
 from methods.kafal.queries import (
-    QUERY_STRATEGIES, QueryContext, check_sampling_model, select_queries, supports_global_sampling,
+    QUERY_STRATEGIES,
+    QueryContext,
+    check_sampling_model,
+    select_queries,
+    supports_global_sampling,
 )
 from methods.kafal.queries.alfa_mix import alfa_mix_candidates, alfa_mix_query, alpha_caps, class_anchors
 from methods.kafal.queries.badge import badge_query, gradient_embeddings
 from methods.kafal.queries.committee import consensus_kl, qbc_query, vote_entropy
 from methods.kafal.queries.coreset import kcenter_greedy
 from methods.kafal.queries.kmeans import closest_members, kmeans
-from methods.kafal.queries.learning_loss import LossPredictionModule, loss_prediction_loss, ll4al_query
+from methods.kafal.queries.learning_loss import LossPredictionModule, ll4al_query, loss_prediction_loss
 from methods.kafal.queries.outputs import collect_outputs
 from methods.kafal.queries.uncertainty import entropy_query, margin_query, random_query
 from models import MLP2NN, ResNet8
 
 
 def test_entropy_ranks_highest_first() -> None:
-    logits = torch.log(torch.tensor([[0.9, 0.05, 0.05], [1 / 3, 1 / 3, 1 / 3], [0.5, 0.5, 0.0 + 1e-12], [0.6, 0.3, 0.1]]))
+    logits = torch.log(
+        torch.tensor([[0.9, 0.05, 0.05], [1 / 3, 1 / 3, 1 / 3], [0.5, 0.5, 0.0 + 1e-12], [0.6, 0.3, 0.1]])
+    )
     p = torch.softmax(logits, 1).numpy()
     entropy = -(p * np.log(p)).sum(1)
     assert entropy_query(logits, 4).tolist() == np.argsort(-entropy, kind="stable").tolist() == [1, 3, 2, 0]
@@ -122,11 +128,13 @@ def test_vote_entropy_and_consensus_kl_by_hand() -> None:
 
 def test_qbc_ranks_by_vote_entropy_then_consensus_kl() -> None:
     # Samples 0 and 2 both split 2-1; sample 2's members disagree more strongly.
-    logits = torch.tensor([
-        [[1.0, 0.0], [0.0, 0.0], [3.0, 0.0]],
-        [[1.0, 0.0], [0.0, 0.0], [3.0, 0.0]],
-        [[0.0, 1.0], [0.0, 0.0], [0.0, 3.0]],
-    ])
+    logits = torch.tensor(
+        [
+            [[1.0, 0.0], [0.0, 0.0], [3.0, 0.0]],
+            [[1.0, 0.0], [0.0, 0.0], [3.0, 0.0]],
+            [[0.0, 1.0], [0.0, 0.0], [0.0, 3.0]],
+        ]
+    )
     assert qbc_query(logits, 3).tolist() == [2, 0, 1]
     assert qbc_query(logits, 1, "consensus-kl").tolist() == [2]
     with pytest.raises(ValueError, match="'al-qbc-measure' must be one of vote-entropy, consensus-kl"):
@@ -141,8 +149,10 @@ def test_kmeans_recovers_separated_clusters_and_closest_members() -> None:
     groups = {tuple(labels[i * 10 : (i + 1) * 10].unique().tolist()) for i in range(3)}
     assert len(groups) == 3 and all(len(g) == 1 for g in groups)
     closest = closest_members(points, found, labels)
-    expected = [int(torch.nonzero(labels == k).flatten()[((points[labels == k] - found[k]) ** 2).sum(1).argmin()])
-                for k in range(3)]
+    expected = [
+        int(torch.nonzero(labels == k).flatten()[((points[labels == k] - found[k]) ** 2).sum(1).argmin()])
+        for k in range(3)
+    ]
     assert closest.tolist() == expected
 
 
@@ -197,8 +207,9 @@ def test_alfa_mix_candidates_equal_the_written_out_closed_form() -> None:
     classifier.weight.data = torch.from_numpy(weight)
     anchors = class_anchors(torch.from_numpy(labelled), torch.from_numpy(labels), 4).numpy()
     expected = numpy_alfa_candidates(u, anchors, weight, budget=10)
-    found = alfa_mix_candidates(torch.from_numpy(u), torch.from_numpy(labelled), torch.from_numpy(labels),
-                                classifier, 4, budget=10)
+    found = alfa_mix_candidates(
+        torch.from_numpy(u), torch.from_numpy(labelled), torch.from_numpy(labels), classifier, 4, budget=10
+    )
     assert found.numpy().tolist() == expected.tolist() and 0 < expected.sum() < 80
 
 
@@ -248,10 +259,15 @@ def context() -> QueryContext:
     model, global_model = MLP2NN(1, 3), MLP2NN(1, 3)
     labelled_labels = torch.tensor([0, 0, 1, 2, 1])
     return QueryContext(
-        model=model, unlabelled_inputs=torch.randn(30, 1, 32, 32, generator=gen), num_classes=3,
-        labelled_inputs=torch.randn(5, 1, 32, 32, generator=gen), labelled_labels=labelled_labels,
-        class_counts=torch.bincount(labelled_labels, minlength=3).float(), global_model=global_model,
-        committee=[model, MLP2NN(1, 3), MLP2NN(1, 3)], loss_module=LossPredictionModule.for_model(model, (1, 32, 32)),
+        model=model,
+        unlabelled_inputs=torch.randn(30, 1, 32, 32, generator=gen),
+        num_classes=3,
+        labelled_inputs=torch.randn(5, 1, 32, 32, generator=gen),
+        labelled_labels=labelled_labels,
+        class_counts=torch.bincount(labelled_labels, minlength=3).float(),
+        global_model=global_model,
+        committee=[model, MLP2NN(1, 3), MLP2NN(1, 3)],
+        loss_module=LossPredictionModule.for_model(model, (1, 32, 32)),
         batch_size=7,
     )
 

@@ -66,8 +66,13 @@ def test_a_client_releases_its_noisy_counts_once_per_run(tmp_path) -> None:
     run_config = {**load_defaults(), "dataset": "synthetic", "label-dp-epsilon": 0.05}
 
     def new_run() -> Context:
-        return Context(run_id=1, node_id=1, node_config={"partition-id": 0, "num-partitions": 2}, state=RecordDict(),
-                       run_config=run_config)
+        return Context(
+            run_id=1,
+            node_id=1,
+            node_config={"partition-id": 0, "num-partitions": 2},
+            state=RecordDict(),
+            run_config=run_config,
+        )
 
     run = new_run()
     assert ask(run) == ask(run)  # asked again within the run: the same release

@@ -7,10 +7,10 @@ import json
 import subprocess
 import sys
 import textwrap
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from simulation.local_run import PROJECT_DIR
 
@@ -24,8 +24,10 @@ def _canonical(name: str) -> str:
 
 def test_the_dependencies_are_lean_and_torch_is_a_range() -> None:
     project = tomllib.loads((PROJECT_DIR / "pyproject.toml").read_text())["project"]
-    names = {_canonical(d.split(";")[0].split("[")[0].split("=")[0].split(">")[0].split("<")[0].strip())
-             for d in project["dependencies"]}
+    names = {
+        _canonical(d.split(";")[0].split("[")[0].split("=")[0].split(">")[0].split("<")[0].strip())
+        for d in project["dependencies"]
+    }
     assert names == {"flwr", "torch", "numpy", "pyyaml"}
     torch_requirement = next(d for d in project["dependencies"] if d.startswith("torch"))
     assert "==" not in torch_requirement and ">=" in torch_requirement  # CUDA, ROCm and Jetson builds must fit
@@ -36,8 +38,20 @@ def test_the_dependencies_are_lean_and_torch_is_a_range() -> None:
 
 def test_pip_resolves_the_plain_install_without_the_simulation_stack(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
-    command = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet", "--report",
-               str(report), "-c", str(PROJECT_DIR / "constraints-cpu.txt"), str(PROJECT_DIR)]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--dry-run",
+        "--ignore-installed",
+        "--quiet",
+        "--report",
+        str(report),
+        "-c",
+        str(PROJECT_DIR / "constraints-cpu.txt"),
+        str(PROJECT_DIR),
+    ]
     done = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=300)
     if done.returncode and any(s in done.stderr for s in ("ConnectionError", "NewConnectionError", "Max retries")):
         pytest.skip(f"the package registry is unreachable: {done.stderr.strip().splitlines()[-1]}")
@@ -104,8 +118,14 @@ def test_a_client_trains_from_its_data_folder_without_the_simulation_packages(tm
         print(sum(counts), reply.content["metrics"]["num-examples"], loaded)
     """)
     environment = {"PYTHONPATH": f"{PROJECT_DIR}:{lean_site}", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-S", "-c", script], capture_output=True, text=True, cwd=PROJECT_DIR,
-                          timeout=300, env=environment)
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=PROJECT_DIR,
+        timeout=300,
+        env=environment,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     total, trained, loaded = done.stdout.strip().splitlines()[-1].split(" ", 2)
     assert float(total) > 0 and int(trained) > 0 and loaded == "[]"

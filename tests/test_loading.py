@@ -88,7 +88,9 @@ def test_cifar100_fine_and_coarse_labels(tmp_path: Path, name: str, num_labels: 
     assert DATASETS[name].num_classes == num_labels
 
 
-def test_missing_dataset_says_where_it_looked_and_how_to_get_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_dataset_says_where_it_looked_and_how_to_get_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
     with pytest.raises(DataNotFoundError) as err:
         load_dataset.__wrapped__("cifar10", str(tmp_path / "nowhere"))
@@ -121,8 +123,15 @@ def test_synthetic_is_deterministic() -> None:
 
 def _split(**kw) -> FederatedSplit:
     base = dict(
-        dataset="fashion-mnist-mini", data_dir="", partitioner="dirichlet", dirichlet_alpha=0.5,
-        min_partition_size=10, self_balancing=False, classes_per_client=2, public_fraction=0.1, seed=0,
+        dataset="fashion-mnist-mini",
+        data_dir="",
+        partitioner="dirichlet",
+        dirichlet_alpha=0.5,
+        min_partition_size=10,
+        self_balancing=False,
+        classes_per_client=2,
+        public_fraction=0.1,
+        seed=0,
     )
     return FederatedSplit(**{**base, **kw})
 
@@ -193,8 +202,10 @@ def test_idx_images_that_are_not_28_by_28_are_refused(tmp_path: Path) -> None:
     write_idx(folder / "train-images-idx3-ubyte.gz", RNG.integers(0, 256, (40, 32, 32), dtype=np.uint8))
     with pytest.raises(DataFormatError) as err:
         load_dataset.__wrapped__("mnist", str(tmp_path))
-    assert str(err.value) == (f"{folder / 'train-images-idx3-ubyte.gz'}: images are uint8 (40, 1, 32, 32), expected "
-                              "uint8 N x 1 x H x W with H x W = 28 x 28 for 'mnist'")
+    assert str(err.value) == (
+        f"{folder / 'train-images-idx3-ubyte.gz'}: images are uint8 (40, 1, 32, 32), expected "
+        "uint8 N x 1 x H x W with H x W = 28 x 28 for 'mnist'"
+    )
 
 
 def test_idx_labels_outside_the_classes_are_refused(tmp_path: Path) -> None:
@@ -225,8 +236,13 @@ def test_embedded_set_of_the_wrong_shape_is_refused(tmp_path: Path) -> None:
     import json
 
     buffer = io.BytesIO()
-    np.savez(buffer, train_images=np.zeros((4, 1, 32, 32), np.uint8), train_labels=np.zeros(4, np.uint8),
-             test_images=np.zeros((2, 1, 28, 28), np.uint8), test_labels=np.zeros(2, np.uint8))
+    np.savez(
+        buffer,
+        train_images=np.zeros((4, 1, 32, 32), np.uint8),
+        train_labels=np.zeros(4, np.uint8),
+        test_images=np.zeros((2, 1, 28, 28), np.uint8),
+        test_labels=np.zeros(2, np.uint8),
+    )
     source = tmp_path / "mini.json"
     source.write_text(json.dumps({"npz_base85": base64.b85encode(buffer.getvalue()).decode()}))
     with pytest.raises(DataFormatError, match=r"mini.json \(train\): images are uint8 \(4, 1, 32, 32\), expected"):

@@ -38,8 +38,17 @@ def test_phi_parameters_and_batchnorm_buffers_are_bitwise_unchanged() -> None:
     lower_before = {k: v.clone() for k, v in model.state_dict().items() if k not in set(model.upper_state_keys("mid"))}
     upper_before = {k: v.clone() for k, v in model.state_dict().items() if k in set(model.upper_state_keys("mid"))}
     for cache in (None, FeatureCache(2**30)):
-        local_update(model, data, config(method="fedft-eds"), server_round=1, partition_id=0, learning_rate=0.1,
-                     cache=cache, cache_key="k", device=CPU)
+        local_update(
+            model,
+            data,
+            config(method="fedft-eds"),
+            server_round=1,
+            partition_id=0,
+            learning_rate=0.1,
+            cache=cache,
+            cache_key="k",
+            device=CPU,
+        )
     after = model.state_dict()
     assert all(torch.equal(after[k], v) for k, v in lower_before.items())  # running stats included
     assert any(not torch.equal(after[k], v) for k, v in upper_before.items())
@@ -50,15 +59,33 @@ def test_cache_gives_the_same_selection_and_update_as_recomputation() -> None:
     cached_model, plain_model = copy.deepcopy(model), copy.deepcopy(model)
     cache = FeatureCache(2**30)
     cfg = config(method="fedft-eds", selection_fraction=0.25, feature_cache_dtype="float32")
-    a = local_update(cached_model, data, cfg, server_round=3, partition_id=1, learning_rate=0.1, cache=cache,
-                     cache_key="k", device=CPU)
+    a = local_update(
+        cached_model,
+        data,
+        cfg,
+        server_round=3,
+        partition_id=1,
+        learning_rate=0.1,
+        cache=cache,
+        cache_key="k",
+        device=CPU,
+    )
     b = local_update(plain_model, data, cfg, server_round=3, partition_id=1, learning_rate=0.1, cache=None, device=CPU)
     assert a.cache_seconds > 0 and b.cache_seconds == 0
     assert a.selected_entropy_mean == b.selected_entropy_mean and a.num_examples == b.num_examples == 15
     for (name, x), (_, y) in zip(cached_model.state_dict().items(), plain_model.state_dict().items()):
         torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6, msg=name)
-    again = local_update(copy.deepcopy(model), data, cfg, server_round=4, partition_id=1, learning_rate=0.1,
-                         cache=cache, cache_key="k", device=CPU)
+    again = local_update(
+        copy.deepcopy(model),
+        data,
+        cfg,
+        server_round=4,
+        partition_id=1,
+        learning_rate=0.1,
+        cache=cache,
+        cache_key="k",
+        device=CPU,
+    )
     assert again.cache_seconds == 0  # second round: features come from the cache
 
 
@@ -68,8 +95,9 @@ def test_entropy_selection_matches_a_direct_computation_on_the_received_model() 
     with torch.no_grad():
         h = hardened_entropy(received(data.inputs(CPU)), 0.1)
     expected = select_by_entropy(h, math.ceil(0.1 * len(data)))
-    result = local_update(model, data, config(method="fedft-eds"), server_round=1, partition_id=0, learning_rate=0.1,
-                          device=CPU)
+    result = local_update(
+        model, data, config(method="fedft-eds"), server_round=1, partition_id=0, learning_rate=0.1, device=CPU
+    )
     assert result.num_examples == 6 and result.num_local == 60
     assert math.isclose(result.selected_entropy_mean, float(h[expected].mean()), rel_tol=1e-6)
     assert math.isclose(result.local_entropy_mean, float(h.mean()), rel_tol=1e-6)
@@ -78,8 +106,9 @@ def test_entropy_selection_matches_a_direct_computation_on_the_received_model() 
 def test_fedavg_trains_every_parameter_on_all_data() -> None:
     model, data = tiny_setup()
     before = copy.deepcopy(model.state_dict())
-    result = local_update(model, data, config(method="fedavg"), server_round=1, partition_id=0, learning_rate=0.1,
-                          device=CPU)
+    result = local_update(
+        model, data, config(method="fedavg"), server_round=1, partition_id=0, learning_rate=0.1, device=CPU
+    )
     assert result.num_examples == 60 and result.cache_seconds == 0
     assert not torch.equal(model.state_dict()["stages.stem.weight"], before["stages.stem.weight"])
 
@@ -87,8 +116,10 @@ def test_fedavg_trains_every_parameter_on_all_data() -> None:
 def test_random_selection_is_redrawn_each_round() -> None:
     model, data = tiny_setup()
     cfg = config(method="fedft-rds", selection_fraction=0.5)
-    sizes = [local_update(copy.deepcopy(model), data, cfg, server_round=r, partition_id=0, learning_rate=0.1,
-                          device=CPU) for r in (1, 2)]
+    sizes = [
+        local_update(copy.deepcopy(model), data, cfg, server_round=r, partition_id=0, learning_rate=0.1, device=CPU)
+        for r in (1, 2)
+    ]
     assert [s.num_examples for s in sizes] == [30, 30]
     assert sizes[0].selected_entropy_mean != sizes[1].selected_entropy_mean
 
@@ -110,8 +141,12 @@ def test_half_precision_cache_selects_and_trains_as_full_precision() -> None:
     from models.training import predict_logits
     from run_config import federated_split
 
-    configs = {dtype: make_config(dataset="fashion-mnist-mini", local_epochs=1, batch_size=32, method="fedft-eds",
-                                  feature_cache_dtype=dtype) for dtype in ("float16", "float32")}
+    configs = {
+        dtype: make_config(
+            dataset="fashion-mnist-mini", local_epochs=1, batch_size=32, method="fedft-eds", feature_cache_dtype=dtype
+        )
+        for dtype in ("float16", "float32")
+    }
     data = load_local_data(federated_split(configs["float32"]), 0, 10)
     torch.manual_seed(0)
     model = WideResNet(16, 1, in_channels=1, num_classes=10, dropout=0.3).eval()
@@ -124,8 +159,17 @@ def test_half_precision_cache_selects_and_trains_as_full_precision() -> None:
     assert chosen["float16"] == chosen["float32"]
     models = {dtype: copy.deepcopy(model) for dtype in configs}
     for dtype, trained in models.items():
-        local_update(trained, data, configs[dtype], server_round=1, partition_id=0, learning_rate=0.1,
-                     cache=FeatureCache(2**30), cache_key=dtype, device=CPU)
+        local_update(
+            trained,
+            data,
+            configs[dtype],
+            server_round=1,
+            partition_id=0,
+            learning_rate=0.1,
+            cache=FeatureCache(2**30),
+            cache_key=dtype,
+            device=CPU,
+        )
     half, full = models["float16"].state_dict(), models["float32"].state_dict()
     for key in model.upper_state_keys("mid"):
         torch.testing.assert_close(half[key].float(), full[key].float(), rtol=1e-2, atol=1e-3, msg=key)
@@ -136,12 +180,30 @@ def test_features_streamed_from_disk_give_the_update_held_features_give(tmp_path
     model, data = tiny_setup()
     cfg = config(method="fedft-eds", selection_fraction=0.25)
     held, streamed = copy.deepcopy(model), copy.deepcopy(model)
-    a = local_update(held, data, cfg, server_round=2, partition_id=1, learning_rate=0.1, cache=FeatureCache(2**30),
-                     cache_key="k", device=CPU)
+    a = local_update(
+        held,
+        data,
+        cfg,
+        server_round=2,
+        partition_id=1,
+        learning_rate=0.1,
+        cache=FeatureCache(2**30),
+        cache_key="k",
+        device=CPU,
+    )
     for _ in range(2):  # the round that writes the file, then one that reads it
         streamed = copy.deepcopy(model)
-        b = local_update(streamed, data, cfg, server_round=2, partition_id=1, learning_rate=0.1,
-                         cache=FeatureCache(2**10, tmp_path), cache_key="k", device=CPU)
+        b = local_update(
+            streamed,
+            data,
+            cfg,
+            server_round=2,
+            partition_id=1,
+            learning_rate=0.1,
+            cache=FeatureCache(2**10, tmp_path),
+            cache_key="k",
+            device=CPU,
+        )
     assert b.cache_seconds == 0 and len(list(tmp_path.glob("*.npy"))) == 1
     assert a.selected_entropy_mean == b.selected_entropy_mean
     assert all(torch.equal(x, y) for x, y in zip(held.state_dict().values(), streamed.state_dict().values()))

@@ -13,8 +13,19 @@ from deployment.gated_superlink import bind_host, refuse_if_unprotected, startup
 from deployment.loopback_gate import LoopbackGate, admits
 
 
-@pytest.mark.parametrize("path", ["/v1/control/start-run", "/v1/control/register-node", "/v1/control/list-runs",
-                                  "/v1/runtime/acquire-task", "/docs", "/openapi.json", "/v1/fleetx", "/"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/control/start-run",
+        "/v1/control/register-node",
+        "/v1/control/list-runs",
+        "/v1/runtime/acquire-task",
+        "/docs",
+        "/openapi.json",
+        "/v1/fleetx",
+        "/",
+    ],
+)
 def test_control_runtime_and_anything_else_need_a_local_connection(path: str) -> None:
     assert admits(path, "127.0.0.1", "127.0.0.1")
     assert admits(path, "::1", "::1")

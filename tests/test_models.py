@@ -26,7 +26,9 @@ def test_lenet5_parameter_count() -> None:
     assert n_params(LeNet5(in_channels=3, num_classes=10)) == 62_006
 
 
-@pytest.mark.parametrize(("level", "shape"), [("low", (2, 16, 32, 32)), ("mid", (2, 32, 16, 16)), ("up", (2, 64, 8, 8))])
+@pytest.mark.parametrize(
+    ("level", "shape"), [("low", (2, 16, 32, 32)), ("mid", (2, 32, 16, 16)), ("up", (2, 64, 8, 8))]
+)
 def test_wrn_split_levels_have_spec_shapes(level: str, shape: tuple[int, ...]) -> None:
     model = WideResNet(16, 1).eval()
     x = torch.randn(2, 3, 32, 32)
@@ -100,7 +102,9 @@ def test_resnet8_computes_what_wrn_10_1_without_dropout_computes() -> None:
 
 
 @pytest.mark.parametrize("block", ["preact", "post"])
-@pytest.mark.parametrize(("level", "shape"), [("low", (2, 16, 32, 32)), ("mid", (2, 32, 16, 16)), ("up", (2, 64, 8, 8))])
+@pytest.mark.parametrize(
+    ("level", "shape"), [("low", (2, 16, 32, 32)), ("mid", (2, 32, 16, 16)), ("up", (2, 64, 8, 8))]
+)
 def test_resnet8_split_levels(block: str, level: str, shape: tuple[int, ...]) -> None:
     model = ResNet8(block=block).eval()
     x = torch.randn(2, 3, 32, 32)

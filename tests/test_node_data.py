@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import numpy as np
-import torch
 import pytest
+import torch
 
 from client_app.local_data import load_local_data, load_node_local_data
 from data.federated import load_client_partition
@@ -76,8 +76,10 @@ def test_images_of_another_size_are_refused(tmp_path: Path) -> None:
     np.save(folder / IMAGES_FILE, images[:, :, :28, :28])
     with pytest.raises(NodeDataError) as err:
         read_node_data(folder, "synthetic")
-    assert str(err.value) == (f"data-path '{folder}': images are uint8 ({len(images)}, 1, 28, 28), expected uint8 "
-                              "N x 1 x H x W with H x W = 32 x 32 for 'synthetic'")
+    assert str(err.value) == (
+        f"data-path '{folder}': images are uint8 ({len(images)}, 1, 28, 28), expected uint8 "
+        "N x 1 x H x W with H x W = 32 x 32 for 'synthetic'"
+    )
 
 
 def test_a_sample_count_other_than_the_partition_files_is_refused(tmp_path: Path) -> None:

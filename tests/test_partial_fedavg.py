@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Error, Message
 
+from protocol.messages import FROZEN as FROZEN_KEY
 from strategies.client_population import ClientPopulation
 from strategies.label_counts import LabelCountRegistry
-from protocol.messages import FROZEN as FROZEN_KEY
 from strategies.partial_fedavg import PartialModelFedAvg
 from strategies.robust_aggregation import AggregationSettings
 from tests.fake_grid import FakeGrid, client_responders, train_metrics, train_reply
@@ -62,8 +62,11 @@ def test_phi_is_sent_again_after_a_missed_deadline_but_not_after_a_rejected_upda
 def test_aggregate_is_the_mean_weighted_by_selected_counts() -> None:
     strategy, observer, grid = make({"phi": torch.ones(2)})
     msgs = list(strategy.configure_train(1, ArrayRecord({"theta": torch.zeros(2)}), ConfigRecord(), grid))
-    replies = [reply(msgs[0], torch.tensor([1.0, 0.0]), 6), reply(msgs[1], torch.tensor([0.0, 1.0]), 2),
-               reply(msgs[2], torch.tensor([4.0, 4.0]), 2)]
+    replies = [
+        reply(msgs[0], torch.tensor([1.0, 0.0]), 6),
+        reply(msgs[1], torch.tensor([0.0, 1.0]), 2),
+        reply(msgs[2], torch.tensor([4.0, 4.0]), 2),
+    ]
     arrays, _ = strategy.aggregate_train(1, replies)
     torch.testing.assert_close(arrays.to_torch_state_dict()["theta"], torch.tensor([(6 + 8) / 10, (2 + 8) / 10]))
     assert set(arrays.keys()) == {"theta"}  # φ never enters the aggregate
@@ -72,8 +75,11 @@ def test_aggregate_is_the_mean_weighted_by_selected_counts() -> None:
 def test_the_clipped_mean_measures_updates_from_the_theta_sent() -> None:
     strategy, _, grid = make({"phi": torch.ones(2)}, rule="clipped-mean")
     msgs = list(strategy.configure_train(1, ArrayRecord({"theta": torch.ones(2)}), ConfigRecord(), grid))
-    replies = [reply(msgs[0], torch.tensor([2.0, 1.0]), 6), reply(msgs[1], torch.tensor([1.0, 2.0]), 2),
-               reply(msgs[2], torch.tensor([5.0, 5.0]), 2)]
+    replies = [
+        reply(msgs[0], torch.tensor([2.0, 1.0]), 6),
+        reply(msgs[1], torch.tensor([1.0, 2.0]), 2),
+        reply(msgs[2], torch.tensor([5.0, 5.0]), 2),
+    ]
     arrays, _ = strategy.aggregate_train(1, replies)
     # Δ (1, 0), (0, 1), (4, 4): median norm 1, so Δ_2 is clipped to (1, 1)/√2; weights (6, 2, 2) capped at 2
     expected = torch.full((2,), 1 + (1 + 2**-0.5) / 3)

@@ -43,10 +43,19 @@ def test_dirichlet_small_alpha_gives_label_skew() -> None:
 
 def test_self_balancing_evens_out_partition_sizes() -> None:
     def mean_largest(self_balancing: bool) -> float:
-        return float(np.mean([
-            max(len(p) for p in partition_indices(LABELS, 10, "dirichlet", alpha=0.1, self_balancing=self_balancing, seed=s))
-            for s in range(4)
-        ]))
+        return float(
+            np.mean(
+                [
+                    max(
+                        len(p)
+                        for p in partition_indices(
+                            LABELS, 10, "dirichlet", alpha=0.1, self_balancing=self_balancing, seed=s
+                        )
+                    )
+                    for s in range(4)
+                ]
+            )
+        )
 
     assert mean_largest(True) < mean_largest(False)
 

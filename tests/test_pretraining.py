@@ -41,11 +41,15 @@ def test_cache_key_covers_seed_and_recipe(tmp_path: Path) -> None:
     assert cache_path(base) != cache_path(cfg(tmp_path, pretrain="public", seed=4))
     assert cache_path(base) != cache_path(cfg(tmp_path, pretrain="public", pretrain_epochs=3))
     assert cache_path(base) != cache_path(cfg(tmp_path, pretrain="public", pretrain_learning_rate=0.01))
-    assert cache_path(base) == cache_path(cfg(tmp_path, pretrain="public", learning_rate=0.5))  # FL settings don't matter
+    assert cache_path(base) == cache_path(
+        cfg(tmp_path, pretrain="public", learning_rate=0.5)
+    )  # FL settings don't matter
 
 
 def test_other_dataset_keeps_features_and_reinitialises_the_classifier(tmp_path: Path) -> None:
-    config = cfg(tmp_path, dataset="fashion-mnist-mini", pretrain="dataset", pretrain_dataset="synthetic", pretrain_epochs=1)
+    config = cfg(
+        tmp_path, dataset="fashion-mnist-mini", pretrain="dataset", pretrain_dataset="synthetic", pretrain_epochs=1
+    )
     state = initial_state(config)
     fresh = initial_state(cfg(tmp_path, dataset="fashion-mnist-mini", pretrain="none"))
     head = set(LeNet5(1, 10).classifier_keys())
@@ -99,7 +103,10 @@ def test_checkpoint_for_another_model_is_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"pretrain": "checkpoint", "pretrain_checkpoint": "/nonexistent.pt"}, "'pretrain-checkpoint' = '/nonexistent.pt' is not a readable file"),
+        (
+            {"pretrain": "checkpoint", "pretrain_checkpoint": "/nonexistent.pt"},
+            "'pretrain-checkpoint' = '/nonexistent.pt' is not a readable file",
+        ),
         ({"pretrain": "public", "public_fraction": 0.0}, "set 'public-fraction' > 0"),
         ({"pretrain": "dataset", "pretrain_dataset": "cifar10"}, "'pretrain-dataset' = 'cifar10' has 3-channel images"),
     ],
@@ -112,7 +119,12 @@ def test_unusable_sources_are_named_at_start(tmp_path: Path, overrides: dict, me
 
 def test_missing_source_dataset_names_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
-    config = cfg(tmp_path, dataset="fashion-mnist-mini", pretrain="dataset", pretrain_dataset="mnist",
-                 data_dir=str(tmp_path / "none"))
+    config = cfg(
+        tmp_path,
+        dataset="fashion-mnist-mini",
+        pretrain="dataset",
+        pretrain_dataset="mnist",
+        data_dir=str(tmp_path / "none"),
+    )
     with pytest.raises(ConfigError, match="'pretrain-dataset' = 'mnist' cannot be loaded"):
         initial_state(config)

@@ -30,9 +30,11 @@ def refused(read, *args, **kwargs) -> str | None:
 
 # --- identify ---------------------------------------------------------------------------------------------------
 
+
 def identity(**numbers) -> RecordDict:
-    return RecordDict({"identity": MetricRecord({"partition-id": 2, "num-partitions": 4, "num-examples": 50,
-                                                 **numbers})})
+    return RecordDict(
+        {"identity": MetricRecord({"partition-id": 2, "num-partitions": 4, "num-examples": 50, **numbers})}
+    )
 
 
 def test_a_sound_identity_is_read() -> None:
@@ -40,25 +42,41 @@ def test_a_sound_identity_is_read() -> None:
     assert {f.key for f in IDENTITY_FIELDS} == {"partition-id", "num-partitions", "num-examples"}
 
 
-@pytest.mark.parametrize(("content", "reason"), [
-    (RecordDict({}), "missing record identity"),
-    (RecordDict({"identity": ConfigRecord({"partition-id": 2})}), "record 'identity' is a ConfigRecord, expected a "
-                                                                  "MetricRecord"),
-    (RecordDict({"identity": MetricRecord({"partition-id": 1, "num-partitions": 4, "num-examples": 5}),
-                 "other": MetricRecord({})}), "unexpected record other"),
-    (RecordDict({"identity": MetricRecord({"partition-id": 1, "num-partitions": 4})}), "identity lacks num-examples"),
-    (identity(extra=1), "identity has unexpected extra"),
-    (identity(**{"partition-id": 2.0}), "'partition-id' must be an integer, got 2.0"),
-    (identity(**{"partition-id": -1}), "'partition-id' = -1 is outside [0, inf]"),
-    (identity(**{"num-partitions": 0}), "'num-partitions' = 0 is outside [1, inf]"),
-    (identity(**{"partition-id": 4}), "partition-id 4 is not below num-partitions 4"),
-    (identity(**{"num-examples": 0}), "'num-examples' = 0 is outside [1, inf]"),
-])
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (RecordDict({}), "missing record identity"),
+        (
+            RecordDict({"identity": ConfigRecord({"partition-id": 2})}),
+            "record 'identity' is a ConfigRecord, expected a MetricRecord",
+        ),
+        (
+            RecordDict(
+                {
+                    "identity": MetricRecord({"partition-id": 1, "num-partitions": 4, "num-examples": 5}),
+                    "other": MetricRecord({}),
+                }
+            ),
+            "unexpected record other",
+        ),
+        (
+            RecordDict({"identity": MetricRecord({"partition-id": 1, "num-partitions": 4})}),
+            "identity lacks num-examples",
+        ),
+        (identity(extra=1), "identity has unexpected extra"),
+        (identity(**{"partition-id": 2.0}), "'partition-id' must be an integer, got 2.0"),
+        (identity(**{"partition-id": -1}), "'partition-id' = -1 is outside [0, inf]"),
+        (identity(**{"num-partitions": 0}), "'num-partitions' = 0 is outside [1, inf]"),
+        (identity(**{"partition-id": 4}), "partition-id 4 is not below num-partitions 4"),
+        (identity(**{"num-examples": 0}), "'num-examples' = 0 is outside [1, inf]"),
+    ],
+)
 def test_bad_identities_are_refused(content: RecordDict, reason: str) -> None:
     assert refused(read_identity, content) == reason
 
 
 # --- label counts -------------------------------------------------------------------------------------------------
+
 
 def counts(values, **extra) -> RecordDict:
     return RecordDict({"label-counts": ConfigRecord({"counts": values, **extra})})
@@ -69,25 +87,33 @@ def test_sound_counts_are_read_with_and_without_noise() -> None:
     assert read_label_counts(counts([21, 33, 1]), 3, HOLDER, noisy=True).tolist() == [21.0, 33.0, 1.0]
 
 
-@pytest.mark.parametrize(("content", "noisy", "reason"), [
-    (counts([20, 30]), False, "2 label counts for 3 labels"),
-    (counts([60, -10, 0]), False, "label counts must be whole numbers >= 0"),
-    (counts([20.0, 29.5, 0.5]), False, "label counts must be whole numbers >= 0"),
-    (counts([20.0, math.inf, 0.0]), True, "label counts must be whole numbers >= 0"),
-    (counts("20 30 0"), False, "label counts are not a list of numbers"),
-    (counts([True, False, True]), False, "label counts are not a list of numbers"),
-    (counts([20, 30, 0], extra=1), False, "label counts must hold only 'counts', got counts, extra"),
-    (counts([20, 30, 1]), False, "label counts add up to 51, but the client said it holds 50 samples"),
-    (RecordDict({"label-counts": MetricRecord({"counts": [1]})}), False,
-     "record 'label-counts' is a MetricRecord, expected a ConfigRecord"),
-])
+@pytest.mark.parametrize(
+    ("content", "noisy", "reason"),
+    [
+        (counts([20, 30]), False, "2 label counts for 3 labels"),
+        (counts([60, -10, 0]), False, "label counts must be whole numbers >= 0"),
+        (counts([20.0, 29.5, 0.5]), False, "label counts must be whole numbers >= 0"),
+        (counts([20.0, math.inf, 0.0]), True, "label counts must be whole numbers >= 0"),
+        (counts("20 30 0"), False, "label counts are not a list of numbers"),
+        (counts([True, False, True]), False, "label counts are not a list of numbers"),
+        (counts([20, 30, 0], extra=1), False, "label counts must hold only 'counts', got counts, extra"),
+        (counts([20, 30, 1]), False, "label counts add up to 51, but the client said it holds 50 samples"),
+        (
+            RecordDict({"label-counts": MetricRecord({"counts": [1]})}),
+            False,
+            "record 'label-counts' is a MetricRecord, expected a ConfigRecord",
+        ),
+    ],
+)
 def test_bad_counts_are_refused(content: RecordDict, noisy: bool, reason: str) -> None:
     assert refused(read_label_counts, content, 3, HOLDER, noisy) == reason
 
 
 # --- train --------------------------------------------------------------------------------------------------------
 
-SENT = ArrayRecord({"fc.weight": torch.zeros(3, 2), "fc.bias": torch.zeros(3), "bn.num_batches_tracked": torch.tensor(4)})
+SENT = ArrayRecord(
+    {"fc.weight": torch.zeros(3, 2), "fc.bias": torch.zeros(3), "bn.num_batches_tracked": torch.tensor(4)}
+)
 EXPECTED = array_specs(SENT)
 
 
@@ -109,34 +135,53 @@ def test_a_sound_training_reply_is_read() -> None:
     assert read_train_reply(train(), EXPECTED, HOLDER, expected_examples=5)["num-examples"] == 5
 
 
-@pytest.mark.parametrize(("content", "reason"), [
-    (RecordDict({"metrics": MetricRecord(train_metrics(2, 5, 50))}), "missing record arrays"),
-    (RecordDict({"arrays": SENT}), "missing record metrics"),
-    (train(other=ArrayRecord({"x": torch.zeros(1)})), "unexpected record other"),
-    (train(note=ConfigRecord({"x": 1})), "unexpected record note"),
-    (RecordDict({"arrays": SENT, "metrics": ConfigRecord(train_metrics(2, 5, 50))}),
-     "record 'metrics' is a ConfigRecord, expected a MetricRecord"),
-    (train(without("fc.bias")), "missing arrays fc.bias"),
-    (train(changed("extra.weight", torch.zeros(1))), "unexpected arrays extra.weight"),
-    (train(changed("fc.weight", torch.zeros(2, 3))), "array fc.weight has shape (2, 3), expected (3, 2)"),
-    (train(changed("fc.weight", torch.zeros(3, 2, dtype=torch.float64))),
-     "array fc.weight has dtype float64, expected float32"),
-    (train(changed("fc.bias", torch.tensor([0.0, float("nan"), 0.0]))), "array fc.bias holds NaN or infinite values"),
-    (train(changed("fc.bias", torch.tensor([0.0, float("-inf"), 0.0]))), "array fc.bias holds NaN or infinite values"),
-    (train(metrics={k: v for k, v in train_metrics(2, 5, 50).items() if k != "train-loss"}), "metrics lacks train-loss"),
-    (train(metrics={**train_metrics(2, 5, 50), "bonus": 1}), "metrics has unexpected bonus"),
-    (train(metrics=train_metrics(2, 0, 50)), "'num-examples' = 0 is outside [1, inf]"),
-    (train(metrics=train_metrics(2, 2.5, 50)), "'num-examples' must be an integer, got 2.5"),
-    (train(metrics=train_metrics(2, [5], 50)), "'num-examples' must be an integer, got [5]"),
-    (train(metrics=train_metrics(2, 5, 50, train_loss=math.nan)), "'train-loss' = nan is outside [0.0, inf]"),
-    (train(metrics=train_metrics(2, 5, 50, train_loss=-1.0)), "'train-loss' = -1.0 is outside [0.0, inf]"),
-    (train(metrics=train_metrics(2, 5, 50, train_seconds=2 * MAX_SECONDS)), "'train-seconds' = 1209600.0 is outside"),
-    (train(metrics=train_metrics(2, 5, 50, threads=0)), "'threads' = 0 is outside [1, 4096]"),
-    (train(metrics=train_metrics(3, 5, 50)), "reports partition-id 3, but this client is 2"),
-    (train(metrics=train_metrics(2, 5, 5000)), "'num-local' = 5000, but the client said it holds 50"),
-    (train(metrics=train_metrics(2, 60, 50)), "'num-examples' = 60 exceeds the 50 samples the client holds"),
-    (train(metrics=train_metrics(2, 50, 50)), "'num-examples' = 50, but the method trains on 5 of its 50 samples"),
-])
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (RecordDict({"metrics": MetricRecord(train_metrics(2, 5, 50))}), "missing record arrays"),
+        (RecordDict({"arrays": SENT}), "missing record metrics"),
+        (train(other=ArrayRecord({"x": torch.zeros(1)})), "unexpected record other"),
+        (train(note=ConfigRecord({"x": 1})), "unexpected record note"),
+        (
+            RecordDict({"arrays": SENT, "metrics": ConfigRecord(train_metrics(2, 5, 50))}),
+            "record 'metrics' is a ConfigRecord, expected a MetricRecord",
+        ),
+        (train(without("fc.bias")), "missing arrays fc.bias"),
+        (train(changed("extra.weight", torch.zeros(1))), "unexpected arrays extra.weight"),
+        (train(changed("fc.weight", torch.zeros(2, 3))), "array fc.weight has shape (2, 3), expected (3, 2)"),
+        (
+            train(changed("fc.weight", torch.zeros(3, 2, dtype=torch.float64))),
+            "array fc.weight has dtype float64, expected float32",
+        ),
+        (
+            train(changed("fc.bias", torch.tensor([0.0, float("nan"), 0.0]))),
+            "array fc.bias holds NaN or infinite values",
+        ),
+        (
+            train(changed("fc.bias", torch.tensor([0.0, float("-inf"), 0.0]))),
+            "array fc.bias holds NaN or infinite values",
+        ),
+        (
+            train(metrics={k: v for k, v in train_metrics(2, 5, 50).items() if k != "train-loss"}),
+            "metrics lacks train-loss",
+        ),
+        (train(metrics={**train_metrics(2, 5, 50), "bonus": 1}), "metrics has unexpected bonus"),
+        (train(metrics=train_metrics(2, 0, 50)), "'num-examples' = 0 is outside [1, inf]"),
+        (train(metrics=train_metrics(2, 2.5, 50)), "'num-examples' must be an integer, got 2.5"),
+        (train(metrics=train_metrics(2, [5], 50)), "'num-examples' must be an integer, got [5]"),
+        (train(metrics=train_metrics(2, 5, 50, train_loss=math.nan)), "'train-loss' = nan is outside [0.0, inf]"),
+        (train(metrics=train_metrics(2, 5, 50, train_loss=-1.0)), "'train-loss' = -1.0 is outside [0.0, inf]"),
+        (
+            train(metrics=train_metrics(2, 5, 50, train_seconds=2 * MAX_SECONDS)),
+            "'train-seconds' = 1209600.0 is outside",
+        ),
+        (train(metrics=train_metrics(2, 5, 50, threads=0)), "'threads' = 0 is outside [1, 4096]"),
+        (train(metrics=train_metrics(3, 5, 50)), "reports partition-id 3, but this client is 2"),
+        (train(metrics=train_metrics(2, 5, 5000)), "'num-local' = 5000, but the client said it holds 50"),
+        (train(metrics=train_metrics(2, 60, 50)), "'num-examples' = 60 exceeds the 50 samples the client holds"),
+        (train(metrics=train_metrics(2, 50, 50)), "'num-examples' = 50, but the method trains on 5 of its 50 samples"),
+    ],
+)
 def test_bad_training_replies_are_refused(content: RecordDict, reason: str) -> None:
     assert refused(read_train_reply, content, EXPECTED, HOLDER, expected_examples=5).startswith(reason)
 
@@ -149,6 +194,7 @@ def test_every_declared_training_number_is_required() -> None:
 
 # --- evaluate -----------------------------------------------------------------------------------------------------
 
+
 def evaluation(**numbers) -> RecordDict:
     return RecordDict({"metrics": MetricRecord({"eval-loss": 0.7, "eval-acc": 0.8, "num-examples": 50, **numbers})})
 
@@ -158,14 +204,17 @@ def test_a_sound_evaluation_is_read() -> None:
     assert {f.key for f in EVALUATE_METRICS} == {"eval-loss", "eval-acc", "num-examples"}
 
 
-@pytest.mark.parametrize(("content", "reason"), [
-    (evaluation(**{"eval-acc": 1.5}), "'eval-acc' = 1.5 is outside [0.0, 1.0]"),
-    (evaluation(**{"eval-loss": math.inf}), "'eval-loss' = inf is outside [0.0, inf]"),
-    (evaluation(**{"num-examples": 51}), "'num-examples' = 51 exceeds the 50 samples the client holds"),
-    (evaluation(**{"eval-acc": [0.8]}), "'eval-acc' must be a number, got [0.8]"),
-    (evaluation(extra=1.0), "metrics has unexpected extra"),
-    (RecordDict({"metrics": MetricRecord({"eval-loss": 0.7})}), "metrics lacks eval-acc, num-examples"),
-])
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (evaluation(**{"eval-acc": 1.5}), "'eval-acc' = 1.5 is outside [0.0, 1.0]"),
+        (evaluation(**{"eval-loss": math.inf}), "'eval-loss' = inf is outside [0.0, inf]"),
+        (evaluation(**{"num-examples": 51}), "'num-examples' = 51 exceeds the 50 samples the client holds"),
+        (evaluation(**{"eval-acc": [0.8]}), "'eval-acc' must be a number, got [0.8]"),
+        (evaluation(extra=1.0), "metrics has unexpected extra"),
+        (RecordDict({"metrics": MetricRecord({"eval-loss": 0.7})}), "metrics lacks eval-acc, num-examples"),
+    ],
+)
 def test_bad_evaluations_are_refused(content: RecordDict, reason: str) -> None:
     assert refused(read_evaluate_reply, content, HOLDER) == reason
 

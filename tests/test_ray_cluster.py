@@ -24,7 +24,8 @@ RAY = Path(sys.executable).parent / "ray"
 def test_the_federation_config_carries_gpus_per_client() -> None:
     assert Resources().federation_config(10) == "num-supernodes=10 client-resources-num-cpus=1"
     assert Resources(2, 0.1).federation_config(10) == (
-        "num-supernodes=10 client-resources-num-cpus=2 client-resources-num-gpus=0.1")
+        "num-supernodes=10 client-resources-num-cpus=2 client-resources-num-gpus=0.1"
+    )
 
 
 def _wait_for_head(head: subprocess.Popen, log: Path, timeout: float = 120.0) -> None:
@@ -43,19 +44,43 @@ def test_a_simulation_runs_on_a_running_ray_head(tmp_path: Path) -> None:
     environment = {**os.environ, RUN_MARKER: marker, "RAY_USAGE_STATS_ENABLED": "0"}
     with head_log.open("wb") as log:
         head = subprocess.Popen(
-            [str(RAY), "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false", "--block",
-             f"--temp-dir={ray_temp}"],
-            env=environment, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                str(RAY),
+                "start",
+                "--head",
+                f"--port={port}",
+                "--num-cpus=2",
+                "--include-dashboard=false",
+                "--block",
+                f"--temp-dir={ray_temp}",
+            ],
+            env=environment,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     try:
         _wait_for_head(head, head_log)
-        overrides = {"dataset": "synthetic", "model": "lenet5", "pretrain": "none", "num-server-rounds": 1,
-                     "local-epochs": 1, "results-dir": str(tmp_path / "results"), "run-name": "on-cluster",
-                     "node-wait-seconds": 60.0}
+        overrides = {
+            "dataset": "synthetic",
+            "model": "lenet5",
+            "pretrain": "none",
+            "num-server-rounds": 1,
+            "local-epochs": 1,
+            "results-dir": str(tmp_path / "results"),
+            "run-name": "on-cluster",
+            "node-wait-seconds": 60.0,
+        }
         home = tmp_path / "flwr-home"
         with (tmp_path / "run.log").open("wb") as run_log:
-            code = run_simulation(overrides, num_supernodes=2, resources=Resources(ray_address=f"127.0.0.1:{port}"),
-                                  flwr_home=home, stream_to=run_log, timeout=300)
+            code = run_simulation(
+                overrides,
+                num_supernodes=2,
+                resources=Resources(ray_address=f"127.0.0.1:{port}"),
+                flwr_home=home,
+                stream_to=run_log,
+                timeout=300,
+            )
         assert code == 0, (tmp_path / "run.log").read_text()[-2000:]
         assert (tmp_path / "results" / "on-cluster" / "summary.json").is_file()
         # The simulation's driver and its ClientApp actors ran on this head: their logs are in its session folder

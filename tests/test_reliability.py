@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 import torch
 
-from server_app.run_errors import RunSetupError
-from server_app.run_errors import RunFailedError
 from server_app.checkpoint import CHECKPOINT_FILE, load_checkpoint
+from server_app.run_errors import RunFailedError, RunSetupError
 from tests.in_process import ServerKilled, run_in_process, small_run_config
 
 #: Measured durations differ between two executions of the same computation; nothing else may.
@@ -28,15 +27,25 @@ def without_timings(rounds: list[dict[str, Any]]) -> list[dict[str, Any]]:
     kept = []
     for record in rounds:
         record = {k: v for k, v in record.items() if k not in TIMING_FIELDS}
-        record["client_stats"] = [{k: v for k, v in s.items() if k not in CLIENT_TIMING_FIELDS} for s in record["client_stats"]]
+        record["client_stats"] = [
+            {k: v for k, v in s.items() if k not in CLIENT_TIMING_FIELDS} for s in record["client_stats"]
+        ]
         kept.append(record)
     return kept
 
 
 def fedentopt_config(tmp_path: Path, run_name: str, **overrides: Any) -> dict[str, Any]:
     """FedFT-EDS with FedEntOpt selection: the selector's buffer and generator must survive a restart."""
-    return small_run_config(tmp_path, **{"run-name": run_name, "client-selection": "fedentopt",
-                                         "fraction-train": 0.5, "num-server-rounds": 4, **overrides})
+    return small_run_config(
+        tmp_path,
+        **{
+            "run-name": run_name,
+            "client-selection": "fedentopt",
+            "fraction-train": 0.5,
+            "num-server-rounds": 4,
+            **overrides,
+        },
+    )
 
 
 @pytest.fixture(scope="module")
@@ -86,8 +95,9 @@ def test_a_killed_run_resumes_and_ends_as_the_uninterrupted_one(uninterrupted: P
 
 
 def test_failing_hanging_and_garbage_clients_are_left_out(tmp_path: Path) -> None:
-    config = small_run_config(tmp_path, **{"fail-partitions": "1:raise,2:garbage,3:hang", "round-timeout": 3.0,
-                                           "num-server-rounds": 2})
+    config = small_run_config(
+        tmp_path, **{"fail-partitions": "1:raise,2:garbage,3:hang", "round-timeout": 3.0, "num-server-rounds": 2}
+    )
     run_in_process(config)
     for record in rounds_of(tmp_path / "results", "run"):
         assert sorted(record["clients"]) == [0, 1, 2, 3] and record["aggregated"] is True
@@ -103,8 +113,9 @@ def test_failing_hanging_and_garbage_clients_are_left_out(tmp_path: Path) -> Non
 
 
 def test_a_run_in_which_no_round_aggregates_fails_naming_the_first_client_error(tmp_path: Path) -> None:
-    config = small_run_config(tmp_path, **{"fail-partitions": "0:raise,1:raise,2:raise", "min-train-nodes": 2,
-                                           "num-server-rounds": 2})
+    config = small_run_config(
+        tmp_path, **{"fail-partitions": "0:raise,1:raise,2:raise", "min-train-nodes": 2, "num-server-rounds": 2}
+    )
     with pytest.raises(RunFailedError, match="no round aggregated an update: round 1: client 0 failed: InjectedFault"):
         run_in_process(config)
     rounds = rounds_of(tmp_path / "results", "run")
@@ -118,8 +129,9 @@ def test_a_run_in_which_no_round_aggregates_fails_naming_the_first_client_error(
 
 def test_skipped_rounds_are_warnings_when_another_round_aggregates(tmp_path: Path) -> None:
     """One client a round (seed 0 picks partitions 2, 3, 2); partition 2 raises, so rounds 1 and 3 are skipped."""
-    config = small_run_config(tmp_path, **{"fail-partitions": "2:raise", "fraction-train": 0.25,
-                                           "num-server-rounds": 3})
+    config = small_run_config(
+        tmp_path, **{"fail-partitions": "2:raise", "fraction-train": 0.25, "num-server-rounds": 3}
+    )
     run_in_process(config)
     rounds = rounds_of(tmp_path / "results", "run")
     summary = json.loads((tmp_path / "results" / "run" / "summary.json").read_text())
@@ -174,8 +186,11 @@ def test_one_scaled_update_collapses_plain_fedavg_but_not_the_default_clipped_me
     """1 of 8 FedFT-EDS clients sends θ + 100·Δ: `mean` ends at chance, `clipped-mean` near the honest run."""
     base = {"dataset": "fashion-mnist-mini", "pretrain-epochs": 5}
     final = {}
-    for name, overrides in (("honest", {}), ("mean", {"aggregation": "mean", "fail-partitions": "0:scale100"}),
-                            ("clipped", {"fail-partitions": "0:scale100"})):
+    for name, overrides in (
+        ("honest", {}),
+        ("mean", {"aggregation": "mean", "fail-partitions": "0:scale100"}),
+        ("clipped", {"fail-partitions": "0:scale100"}),
+    ):
         run_in_process(small_run_config(tmp_path, **{**base, **overrides, "run-name": name}), num_partitions=8)
         final[name] = rounds_of(tmp_path / "results", name)[-1]
     assert final["honest"]["accuracy"] > 0.5
@@ -186,7 +201,10 @@ def test_one_scaled_update_collapses_plain_fedavg_but_not_the_default_clipped_me
 
 def test_impossible_aggregation_settings_stop_the_run_at_start(tmp_path: Path) -> None:
     config = small_run_config(tmp_path, **{"aggregation": "bulyan", "byzantine-clients": 2})
-    with pytest.raises(RunSetupError, match=r"'byzantine-clients' = 2 is too many for 'aggregation' = 'bulyan' with "
-                                            r"8 clients per round: it needs at least 4f \+ 3 = 11"):
+    with pytest.raises(
+        RunSetupError,
+        match=r"'byzantine-clients' = 2 is too many for 'aggregation' = 'bulyan' with "
+        r"8 clients per round: it needs at least 4f \+ 3 = 11",
+    ):
         run_in_process(config, num_partitions=8)
     assert not (tmp_path / "pretrained").exists()  # refused before pretraining

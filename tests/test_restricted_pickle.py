@@ -43,14 +43,19 @@ def test_a_cifar_batch_that_would_run_code_is_refused_naming_the_file(tmp_path: 
     with pytest.raises(DataFormatError) as err:
         read_cifar_pickles([batch], "labels", DATASETS["cifar10"])
     assert not marker.exists()
-    assert str(err.value).startswith(f"refused to read CIFAR batch {batch}: it names posix.system, which is not "
-                                     "part of the format")
+    assert str(err.value).startswith(
+        f"refused to read CIFAR batch {batch}: it names posix.system, which is not part of the format"
+    )
 
 
 @pytest.mark.parametrize("protocol", range(pickle.HIGHEST_PROTOCOL + 1))
 def test_numpy_arrays_and_plain_data_load_under_every_protocol(protocol: int) -> None:
-    batch = {b"data": np.arange(12, dtype=np.uint8).reshape(2, 6), b"labels": [1, 2], b"batch_label": b"x",
-             "name": "text"}
+    batch = {
+        b"data": np.arange(12, dtype=np.uint8).reshape(2, 6),
+        b"labels": [1, 2],
+        b"batch_label": b"x",
+        "name": "text",
+    }
     loaded = load_array_pickle(io.BytesIO(pickle.dumps(batch, protocol=protocol)))
     assert np.array_equal(loaded[b"data"], batch[b"data"]) and loaded[b"data"].dtype == np.uint8
     assert loaded[b"labels"] == [1, 2] and loaded[b"batch_label"] == b"x" and loaded["name"] == "text"

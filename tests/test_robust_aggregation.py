@@ -83,7 +83,9 @@ def test_median_is_coordinate_wise_and_unweighted() -> None:
     replies = clients([1.0, 5.0], [2.0, -1.0], [10.0, 0.0])
     result = robust_aggregate(AggregationSettings("median"), replies, [1, 1, 1000], GLOBAL)
     np.testing.assert_allclose(result.arrays["w"], [3.0, 1.0])  # Δ median (2, 0)
-    even = robust_aggregate(AggregationSettings("median"), one_dim(0, 1, 3, 100), [1] * 4, {"w": np.zeros(1, np.float32)})
+    even = robust_aggregate(
+        AggregationSettings("median"), one_dim(0, 1, 3, 100), [1] * 4, {"w": np.zeros(1, np.float32)}
+    )
     np.testing.assert_allclose(even.arrays["w"], [2.0])  # mean of the middle two
 
 
@@ -125,8 +127,9 @@ def test_bulyan_averages_the_values_closest_to_the_median_of_the_krum_selection(
     # n = 7, f = 1: Multi-Krum keeps 5 (scores over the 4 nearest: 0→66, 1→43, 2→30, 5→51, 6→78, 50 and −60
     # far larger), their median is 2, and the mean of the 3 values closest to it (2, 1, 0) is 1
     sent = {"w": np.zeros(1, np.float32)}
-    result = robust_aggregate(AggregationSettings("bulyan", byzantine_clients=1), one_dim(0, 1, 2, 5, 6, 50, -60),
-                              [1] * 7, sent)
+    result = robust_aggregate(
+        AggregationSettings("bulyan", byzantine_clients=1), one_dim(0, 1, 2, 5, 6, 50, -60), [1] * 7, sent
+    )
     np.testing.assert_allclose(result.arrays["w"], [1.0])
     assert result.selected == [0, 1, 2, 3, 4]
 
@@ -149,8 +152,10 @@ def test_mean_is_left_to_flower_and_too_few_updates_are_refused() -> None:
 
 
 def test_min_clients_per_rule() -> None:
-    assert [min_clients(AggregationSettings(rule, byzantine_clients=2)) for rule in
-            ("clipped-mean", "median", "trimmed-mean", "krum", "multi-krum", "bulyan")] == [1, 1, 1, 7, 7, 11]
+    assert [
+        min_clients(AggregationSettings(rule, byzantine_clients=2))
+        for rule in ("clipped-mean", "median", "trimmed-mean", "krum", "multi-krum", "bulyan")
+    ] == [1, 1, 1, 7, 7, 11]
 
 
 @pytest.mark.parametrize(
@@ -158,16 +163,32 @@ def test_min_clients_per_rule() -> None:
     [
         (AggregationSettings("fedavg"), 8, "'aggregation' = 'fedavg' is invalid: it must be one of clipped-mean, mean"),
         (AggregationSettings(clip_multiple=0.0), 8, "'clip-multiple' = 0.0 is invalid: it must be > 0"),
-        (AggregationSettings("trimmed-mean", trim_fraction=0.5), 8,
-         "'trim-fraction' = 0.5 is invalid: it must be in [0, 0.5), so that at least one client is left"),
-        (AggregationSettings("trimmed-mean", trim_fraction=0.1), 8,
-         "'trim-fraction' = 0.1 trims no client of a round of 8 (⌊0.1 · 8⌋ = 0)"),
-        (AggregationSettings("krum", byzantine_clients=3), 8,
-         ("'byzantine-clients' = 3 is too many for 'aggregation' = 'krum' with 8 clients per round: it needs at "
-          "least 2f + 3 = 9")),
-        (AggregationSettings("bulyan", byzantine_clients=2), 10,
-         ("'byzantine-clients' = 2 is too many for 'aggregation' = 'bulyan' with 10 clients per round: it needs at "
-          "least 4f + 3 = 11")),
+        (
+            AggregationSettings("trimmed-mean", trim_fraction=0.5),
+            8,
+            "'trim-fraction' = 0.5 is invalid: it must be in [0, 0.5), so that at least one client is left",
+        ),
+        (
+            AggregationSettings("trimmed-mean", trim_fraction=0.1),
+            8,
+            "'trim-fraction' = 0.1 trims no client of a round of 8 (⌊0.1 · 8⌋ = 0)",
+        ),
+        (
+            AggregationSettings("krum", byzantine_clients=3),
+            8,
+            (
+                "'byzantine-clients' = 3 is too many for 'aggregation' = 'krum' with 8 clients per round: it needs at "
+                "least 2f + 3 = 9"
+            ),
+        ),
+        (
+            AggregationSettings("bulyan", byzantine_clients=2),
+            10,
+            (
+                "'byzantine-clients' = 2 is too many for 'aggregation' = 'bulyan' with 10 clients per round: it needs "
+                "at least 4f + 3 = 11"
+            ),
+        ),
     ],
 )
 def test_settings_problem_names_the_key(settings: AggregationSettings, cohort: int, message: str) -> None:
@@ -177,9 +198,14 @@ def test_settings_problem_names_the_key(settings: AggregationSettings, cohort: i
 
 @pytest.mark.parametrize(
     ("settings", "cohort"),
-    [(AggregationSettings(), 1), (AggregationSettings("trimmed-mean", trim_fraction=0.125), 8),
-     (AggregationSettings("krum", byzantine_clients=2), 7), (AggregationSettings("bulyan", byzantine_clients=1), 7),
-     (AggregationSettings("mean"), 1), (AggregationSettings("median"), 2)],
+    [
+        (AggregationSettings(), 1),
+        (AggregationSettings("trimmed-mean", trim_fraction=0.125), 8),
+        (AggregationSettings("krum", byzantine_clients=2), 7),
+        (AggregationSettings("bulyan", byzantine_clients=1), 7),
+        (AggregationSettings("mean"), 1),
+        (AggregationSettings("median"), 2),
+    ],
 )
 def test_settings_that_fit_the_cohort_pass(settings: AggregationSettings, cohort: int) -> None:
     assert settings_problem(settings, cohort) is None

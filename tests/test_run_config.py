@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from run_config import ConfigError, all_settings, parse_run_config
-from run_config.defaults import PYPROJECT, load_defaults, markdown_table, pyproject_config
+from run_config.defaults import PYPROJECT, markdown_table, pyproject_config
 from run_config.schema import default_values
 
 SETTINGS = all_settings()
@@ -35,12 +35,16 @@ def test_defaults_parse_to_fedft_eds(defaults: dict) -> None:
         ("fedft-eds", "mid", "entropy", 0.1, "plain"),
     ],
 )
-def test_method_presets(defaults: dict, method: str, freeze: str, selection: str, fraction: float,
-                        objective: str) -> None:
+def test_method_presets(
+    defaults: dict, method: str, freeze: str, selection: str, fraction: float, objective: str
+) -> None:
     defaults["method"] = method
     config = parse_run_config(defaults)
     assert (config.freeze, config.data_selection, config.selection_fraction, config.objective) == (
-        freeze, selection, fraction, objective
+        freeze,
+        selection,
+        fraction,
+        objective,
     )
 
 
@@ -48,7 +52,11 @@ def test_explicit_values_override_the_preset(defaults: dict) -> None:
     defaults.update({"method": "fedft-eds", "selection-fraction": 0.5, "freeze": "up", "objective": "proximal"})
     config = parse_run_config(defaults)
     assert (config.selection_fraction, config.freeze, config.objective, config.data_selection) == (
-        0.5, "up", "proximal", "entropy")
+        0.5,
+        "up",
+        "proximal",
+        "entropy",
+    )
 
 
 def test_every_setting_is_declared_once_and_pyproject_holds_the_declared_defaults(defaults: dict) -> None:
@@ -84,7 +92,11 @@ def test_every_setting_is_declared_once_and_pyproject_holds_the_declared_default
         ("data-selection", "loss", "'data-selection' = 'loss' is invalid"),
         ("proximal-mu", -0.5, "'proximal-mu' = -0.5 is invalid: it must be >= 0"),
         ("pretrain", "imagenet", "'pretrain' = 'imagenet' is invalid"),
-        ("client-selection", "greedy", "'client-selection' = 'greedy' is invalid: it must be one of 'random', 'fedentopt'"),
+        (
+            "client-selection",
+            "greedy",
+            "'client-selection' = 'greedy' is invalid: it must be one of 'random', 'fedentopt'",
+        ),
         ("fedentopt-buffer", 0.0, "'fedentopt-buffer' = 0.0 is invalid: it must be in (0, 1)"),
         ("fedentopt-buffer", 1.0, "'fedentopt-buffer' = 1.0 is invalid"),
         ("label-dp-epsilon", -0.5, "'label-dp-epsilon' = -0.5 is invalid: it must be >= 0"),
@@ -116,7 +128,9 @@ OUT_OF_RANGE = {str: ["nope", "0:explode", "bad\x00path"], int: [-1, 0], float: 
 @pytest.mark.parametrize("setting", SETTINGS, ids=lambda s: s.key)
 def test_every_key_refuses_a_wrong_type_naming_itself(defaults: dict, setting) -> None:
     defaults[setting.key] = WRONG_TYPE[setting.type]
-    named = f"run config '{setting.key}' (must be of type {setting.type.__name__}|= 5 is invalid)"  # method: checked first
+    named = (
+        f"run config '{setting.key}' (must be of type {setting.type.__name__}|= 5 is invalid)"  # method: checked first
+    )
     with pytest.raises(ConfigError, match=named):
         parse_run_config(defaults)
 
@@ -155,8 +169,10 @@ def test_readme_rows_are_one_per_key() -> None:
 @pytest.mark.parametrize(
     ("name", "expected"),
     [
-        ("../outside", ("may hold only letters, digits, '-', '_', '.', '=' and '+', not '/' (it names one folder, "
-                        "never a path)")),
+        (
+            "../outside",
+            ("may hold only letters, digits, '-', '_', '.', '=' and '+', not '/' (it names one folder, never a path)"),
+        ),
         ("/etc/cron.d", "not '/'"),
         ("a/b", "not '/'"),
         ("a\\b", "not '\\\\'"),
@@ -194,8 +210,9 @@ def test_path_settings_refuse_control_characters(defaults: dict, key: str, value
     defaults[key] = value
     with pytest.raises(ConfigError) as err:
         parse_run_config(defaults)
-    assert str(err.value) == (f"run config '{key}' = {value!r} is invalid: it must not hold control characters "
-                              "such as NUL or a line break")
+    assert str(err.value) == (
+        f"run config '{key}' = {value!r} is invalid: it must not hold control characters such as NUL or a line break"
+    )
 
 
 @pytest.mark.parametrize("key", ["results-dir", "pretrain-cache-dir", "feature-cache-dir", "data-dir"])

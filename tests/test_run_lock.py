@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from server_app.run_errors import RunSetupError
 from server_app.atomic_write import replace_file, replace_text
+from server_app.run_errors import RunSetupError
 from server_app.run_lock import LOCK_FILE, RunFolderError, lock_run_folder
 from tests.in_process import ServerKilled, run_in_process, small_run_config
 
@@ -31,8 +31,12 @@ time.sleep(120)
 @contextmanager
 def lock_held_by_another_process(directory: Path, results_dir: Path) -> Iterator[subprocess.Popen]:
     """A child process holding the lock on ``directory`` until the block ends (then it is killed)."""
-    child = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(directory), str(results_dir)], cwd=PROJECT,
-                             stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(directory), str(results_dir)],
+        cwd=PROJECT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert child.stdout.readline().strip() == "locked"
         yield child
@@ -46,8 +50,10 @@ def test_a_second_lock_is_refused_naming_the_folder_until_the_first_is_released(
     first = lock_run_folder(run, tmp_path / "results", resume=False)
     with pytest.raises(RunFolderError) as err:
         lock_run_folder(run, tmp_path / "results", resume=True)
-    assert str(err.value) == (f"run folder {run} is in use by another run (process {os.getpid()}); wait for it to "
-                              "end or choose another run-name")
+    assert str(err.value) == (
+        f"run folder {run} is in use by another run (process {os.getpid()}); wait for it to "
+        "end or choose another run-name"
+    )
     first.release()
     lock_run_folder(run, tmp_path / "results", resume=False).release()
 
@@ -63,8 +69,10 @@ def test_a_lock_held_by_another_process_refuses_until_that_process_dies(tmp_path
     # killed: the kernel dropped its lock; resuming may go on, starting afresh may not
     with pytest.raises(RunFolderError) as err:
         lock_run_folder(run, results, resume=False)
-    assert str(err.value) == (f"run folder {run} holds an earlier run; set resume = true to go on from its "
-                              "checkpoint, or choose another run-name (or remove the folder)")
+    assert str(err.value) == (
+        f"run folder {run} holds an earlier run; set resume = true to go on from its "
+        "checkpoint, or choose another run-name (or remove the folder)"
+    )
     with lock_run_folder(run, results, resume=True) as lock:
         assert lock.directory == run
         assert (run / LOCK_FILE).read_text() == f"{os.getpid()}\n"
@@ -87,8 +95,10 @@ def test_a_run_folder_linked_outside_results_dir_is_refused_and_nothing_written_
     (results / "r").symlink_to(outside)
     with pytest.raises(RunFolderError) as err:
         lock_run_folder(results / "r", results, resume=False)
-    assert str(err.value) == (f"run folder {results / 'r'} resolves to {outside.resolve()}, which is not inside "
-                              f"results-dir {results.resolve()}; remove the link or choose another run-name")
+    assert str(err.value) == (
+        f"run folder {results / 'r'} resolves to {outside.resolve()}, which is not inside "
+        f"results-dir {results.resolve()}; remove the link or choose another run-name"
+    )
     assert list(outside.iterdir()) == []
 
 
@@ -146,8 +156,10 @@ def test_the_server_refuses_a_run_folder_another_process_writes_and_writes_nothi
     results = tmp_path / "results"
     with lock_held_by_another_process(results / "run", results) as child, pytest.raises(RunSetupError) as err:
         run_in_process(quick_run_config(tmp_path, resume=True))
-    assert str(err.value) == (f"run folder {results.resolve() / 'run'} is in use by another run (process "
-                              f"{child.pid}); wait for it to end or choose another run-name")
+    assert str(err.value) == (
+        f"run folder {results.resolve() / 'run'} is in use by another run (process "
+        f"{child.pid}); wait for it to end or choose another run-name"
+    )
     assert [p.name for p in (results / "run").iterdir()] == [LOCK_FILE]
 
 

@@ -11,8 +11,10 @@ from server_app.run_plot import PLOT_FILE, run_plot_figure, write_run_plot
 
 
 def records(seconds: list[float], accuracy: list[float], skipped: tuple[int, ...] = ()) -> list[dict]:
-    return [{"round": i + 1, "accuracy": a, "client_train_seconds": s, "aggregated": i + 1 not in skipped}
-            for i, (s, a) in enumerate(zip(seconds, accuracy))]
+    return [
+        {"round": i + 1, "accuracy": a, "client_train_seconds": s, "aggregated": i + 1 not in skipped}
+        for i, (s, a) in enumerate(zip(seconds, accuracy))
+    ]
 
 
 def line(ax, label: str):

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from run_config import ConfigError
+from run_config.population import check_population
 from server_app.lifecycle import cohort_policy, learning_rate_schedule
 from strategies.fedentopt_selection import FedEntOptSelector
 from strategies.label_counts import LabelCountRegistry
-from run_config.population import check_population
 from tests.conftest import make_config
 
 
@@ -26,7 +26,9 @@ def test_random_policy_is_seeded_by_round() -> None:
 
 
 def test_fedentopt_policy_gets_q_from_the_population() -> None:
-    select = cohort_policy(make_config(client_selection="fedentopt", fraction_train=0.1, fedentopt_buffer=0.5), registry(), 100)
+    select = cohort_policy(
+        make_config(client_selection="fedentopt", fraction_train=0.1, fedentopt_buffer=0.5), registry(), 100
+    )
     assert isinstance(select, FedEntOptSelector) and select.capacity == 50
     cohort = select(list(range(100)), 1)
     assert len(cohort) == 10 and list(select.buffer) == cohort

@@ -66,8 +66,9 @@ def test_systemd_analyze_verify_accepts_the_unit(name: str, tmp_path: Path) -> N
     # verify also checks that ExecStart's program exists: point it at this environment's instead of /opt/fedft.
     text = (DEPLOYMENT / name).read_text().replace(VENV_BIN, str(Path(sys.executable).parent))
     (tmp_path / name).write_text(text)
-    result = subprocess.run(["systemd-analyze", "verify", str(tmp_path / name)], capture_output=True, text=True,
-                            timeout=60, check=False)
+    result = subprocess.run(
+        ["systemd-analyze", "verify", str(tmp_path / name)], capture_output=True, text=True, timeout=60, check=False
+    )
     assert result.returncode == 0, result.stderr
     assert name not in result.stderr, result.stderr  # warnings (unknown keys, bad values) exit 0 too
 
@@ -114,5 +115,9 @@ def test_superlink_command_is_accepted_by_flower_and_by_the_gate() -> None:
 
 def test_example_node_config_file_is_read_by_flower() -> None:
     node_config = parse_config_args([str(DEPLOYMENT / "fedft-node.toml")])
-    assert node_config == {"partition-id": 3, "num-partitions": 10, "data-path": "/var/lib/fedft/data/node-3",
-                           "device": "auto"}
+    assert node_config == {
+        "partition-id": 3,
+        "num-partitions": 10,
+        "data-path": "/var/lib/fedft/data/node-3",
+        "device": "auto",
+    }

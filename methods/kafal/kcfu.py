@@ -91,8 +91,12 @@ class KCFUOptions:
     def authors_code(cls) -> KCFUOptions:
         """What the authors' script computes: L_client + Γ̂·KL/C, shared partner, pseudo-labels on the mixed batch."""
         return cls(
-            client_weight=1.0, compensation_weight=1.0, kl_reduction="class-mean", pairing="shared",
-            pseudo_labels="mixed", normalise_gamma=True,
+            client_weight=1.0,
+            compensation_weight=1.0,
+            kl_reduction="class-mean",
+            pairing="shared",
+            pseudo_labels="mixed",
+            normalise_gamma=True,
         )
 
 
@@ -178,8 +182,10 @@ def compensation_loss(
     """Batch mean of Γ(x) · KL(σ(teacher) ‖ σ(student)) (Eq. 5); the KL summed over classes or averaged (code)."""
     _one_of("kl_reduction", kl_reduction, KL_REDUCTIONS)
     kl = F.kl_div(
-        torch.log_softmax(student_logits, dim=1), torch.log_softmax(teacher_logits.detach(), dim=1),
-        reduction="none", log_target=True,
+        torch.log_softmax(student_logits, dim=1),
+        torch.log_softmax(teacher_logits.detach(), dim=1),
+        reduction="none",
+        log_target=True,
     ).sum(dim=1)
     if kl_reduction == "class-mean":
         kl = kl / student_logits.shape[1]

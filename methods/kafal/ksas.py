@@ -76,7 +76,9 @@ def ksas_scores(
     class counts. Returns N scores in the logits' dtype, on their device.
     """
     if client_logits.shape != global_logits.shape or client_logits.dim() != 2:
-        raise ValueError(f"logits must be equal N x C, got {tuple(client_logits.shape)} and {tuple(global_logits.shape)}")
+        raise ValueError(
+            f"logits must be equal N x C, got {tuple(client_logits.shape)} and {tuple(global_logits.shape)}"
+        )
     if class_counts.shape != (client_logits.shape[1],):
         raise ValueError(f"class_counts must have {client_logits.shape[1]} entries, got {tuple(class_counts.shape)}")
     log_w = knowledge_log_weights(class_counts, lam, weighting).to(client_logits.device, client_logits.dtype)

@@ -17,7 +17,7 @@ Fig. 4(c)(d)). The paper (Sec. 4.2) names Core-Set, Margin, Entropy, BADGE and A
 | `coreset`  | penultimate features of one model, labelled pool as centres | yes                |
 | `badge`    | softmax and penultimate features of one model               | yes                |
 | `alfa-mix` | penultimate features and classifier of one model, anchors   | yes                |
-| `ll4al`    | client model's level features + its loss-prediction module  | no: the module is trained locally with the client model and not aggregated |
+| `ll4al`    | client model's level features + its loss-prediction module  | no: trained locally, not aggregated |
 | `qbc`      | the client's committee of three local models                | no: a local committee |
 """
 
@@ -61,8 +61,9 @@ def check_sampling_model(strategy: str, sampling_model: str) -> None:
         raise ValueError(f"'al-sampling-model' must be one of {', '.join(SAMPLING_MODELS)}, got {sampling_model!r}")
     if sampling_model == "global" and not supports_global_sampling(strategy):
         allowed = ", ".join(s for s in QUERY_STRATEGIES if s in _GLOBAL_CAPABLE)
-        raise ValueError(f"'al-sampling-model' = 'global' is not possible with 'al-strategy' = {strategy!r}; "
-                         f"it is with {allowed}")
+        raise ValueError(
+            f"'al-sampling-model' = 'global' is not possible with 'al-strategy' = {strategy!r}; it is with {allowed}"
+        )
 
 
 @dataclass
@@ -104,20 +105,27 @@ def select_queries(strategy: str, budget: int, context: QueryContext, generator:
     if strategy == "ll4al":
         _require(strategy, loss_module=context.loss_module)
         assert context.loss_module is not None
-        return ll4al_query(predicted_losses(context.model, context.loss_module, context.unlabelled_inputs,
-                                            context.batch_size), budget)
+        return ll4al_query(
+            predicted_losses(context.model, context.loss_module, context.unlabelled_inputs, context.batch_size), budget
+        )
     if strategy == "qbc":
         _require(strategy, committee=context.committee)
-        logits = torch.stack([collect_outputs(m, context.unlabelled_inputs, context.batch_size).logits
-                              for m in context.committee])
+        logits = torch.stack(
+            [collect_outputs(m, context.unlabelled_inputs, context.batch_size).logits for m in context.committee]
+        )
         return qbc_query(logits, budget, context.qbc_measure)
     outputs = collect_outputs(context.model, context.unlabelled_inputs, context.batch_size)
     if strategy == "kafal":
         _require(strategy, global_model=context.global_model, class_counts=context.class_counts)
         assert context.global_model is not None and context.class_counts is not None
         global_logits = collect_outputs(context.global_model, context.unlabelled_inputs, context.batch_size).logits
-        scores = ksas_scores(outputs.logits, global_logits.to(outputs.logits.device), context.class_counts,
-                             context.kafal_lambda, context.ksas_weighting)
+        scores = ksas_scores(
+            outputs.logits,
+            global_logits.to(outputs.logits.device),
+            context.class_counts,
+            context.kafal_lambda,
+            context.ksas_weighting,
+        )
         return top_scores(scores, budget)
     if strategy == "entropy":
         return entropy_query(outputs.logits, budget)
@@ -127,17 +135,36 @@ def select_queries(strategy: str, budget: int, context: QueryContext, generator:
         return badge_query(outputs.logits, outputs.embeddings, budget, generator)
     _require(strategy, labelled_inputs=context.labelled_inputs)
     assert context.labelled_inputs is not None
-    labelled = (collect_outputs(context.model, context.labelled_inputs, context.batch_size).embeddings
-                if len(context.labelled_inputs) > 0 else outputs.embeddings[:0])
+    labelled = (
+        collect_outputs(context.model, context.labelled_inputs, context.batch_size).embeddings
+        if len(context.labelled_inputs) > 0
+        else outputs.embeddings[:0]
+    )
     if strategy == "coreset":
         return kcenter_greedy(outputs.embeddings, labelled, budget)
     _require(strategy, labelled_labels=context.labelled_labels)
     assert context.labelled_labels is not None
-    return alfa_mix_query(outputs.embeddings, labelled, context.labelled_labels, context.model.classify,
-                          context.num_classes, budget, generator, context.alfa_mix_cap_step)
+    return alfa_mix_query(
+        outputs.embeddings,
+        labelled,
+        context.labelled_labels,
+        context.model.classify,
+        context.num_classes,
+        budget,
+        generator,
+        context.alfa_mix_cap_step,
+    )
 
 
 __all__ = [
-    "KSAS_WEIGHTINGS", "QBC_MEASURES", "QUERY_STRATEGIES", "SAMPLING_MODELS", "LossPredictionModule", "QueryContext",
-    "check_sampling_model", "check_strategy", "select_queries", "supports_global_sampling",
+    "KSAS_WEIGHTINGS",
+    "QBC_MEASURES",
+    "QUERY_STRATEGIES",
+    "SAMPLING_MODELS",
+    "LossPredictionModule",
+    "QueryContext",
+    "check_sampling_model",
+    "check_strategy",
+    "select_queries",
+    "supports_global_sampling",
 ]

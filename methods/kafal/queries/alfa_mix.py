@@ -111,8 +111,9 @@ def alfa_mix_query(
         raise ValueError(f"budget must be in [0, {n}], got {budget}")
     if budget == 0:
         return torch.empty(0, dtype=torch.long)
-    candidates = torch.nonzero(alfa_mix_candidates(unlabelled, labelled, labels, classify, num_classes, budget,
-                                                   cap_step)).flatten()
+    candidates = torch.nonzero(
+        alfa_mix_candidates(unlabelled, labelled, labels, classify, num_classes, budget, cap_step)
+    ).flatten()
     chosen = torch.empty(0, dtype=torch.long)
     if len(candidates) > 0:
         features = F.normalize(unlabelled[candidates].detach(), p=2, dim=1)

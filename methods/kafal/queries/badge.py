@@ -26,7 +26,9 @@ def gradient_embeddings(logits: torch.Tensor, embeddings: torch.Tensor) -> torch
     return (gradient_factors(logits).unsqueeze(2) * embeddings.unsqueeze(1)).flatten(1)
 
 
-def badge_query(logits: torch.Tensor, embeddings: torch.Tensor, budget: int, generator: torch.Generator) -> torch.Tensor:
+def badge_query(
+    logits: torch.Tensor, embeddings: torch.Tensor, budget: int, generator: torch.Generator
+) -> torch.Tensor:
     """Positions (CPU) of ``budget`` samples chosen by k-means++ seeding on the gradient embeddings."""
     n = len(logits)
     if not 0 <= budget <= n:

@@ -18,7 +18,10 @@ _MAX_BLOCK = 1 << 24  # elements of one block of a distance matrix
 
 
 def d2_seeding(
-    first: torch.Tensor, num_centres: int, squared_distance_to: SquaredDistanceTo, num_points: int,
+    first: torch.Tensor,
+    num_centres: int,
+    squared_distance_to: SquaredDistanceTo,
+    num_points: int,
     generator: torch.Generator,
 ) -> torch.Tensor:
     """Indices of ``num_centres`` distinct points: ``first`` (1 element), then each next one drawn with probability

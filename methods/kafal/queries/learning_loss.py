@@ -40,7 +40,9 @@ class LossPredictionModule(nn.Module):
         self.out = nn.Linear(len(channels) * hidden, 1)
 
     @classmethod
-    def for_model(cls, model: SplitModel, input_shape: Sequence[int], hidden: int = LL4AL_HIDDEN) -> LossPredictionModule:
+    def for_model(
+        cls, model: SplitModel, input_shape: Sequence[int], hidden: int = LL4AL_HIDDEN
+    ) -> LossPredictionModule:
         """A module sized for ``model``'s split-level outputs on inputs of ``input_shape`` (C x H x W), same device."""
         device = model_device(model)
         with torch.no_grad(), evaluating(model):
