@@ -10,8 +10,8 @@ embedded fashion-mnist-mini set, the app's defaults otherwise, and the real Serv
 process (``tests/in_process.py``, no Ray), one torch thread. Runs of one seed share one pretrained checkpoint
 (the cache is keyed by the pretraining recipe and seed, which every method and rule here shares).
 
-Writes ``benchmarks/results/attacks.json`` (every run: accuracies per round and the rule's per-round report)
-and ``benchmarks/results/attacks_table.md`` (final and best accuracy against the honest run).
+Writes ``measurements/benchmarks/attacks.json`` (every run: accuracies per round and the rule's per-round report)
+and ``measurements/benchmarks/attacks_table.md`` (final and best accuracy against the honest run).
 """
 
 from __future__ import annotations
@@ -27,12 +27,13 @@ from typing import Any
 
 import torch
 
+from benchmarks import RESULTS_DIR
 from run_config.defaults import load_defaults
 from run_config.fail_partitions import ATTACK_MODES
 from strategies.robust_aggregation import AGGREGATION_RULES
 from tests.in_process import run_in_process
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = RESULTS_DIR
 METHODS = ("fedavg", "fedft-eds")
 ATTACKER = 0
 HONEST = "honest"

@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from benchmarks import RESULTS_DIR
 from client_app.feature_cache import FeatureCache
 from client_app.local_data import load_local_data
 from client_app.local_update import frozen_features, local_update
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (a simulated client gets 1 core)")
     parser.add_argument("--device", default="cpu", help="device to compute on (auto, cpu, cuda, cuda:N, mps)")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/client_workload.json"))
+    parser.add_argument("--out", type=Path, default=RESULTS_DIR / "client_workload.json")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.set_flush_denormal(True)

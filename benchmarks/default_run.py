@@ -17,6 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks import RESULTS_DIR
 from benchmarks.process_memory import PeakMemory, rss_kib
 from simulation.local_run import processes_marked, run_simulation
 
@@ -25,7 +26,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--num-supernodes", type=int, default=10)
     parser.add_argument("--cold", action="store_true", help="pretrain from scratch (empty cache)")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/default_run.json"))
+    parser.add_argument("--out", type=Path, default=RESULTS_DIR / "default_run.json")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="fedft-bench-"))
     flwr_home = work / "flwr-home"

@@ -18,7 +18,7 @@ Modes (the cache's memory tier is bounded by ``feature-cache-mb``):
 Reported per run: round 1 (builds the cache) and the median of later rounds, the selected count, the process's peak
 resident memory (``ru_maxrss``) next to that of the same process after importing the client and building the model
 (``import_peak_rss_mb``), and a digest of the final θ (equal digests: the modes trained the same model).
-Results: ``benchmarks/results/edge_client.json``.
+Results: ``measurements/benchmarks/edge_client.json``.
 """
 
 from __future__ import annotations
@@ -38,7 +38,9 @@ from typing import Any
 
 import torch
 
-RESULTS = Path(__file__).resolve().parent / "results" / "edge_client.json"
+from benchmarks import RESULTS_DIR
+
+RESULTS = RESULTS_DIR / "edge_client.json"
 MODES: dict[str, tuple[dict[str, Any], bool]] = {  # mode -> (run-config overrides, whether the cache gets a folder)
     "memory": ({}, False),
     "small-node": ({"feature_cache_mb": 16, "eval_batch_size": 64}, True),

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks import RESULTS_DIR
 from data.federated import FederatedSplit, load_client_partition
 from strategies.fedentopt_selection import select_fedentopt, select_fedentopt_reference
 from strategies.label_entropy import label_entropy_bits, labels_covered
@@ -120,7 +121,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", default="fashion-mnist")
     parser.add_argument("--rounds", type=int, default=200)
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/fedentopt_selection.json"))
+    parser.add_argument("--out", type=Path, default=RESULTS_DIR / "fedentopt_selection.json")
     args = parser.parse_args(argv)
     load_before = os.getloadavg()[0]
     timing = [time_side_by_side(*case) for case in TIMING_CASES]

@@ -8,7 +8,7 @@ part, E = 5, pretrained on the server's public split (on the GPU, ``server-devic
 on one GPU). Reported per method, over rounds 2 onwards (round 1 includes start-up and, for FedFT-EDS, the feature
 cache): the median wall seconds of a round, the median of the round's summed client training seconds, and the
 median of its slowest client's. Targets on an H100: FedAvg ≤ 5 s wall per round; FedFT-EDS ≤ 1 s of client
-compute per round. Writes ``benchmarks/results/gpu_round.json`` and prints a Markdown table.
+compute per round. Writes ``measurements/benchmarks/gpu_round.json`` and prints a Markdown table.
 """
 
 from __future__ import annotations
@@ -23,10 +23,11 @@ from pathlib import Path
 
 import torch
 
+from benchmarks import RESULTS_DIR
 from models.device import describe_available
 from simulation.local_run import PROJECT_DIR
 
-RESULTS = Path(__file__).resolve().parent / "results" / "gpu_round.json"
+RESULTS = RESULTS_DIR / "gpu_round.json"
 
 
 def round_figures(records: list[dict]) -> dict:

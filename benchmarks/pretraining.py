@@ -6,7 +6,7 @@ For each (seed, threads) it pretrains from scratch (a fresh cache folder) with t
 defaults plus ``--run-config``), then evaluates the kept weights on the test set. Reported: test accuracy, the
 epoch kept and its validation accuracy, seconds, and the spread (max − min) of test accuracy over all runs. Each
 run is a fresh process, so thread counts and caches do not leak between runs. Writes
-``benchmarks/results/pretraining.json``.
+``measurements/benchmarks/pretraining.json``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ from pathlib import Path
 
 import torch
 
-RESULTS = Path(__file__).resolve().parent / "results" / "pretraining.json"
+from benchmarks import RESULTS_DIR
+
+RESULTS = RESULTS_DIR / "pretraining.json"
 
 
 def measure(seed: int, threads: int, run_config: str, cache_dir: str) -> dict:

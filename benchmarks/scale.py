@@ -8,7 +8,7 @@ FedFT-EDS from random weights (scale is about the system, not accuracy), ``--per
 Every process of the run carries a marker in its environment; their proportional set size (PSS, shared
 pages divided among the processes sharing them) is summed every 0.5 s, and the peak is reported with the
 peak number of Ray ClientApp actors. Seconds per round come from rounds.jsonl (wall time per round).
-Writes ``benchmarks/results/scale.json`` and prints a Markdown table.
+Writes ``measurements/benchmarks/scale.json`` and prints a Markdown table.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import time
 import uuid
 from pathlib import Path
 
+from benchmarks import RESULTS_DIR
 from benchmarks.process_memory import PeakMemory, pss_kib
 from simulation.local_run import PROJECT_DIR, processes_marked
 
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--per-round", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--cpus-per-client", type=int, default=1, help="Ray CPUs per ClientApp actor")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/scale.json"))
+    parser.add_argument("--out", type=Path, default=RESULTS_DIR / "scale.json")
     args = parser.parse_args(argv)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:

@@ -9,7 +9,7 @@ arrays (in float64, so even 1e20 values have finite norms) and returns θ_global
   each weight (``num-examples``) capped at ``weight-cap-multiple`` × the median weight, then the weighted
   mean. Both multiples default to 1.0: a hostile client then counts like the median client at most. Looser
   bounds (2.0) let one scaled or 1e20 update of eight cost FedFT-EDS up to 31 points, while 1.0 cost honest
-  runs nothing measurable at Dir(0.1) or Dir(0.5) (``benchmarks/results/attacks.md``).
+  runs nothing measurable at Dir(0.1) or Dir(0.5) (``measurements/benchmarks/attacks.md``).
 - ``median``: the coordinate-wise median (as Flower's FedMedian), unweighted.
 - ``trimmed-mean``: the coordinate-wise mean without the ``trim-fraction`` lowest and highest values
   (Flower's ``trim_mean``), unweighted.
