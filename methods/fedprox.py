@@ -6,6 +6,8 @@ is FedFT-EDS with it. The FedFT-EDS paper tunes μ over {0.01, 0.1, 1, 5} withou
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -24,7 +26,7 @@ class FedProxSettings:
 
 def proximal_term(params: Sequence[torch.Tensor], anchors: Sequence[torch.Tensor]) -> torch.Tensor:
     """½‖w − w_t‖² summed over the trained parameters (FedProx multiplies it by μ)."""
-    return 0.5 * torch.stack([((p - a) ** 2).sum() for p, a in zip(params, anchors, strict=True)]).sum()
+    return 0.5 * functools.reduce(operator.add, [((p - a) ** 2).sum() for p, a in zip(params, anchors, strict=True)])
 
 
 class Proximal(CrossEntropy):
@@ -43,7 +45,7 @@ class Proximal(CrossEntropy):
 FEDPROX = Method(
     "fedprox",
     "FedProx: FedAvg with the proximal term (μ = `proximal-mu`).",
-    presets={"freeze": "none", "data-selection": "all", "selection-fraction": 1.0, "objective": "proximal"},
+    presets={"freeze": "none", "data-selection": "all", "objective": "proximal"},
     settings=(FedProxSettings,),
     objectives={"proximal": Proximal},
 )
