@@ -8,6 +8,8 @@ Messages carry θ (``arrays``) every round and φ (``frozen``) only until this n
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from flwr.app import ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
@@ -16,7 +18,7 @@ from client_app.label_counts import label_count_vector, privatise
 from client_app.node import Node
 from client_app.train_step import shared_train
 from data.catalog import DATASETS
-from methods.registry import method
+from methods.registry import QUERIES, method
 from models.training import evaluate as evaluate_model
 from protocol.messages import (
     COUNTS,
@@ -66,6 +68,19 @@ def train(msg: Message, context: Context) -> Message:
     node = Node(context)
     step = method(node.config.method).client_train or shared_train
     return Message(step(node, msg), reply_to=msg)
+
+
+def method_query(answer: Callable[[Node, Message], RecordDict]) -> Callable[[Message, Context], Message]:
+    """A handler for a query a method declares (``Method.queries``)."""
+
+    def handle(msg: Message, context: Context) -> Message:
+        return Message(answer(Node(context), msg), reply_to=msg)
+
+    return handle
+
+
+for _message_type, _answer in QUERIES.items():
+    app.query(_message_type.removeprefix("query."))(method_query(_answer))  # type: ignore[arg-type]
 
 
 @app.evaluate()

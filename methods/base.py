@@ -86,6 +86,9 @@ class Method:
     presets: Mapping[str, Any] = field(default_factory=dict)
     settings: tuple[type, ...] = ()
     objectives: Mapping[str, ObjectiveFactory] = field(default_factory=dict)
-    client_train: Any = None  # ClientTrain (client_app/app.py) or None: the shared local update
-    strategy: Any = None  # StrategyFactory (server_app/lifecycle.py) or None: PartialModelFedAvg
+    client_train: Any = None  # (Node, Message) -> RecordDict, or None: the shared step (client_app/train_step.py)
+    strategy: Any = None  # (FederatedRun) -> Strategy, or None: PartialModelFedAvg (server_app/lifecycle.py)
+    #: Queries the method's server sends besides training (message type "query.<name>" -> the client's answer,
+    #: a (Node, Message) -> RecordDict); declare their records in protocol/messages.py.
+    queries: Mapping[str, Any] = field(default_factory=dict)
     paper: str = ""

@@ -168,11 +168,13 @@ def read_train_reply(
     identity: Identity,
     expected_examples: int | None = None,
     metrics: Iterable[Number] = TRAIN_METRICS,
+    extra_records: Mapping[str, type] | None = None,
 ) -> dict[str, int | float]:
     """A training reply's metrics, once its records, arrays and numbers pass: it speaks for its own partition,
     holds the samples it said it holds, trained on no more of them, and, where the method fixes how many it trains
-    on (``expected_examples``), on exactly that many."""
-    check_records(content, {ARRAYS: ArrayRecord, METRICS: MetricRecord})
+    on (``expected_examples``), on exactly that many. A method that replies with more declares its ``metrics`` and
+    ``extra_records`` (name -> record kind) and reads their contents itself."""
+    check_records(content, {ARRAYS: ArrayRecord, METRICS: MetricRecord, **(extra_records or {})})
     check_arrays(content.array_records[ARRAYS], expected)
     numbers = read_numbers(content.metric_records[METRICS], metrics, "metrics")
     if numbers[PARTITION_ID] != identity.partition_id:

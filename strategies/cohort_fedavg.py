@@ -34,6 +34,8 @@ from protocol.messages import (
     SERVER_ROUND,
     TRAIN,
     TRAIN_LOSS,
+    TRAIN_METRICS,
+    Number,
 )
 from protocol.replies import ArraySpec, array_specs, read_evaluate_reply, read_train_reply, refusal
 from strategies.client_errors import error_summary
@@ -145,7 +147,8 @@ class CohortFedAvg(FedAvg):
         self.first_round = first_round  # the run's number for Flower's round 1 (a resumed run goes on)
         self._cohort: list[int] = []
         self._evaluated: list[int] = []
-        self._expected: dict[str, ArraySpec] = {}
+        self._expected: dict[str, ArraySpec] = {}  # shapes and dtypes of the round's global θ
+        self._expected_from: dict[int, dict[str, ArraySpec]] = {}  # partition id -> what its reply's θ must match
         self._sent = ArrayRecord()  # the round's global arrays, from which updates are measured
 
     def records_for(self, partition_id: int, arrays: ArrayRecord) -> dict[str, ArrayRecord]:
@@ -185,6 +188,8 @@ class CohortFedAvg(FedAvg):
         self._cohort, self._expected, self._sent = cohort, array_specs(arrays), arrays
         round_config = ConfigRecord({**config, **self.round_config(server_round), SERVER_ROUND: server_round})
         messages = self._messages(cohort, arrays, round_config, TRAIN)
+        # A reply's θ must match the θ its client was sent (methods with per-client models send different ones).
+        self._expected_from = {pid: array_specs(m.content.array_records[ARRAYS]) for pid, m in zip(cohort, messages)}
         bytes_down = sum(r.count_bytes() for m in messages for r in m.content.array_records.values())
         cohort_counts = self.label_counts.total(cohort)
         self.observer.round_started(
@@ -230,10 +235,7 @@ class CohortFedAvg(FedAvg):
             if reply.has_error():
                 outcome.failed[pid] = error_summary(reply.error.reason or "")
                 continue
-            identity = self.population.identity_of(pid)
-            _, reason = refusal(
-                read_train_reply, reply.content, self._expected, identity, self.expected_examples(identity.num_examples)
-            )
+            _, reason = refusal(self.check_reply, pid, reply.content)
             if reason:
                 outcome.rejected[pid] = reason
             else:
@@ -241,6 +243,24 @@ class CohortFedAvg(FedAvg):
         answered = set(outcome.accepted) | set(outcome.failed) | set(outcome.rejected)
         outcome.timed_out = sorted(pid for pid in self._cohort if pid not in answered)
         return outcome
+
+    #: What a training reply holds besides θ and the metrics, for methods that reply with more (name -> record kind).
+    reply_records: Mapping[str, type] = {}
+    #: The numbers a training reply reports.
+    reply_metrics: tuple[Number, ...] = TRAIN_METRICS
+
+    def check_reply(self, partition_id: int, content: RecordDict) -> None:
+        """Raise ``Refused`` unless a training reply is sound (the protocol's checks; a method extends this to read
+        its own records)."""
+        identity = self.population.identity_of(partition_id)
+        read_train_reply(
+            content,
+            self._expected_from[partition_id],
+            identity,
+            self.expected_examples(identity.num_examples),
+            self.reply_metrics,
+            self.reply_records,
+        )
 
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
         """Example-weighted mean loss and accuracy of the sound evaluation replies; the others are named."""

@@ -16,6 +16,7 @@ from flwr.app import Context, Error, Message, RecordDict
 
 import client_app.app as client
 import server_app.app as server
+from methods.registry import QUERIES
 from protocol.messages import CONFIG, EVALUATE, IDENTIFY, LABEL_COUNTS, SERVER_ROUND, TRAIN
 from run_config.defaults import load_defaults
 from tests.fake_grid import FakeGrid
@@ -25,6 +26,7 @@ HANDLERS = {
     LABEL_COUNTS: client.label_counts,
     TRAIN: client.train,
     EVALUATE: client.evaluate,
+    **{message_type: client.method_query(answer) for message_type, answer in QUERIES.items()},
 }
 
 
