@@ -4,7 +4,7 @@ The expected digests and accuracies were produced by the code as it was before t
 running exactly these configurations in one process (``tests/in_process.py``): every preset path (the local
 update, FedProx's proximal term, entropy selection, FedEntOpt selection, both aggregation rules) must still
 compute the same global model. Pretraining is off (its recipe changed on purpose since) and the features are
-float32 (the float16 cache came later), so only the architecture's port is under test.
+float32 (the float16 cache came later) and the public split the 10% it was then, so only the port is under test.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ BEFORE_THE_PLUG_INS = {
 @pytest.mark.parametrize("case", list(BEFORE_THE_PLUG_INS))
 def test_a_ported_method_computes_what_it_computed_before(tmp_path: Path, case: str) -> None:
     overrides, accuracies, digest = BEFORE_THE_PLUG_INS[case]
-    base = {"pretrain": "none", "aggregation": "mean", "feature-cache-dtype": "float32"}
+    base = {"pretrain": "none", "aggregation": "mean", "feature-cache-dtype": "float32", "public-fraction": 0.1}
     run_in_process(small_run_config(tmp_path, **{**base, **overrides}), num_partitions=4)
     run = tmp_path / "results" / "run"
     rounds = [json.loads(line) for line in (run / "rounds.jsonl").read_text().splitlines()]
