@@ -1,0 +1,46 @@
+"""``python -m simulation.stop_local_superlink``: stop the local SuperLink that ``flwr run .`` started and left
+running, by its PID: the ``flower-superlink`` process serving Flower's local port (39091, or
+``$FLWR_LOCAL_SUPERLINK_HTTP_API_PORT``), with everything it started (Ray included)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+from simulation.local_run import _children, _signal_all
+
+DEFAULT_PORT = "39091"
+
+
+def local_superlink_pids(port: str) -> list[int]:
+    """PIDs of ``flower-superlink`` processes started with ``--port <port>``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            arguments = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        named = any(a.endswith(b"flower-superlink") for a in arguments[:2])
+        if named and b"--port" in arguments and arguments[arguments.index(b"--port") + 1 :][:1] == [port.encode()]:
+            found.append(int(entry.name))
+    return found
+
+
+def main() -> int:
+    port = os.environ.get("FLWR_LOCAL_SUPERLINK_HTTP_API_PORT", DEFAULT_PORT)
+    pids = local_superlink_pids(port)
+    if not pids:
+        print(f"no local SuperLink is running on port {port}")
+        return 0
+    for pid in pids:
+        _signal_all([*_children(pid), pid], signal.SIGTERM)
+    print(f"stopped the local SuperLink on port {port} (PID {', '.join(map(str, pids))}) and what it started")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
