@@ -19,7 +19,7 @@ from pathlib import Path
 from experiments.report import write_report
 from experiments.runner import StaleResultsError, default_results_dir, run_experiment
 from experiments.spec import ExperimentFileError, load_experiment, select_cells
-from simulation.local_run import exit_on_sigterm
+from simulation.local_run import add_placement_arguments, exit_on_sigterm
 
 
 def _experiment_command(args: argparse.Namespace) -> int:
@@ -72,13 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", choices=("run", "report", "check"))
     parser.add_argument("file", type=Path, help="experiment file, e.g. experiments/smoke.yaml")
     parser.add_argument("--results-dir", type=Path, help="default: results/experiments/<name>")
-    parser.add_argument(
-        "--gpus-per-client",
-        type=float,
-        default=0.0,
-        help="GPUs per simulated client (e.g. 0.1: ten clients share a GPU); default 0",
-    )
-    parser.add_argument("--ray-address", default="", help="run the cells on this existing Ray cluster")
+    add_placement_arguments(parser)
     parser.add_argument(
         "--only",
         action="append",

@@ -12,20 +12,14 @@ import sys
 from run_config import ConfigError
 from run_config.overrides import config_with_overrides, parse_overrides
 from run_config.population import check_population
-from simulation.local_run import Resources, exit_on_sigterm, run_simulation
+from simulation.local_run import Resources, add_placement_arguments, exit_on_sigterm, run_simulation
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m simulation", description=__doc__.splitlines()[0])
     parser.add_argument("--num-supernodes", type=int, default=10, help="simulated clients (default 10)")
     parser.add_argument("--cpus-per-client", type=int, default=1, help="Ray CPUs per ClientApp (default 1)")
-    parser.add_argument(
-        "--gpus-per-client",
-        type=float,
-        default=0.0,
-        help="GPUs per ClientApp, e.g. 0.1 for ten ClientApps training at once on one GPU (default 0)",
-    )
-    parser.add_argument("--ray-address", default="", help="run on this existing Ray cluster (default: a private one)")
+    add_placement_arguments(parser)
     parser.add_argument(
         "--run-config", default="", help="overrides, e.g. \"num-server-rounds=5 dataset='fashion-mnist'\""
     )

@@ -7,6 +7,7 @@ not report. Here the SuperLink is our own child process, with its own ``FLWR_HOM
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -124,6 +125,17 @@ class Resources:
         if self.gpus_per_client > 0:
             text += f" client-resources-num-gpus={self.gpus_per_client}"
         return text
+
+
+def add_placement_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--gpus-per-client`` and ``--ray-address``, as every simulation launcher takes them."""
+    parser.add_argument(
+        "--gpus-per-client",
+        type=float,
+        default=0.0,
+        help="GPUs per simulated client, e.g. 0.1 for ten clients training at once on one GPU (default 0)",
+    )
+    parser.add_argument("--ray-address", default="", help="run on this existing Ray cluster (default: a private one)")
 
 
 @dataclass(frozen=True)

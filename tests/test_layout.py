@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CODE_PACKAGES = (
+RUNTIME_PACKAGES = (  # what the wheel ships: a SuperNode or SuperLink runs these
     "client_app",
     "server_app",
     "strategies",
@@ -16,10 +16,9 @@ CODE_PACKAGES = (
     "protocol",
     "simulation",
     "deployment",
-    "experiments",
-    "benchmarks",
-    "scripts",
 )
+TOOL_PACKAGES = ("experiments", "benchmarks", "scripts")  # run from a clone only
+CODE_PACKAGES = RUNTIME_PACKAGES + TOOL_PACKAGES
 RESULT_SUFFIXES = {".jsonl", ".csv", ".png", ".json"}
 DATA_ASSETS = ROOT / "data" / "assets"  # the embedded dataset is data the code ships, not a result
 
@@ -38,16 +37,4 @@ def test_every_code_package_is_in_the_wheel() -> None:
     import tomllib
 
     wheel = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["hatch"]["build"]["targets"]["wheel"]
-    shipped = {
-        "server_app",
-        "client_app",
-        "strategies",
-        "methods",
-        "models",
-        "data",
-        "run_config",
-        "protocol",
-        "simulation",
-        "deployment",
-    }
-    assert set(wheel["packages"]) == shipped
+    assert set(wheel["packages"]) == set(RUNTIME_PACKAGES)
