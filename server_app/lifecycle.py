@@ -249,6 +249,8 @@ class FederatedRun:
         summary = self.recorder.finish(
             merge_state(self.frozen, theta.to_torch_state_dict(), self.order),
             pretraining=pretraining_report(self.config),
+            nodes_refused={str(node): why for node, why in self.population.refused.items()},
+            label_counts_refused={str(pid): why for pid, why in sorted(self.label_counts.refused.items())},
         )
         if summary["status"] == "failed":
             raise RunFailedError(f"no round aggregated an update: {summary['failure']}")

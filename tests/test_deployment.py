@@ -162,7 +162,11 @@ def test_tls_authenticated_deployment_runs_fedft_eds_with_fedentopt(tmp_path: Pa
                 exported = json.loads((node_folder / "partition.json").read_text())
                 assert stats["num_local"] == exported["num-samples"]  # trained on its own exported folder
         assert sorted(json.loads((results / "label_counts.json").read_text())) == ["0", "1", "2"]
-        assert "partition 3 sent unusable label counts (error reply: NodeDataError: node config 'data-path'" in log
+        # Node 3 fails its identify message (its data-path is missing): refused, named in the summary, never asked.
+        summary = json.loads((results / "summary.json").read_text())
+        assert summary["label_counts_refused"] == {}
+        [why] = summary["nodes_refused"].values()
+        assert why.startswith("error reply: NodeDataError: node config 'data-path'") and "is not a folder" in why
         assert (results / "model.pt").stat().st_size > 0
 
         # Registered nodes log the id the SuperLink gave them; the unregistered key and the node that cannot

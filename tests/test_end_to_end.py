@@ -36,6 +36,8 @@ SUMMARY_FIELDS = {
     "final_accuracy",
     "total_client_train_seconds",
     "learning_efficiency",
+    "nodes_refused",
+    "label_counts_refused",
 }
 
 
@@ -101,7 +103,7 @@ def test_fedavg_run_writes_the_results_contract(tmp_path: Path) -> None:
         assert [s["partition_id"] for s in record["client_stats"]] == record["clients"]
         assert all(CLIENT_FIELDS <= set(s) for s in record["client_stats"])
         assert all(s["threads"] == 1 for s in record["client_stats"])  # one Ray CPU each, one torch thread
-        assert record["num_examples"] == 5400  # 6,000 mini training images less the 10% public split
+        assert record["num_examples"] == 4800  # 6,000 mini training images less the 20% public split
         assert record["bytes_down"] == record["bytes_up"] == 3 * ArrayRecord(LeNet5(1, 10).state_dict()).count_bytes()
         assert 0.0 <= record["accuracy"] <= 1.0 and record["client_train_seconds"] > 0
 
@@ -136,10 +138,10 @@ def test_fedft_eds_sends_theta_only_and_phi_once(tmp_path: Path) -> None:
     assert second["bytes_down"] == 3 * theta_bytes  # ...and never again
     assert first["bytes_up"] == second["bytes_up"] == 3 * theta_bytes  # replies carry θ only
     for stats in first["client_stats"] + second["client_stats"]:
-        assert stats["num_local"] == 1800 and stats["num_examples"] == math.ceil(0.1 * 1800)
+        assert stats["num_local"] == 1600 and stats["num_examples"] == math.ceil(0.1 * 1600)
         assert stats["selected_entropy_mean"] > stats["local_entropy_mean"] > 0
         assert stats["selection_seconds"] > 0 and stats["cache_seconds"] >= 0
-    assert first["num_examples"] == 3 * 180
+    assert first["num_examples"] == 3 * 160
     assert (tmp_path / "cache").is_dir() and len(list((tmp_path / "cache").glob("*.pt"))) == 1
     assert "pretraining epoch 2/2" in log
     assert len(list((tmp_path / "features").glob("*.npy"))) == 3  # one feature file per client
