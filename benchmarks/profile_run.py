@@ -36,10 +36,10 @@ def phase_table(result: Profile) -> list[str]:
     for part in (result.start, result.end, *result.rounds.values()):
         for phase, seconds in part.items():
             totals[phase] = totals.get(phase, 0.0) + seconds
-    rows = [
-        "| phase | before round 1 (s) | round 1 (s) | later rounds, median (s) | after the rounds (s) | whole run (s) |",
-        "|---|---|---|---|---|---|",
-    ]
+    header = (
+        "| phase | before round 1 (s) | round 1 (s) | later rounds, median (s) | after the rounds (s) | whole run (s) |"
+    )
+    rows = [header, "|---|---|---|---|---|---|"]
     for phase in sorted(totals, key=lambda p: -totals[p]):
         cells = [result.start.get(phase, 0.0), first.get(phase, 0.0), median.get(phase, 0.0)]
         cells += [result.end.get(phase, 0.0), totals[phase]]
@@ -47,7 +47,8 @@ def phase_table(result: Profile) -> list[str]:
     later_totals = [result.round_seconds(r) for r in later]
     later_overheads = [result.overhead(r) for r in later]
     round_cells = [sum(result.start.values()), sum(first.values()), _median(later_totals), sum(result.end.values())]
-    rows.append("| **all phases** | " + " | ".join(f"{c:.2f}" for c in round_cells) + f" | {result.phase_total():.2f} |")
+    cells = " | ".join(f"{c:.2f}" for c in round_cells)
+    rows.append(f"| **all phases** | {cells} | {result.phase_total():.2f} |")
     overhead_1 = sum(first.values()) - first.get(CLIENT_COMPUTE, 0.0)
     rows.append(f"| **outside client compute** | – | {overhead_1:.2f} | {_median(later_overheads):.2f} | – | – |")
     return rows
@@ -106,7 +107,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     stored = json.loads(args.out.read_text()) if args.out.exists() else {}
     stored[args.label] = report
     args.out.write_text(json.dumps(stored, indent=1) + "\n")
-    print(f"{args.label}: {args.num_supernodes} clients, wall {run.wall_seconds:.1f} s, peak {run.peak_pss_gib:.2f} GiB")
+    print(f"{args.label}: {args.num_supernodes} clients, {run.wall_seconds:.1f} s, peak {run.peak_pss_gib:.2f} GiB PSS")
     print("\n".join(phase_table(result)))
     return report
 

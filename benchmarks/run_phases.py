@@ -129,7 +129,8 @@ def profile(spans: Sequence[Mapping[str, Any]]) -> Profile:
     finish_start = min((s["start"] for s in spans if s["name"] == FINISH), default=server_end)
     inner = [s for s in spans if s["name"] != LAUNCH and window_start <= s["start"] < window_end]
     events = sorted(
-        [(s["start"], 1, i) for i, s in enumerate(inner)] + [(s["end"], 0, i) for i, s in enumerate(inner)]
+        [(s["start"], 1, i) for i, s in enumerate(inner)]
+        + [(s["end"], 0, i) for i, s in enumerate(inner)]
         + [(t, 2, -1) for t, _ in round_starts]
         + [(t, 2, -1) for t in (window_start, window_end, server_start, server_end, finish_start)]
     )
@@ -140,7 +141,8 @@ def profile(spans: Sequence[Mapping[str, Any]]) -> Profile:
     for time, kind, index in events:
         time = min(max(time, window_start), window_end)
         if time > previous:
-            _credit(result, previous, time, server_active, clients, server_start, server_end, round_starts, finish_start)
+            bounds = (server_start, server_end, finish_start)
+            _credit(result, previous, time, server_active, clients, bounds, round_starts)
             previous = time
         if index < 0:
             continue
@@ -175,11 +177,10 @@ def _credit(
     end: float,
     server_active: dict[int, Mapping[str, Any]],
     clients: Counter,
-    server_start: float,
-    server_end: float,
+    bounds: tuple[float, float, float],
     round_starts: list[tuple[float, int]],
-    finish_start: float,
 ) -> None:
+    server_start, server_end, finish_start = bounds
     in_server = server_start <= start < server_end and bool(server_active)
     phase = _phase_at(list(server_active.values()), clients, in_server, start < server_start)
     server_round = _round_of(start, round_starts, finish_start)

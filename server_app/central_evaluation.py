@@ -11,7 +11,7 @@ from flwr.app import ArrayRecord
 from data.federated import load_test_set
 from data.transforms import to_model_input
 from models.training import evaluate
-from run_config import RunConfig, build_model_for, federated_split
+from run_config import RunConfig, build_model_for, data_cache, federated_split
 from strategies.partial_model import merge_state
 
 
@@ -20,7 +20,7 @@ class CentralEvaluation:
 
     def __init__(self, config: RunConfig, frozen: Mapping[str, torch.Tensor], device: torch.device) -> None:
         split = federated_split(config)
-        test = load_test_set(split)
+        test = load_test_set(split, data_cache(config))
         self.inputs = to_model_input(test.images, split.info).to(device)
         self.labels = torch.from_numpy(test.labels).to(device)
         self.model = build_model_for(config).to(device)

@@ -38,7 +38,7 @@ from methods.registry import method
 from models.device import DeviceUnavailableError, resolve_device
 from profiling.spans import CHECKPOINT, EVALUATION, FINISH, NODE_WAIT, PRETRAINING, RESULTS, SETUP, span
 from protocol.messages import LEARNING_RATE
-from run_config import ConfigError, RunConfig, build_model_for, federated_split, parse_run_config
+from run_config import ConfigError, RunConfig, build_model_for, data_cache, federated_split, parse_run_config
 from run_config.population import aggregation_settings, check_population
 from server_app.central_evaluation import CentralEvaluation
 from server_app.checkpoint import CHECKPOINT_FILE, Checkpoint, CheckpointError, resume_point, save_checkpoint
@@ -126,7 +126,7 @@ class FederatedRun:
             population = ClientPopulation(wait_seconds=config.node_wait_seconds)
             with span(NODE_WAIT):
                 connected = population.available(grid)
-            sizes = partition_sizes(split, population.expected)
+            sizes = partition_sizes(split, population.expected, data_cache(config))
             check_population(config, population.expected)  # before pretraining: an impossible run costs nothing
             checkpoint = resume_point(directory, config)
             recorder = RunRecorder(directory, config, resume_from=checkpoint.results if checkpoint else None)

@@ -17,9 +17,9 @@ def test_only_selected_clients_load_their_data_while_all_send_label_counts(
     loaded: list[int] = []
     load = node_module.load_local_data
 
-    def recording_load(split, partition_id: int, num_partitions: int):
+    def recording_load(split, partition_id: int, num_partitions: int, cache=None):
         loaded.append(partition_id)
-        return load(split, partition_id, num_partitions)
+        return load(split, partition_id, num_partitions, cache)
 
     monkeypatch.setattr(node_module, "load_local_data", recording_load)
     run_in_process(small_run_config(tmp_path, **{"fraction-train": 0.25, "num-server-rounds": 1}), num_partitions=8)
