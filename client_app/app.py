@@ -37,6 +37,7 @@ from protocol.messages import (
     PARTITION_ID,
     SERVER_ROUND,
     TRAIN,
+    WITH_LABEL_COUNTS,
 )
 
 torch.set_flush_denormal(True)  # a freshly initialised model computes with denormal floats, about 2x slower on CPU
@@ -44,29 +45,37 @@ torch.set_flush_denormal(True)  # a freshly initialised model computes with deno
 app = ClientApp()
 
 
+def released_label_counts(node: Node) -> ConfigRecord:
+    """This client's label counts as it releases them, with Laplace noise when ``label-dp-epsilon`` > 0: one release
+    per run, repeated if asked again (kept in ``context.state``; see client_app/label_counts.py)."""
+    if LABEL_COUNTS_RECORD not in node.state:
+        vector = label_count_vector(node.labels(), DATASETS[node.config.dataset].num_classes)
+        counts = privatise(vector, node.config.label_dp_epsilon)
+        node.state[LABEL_COUNTS_RECORD] = ConfigRecord({COUNTS: counts.tolist()})
+    return node.state.config_records[LABEL_COUNTS_RECORD]
+
+
 @app.query(IDENTIFY.removeprefix("query."))
 def identify(msg: Message, context: Context) -> Message:
     """Tell the server which partition this node holds (node ids are not stable, partition ids are) and how many
-    samples it holds (what the server checks every later reply's counts against)."""
+    samples it holds (what the server checks every later reply's counts against); with the label counts when the
+    server asks for them along."""
     with span(CLIENT_MESSAGE, type=IDENTIFY):
         node = Node(context)
         identity = MetricRecord(
             {PARTITION_ID: node.partition_id, NUM_PARTITIONS: node.num_partitions, NUM_EXAMPLES: len(node.labels())}
         )
-        return Message(RecordDict({IDENTITY: identity}), reply_to=msg)
+        reply = RecordDict({IDENTITY: identity})
+        if CONFIG in msg.content.config_records and msg.content.config_records[CONFIG].get(WITH_LABEL_COUNTS):
+            reply[LABEL_COUNTS_RECORD] = released_label_counts(node)
+        return Message(reply, reply_to=msg)
 
 
 @app.query(LABEL_COUNTS.removeprefix("query."))
 def label_counts(msg: Message, context: Context) -> Message:
-    """Send this client's label counts (FedEntOpt), with Laplace noise when ``label-dp-epsilon`` > 0: one release
-    per run, repeated if asked again (see client_app/label_counts.py)."""
+    """Send this client's label counts (FedEntOpt); see ``released_label_counts``."""
     with span(CLIENT_MESSAGE, type=LABEL_COUNTS):
-        if LABEL_COUNTS_RECORD not in context.state:
-            node = Node(context)
-            vector = label_count_vector(node.labels(), DATASETS[node.config.dataset].num_classes)
-            counts = privatise(vector, node.config.label_dp_epsilon)
-            context.state[LABEL_COUNTS_RECORD] = ConfigRecord({COUNTS: counts.tolist()})
-    return Message(RecordDict({LABEL_COUNTS_RECORD: context.state[LABEL_COUNTS_RECORD]}), reply_to=msg)
+        return Message(RecordDict({LABEL_COUNTS_RECORD: released_label_counts(Node(context))}), reply_to=msg)
 
 
 @app.train()

@@ -175,6 +175,7 @@ class CohortFedAvg(FedAvg):
                 grid,
                 {pid: self.population.node_of(pid) for pid in connected},
                 {pid: self.population.identity_of(pid) for pid in connected},
+                self.population.offered_counts,
             )
         return self.label_counts.usable(connected)
 
