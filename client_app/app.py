@@ -20,10 +20,13 @@ from client_app.train_step import shared_train
 from data.catalog import DATASETS
 from methods.registry import QUERIES, method
 from models.training import evaluate as evaluate_model
+from profiling.spans import CLIENT_MESSAGE, span
 from protocol.messages import (
+    CONFIG,
     COUNTS,
     EVAL_ACCURACY,
     EVAL_LOSS,
+    EVALUATE,
     IDENTIFY,
     IDENTITY,
     LABEL_COUNTS,
@@ -32,6 +35,9 @@ from protocol.messages import (
     NUM_EXAMPLES,
     NUM_PARTITIONS,
     PARTITION_ID,
+    SERVER_ROUND,
+    TRAIN,
+    WITH_LABEL_COUNTS,
 )
 
 torch.set_flush_denormal(True)  # a freshly initialised model computes with denormal floats, about 2x slower on CPU
@@ -39,42 +45,54 @@ torch.set_flush_denormal(True)  # a freshly initialised model computes with deno
 app = ClientApp()
 
 
+def released_label_counts(node: Node) -> ConfigRecord:
+    """This client's label counts as it releases them, with Laplace noise when ``label-dp-epsilon`` > 0: one release
+    per run, repeated if asked again (kept in ``context.state``; see client_app/label_counts.py)."""
+    if LABEL_COUNTS_RECORD not in node.state:
+        vector = label_count_vector(node.labels(), DATASETS[node.config.dataset].num_classes)
+        counts = privatise(vector, node.config.label_dp_epsilon)
+        node.state[LABEL_COUNTS_RECORD] = ConfigRecord({COUNTS: counts.tolist()})
+    return node.state.config_records[LABEL_COUNTS_RECORD]
+
+
 @app.query(IDENTIFY.removeprefix("query."))
 def identify(msg: Message, context: Context) -> Message:
     """Tell the server which partition this node holds (node ids are not stable, partition ids are) and how many
-    samples it holds (what the server checks every later reply's counts against)."""
-    node = Node(context)
-    identity = MetricRecord(
-        {PARTITION_ID: node.partition_id, NUM_PARTITIONS: node.num_partitions, NUM_EXAMPLES: len(node.labels())}
-    )
-    return Message(RecordDict({IDENTITY: identity}), reply_to=msg)
+    samples it holds (what the server checks every later reply's counts against); with the label counts when the
+    server asks for them along."""
+    with span(CLIENT_MESSAGE, type=IDENTIFY):
+        node = Node(context)
+        identity = MetricRecord(
+            {PARTITION_ID: node.partition_id, NUM_PARTITIONS: node.num_partitions, NUM_EXAMPLES: len(node.labels())}
+        )
+        reply = RecordDict({IDENTITY: identity})
+        if CONFIG in msg.content.config_records and msg.content.config_records[CONFIG].get(WITH_LABEL_COUNTS):
+            reply[LABEL_COUNTS_RECORD] = released_label_counts(node)
+        return Message(reply, reply_to=msg)
 
 
 @app.query(LABEL_COUNTS.removeprefix("query."))
 def label_counts(msg: Message, context: Context) -> Message:
-    """Send this client's label counts (FedEntOpt), with Laplace noise when ``label-dp-epsilon`` > 0: one release
-    per run, repeated if asked again (see client_app/label_counts.py)."""
-    if LABEL_COUNTS_RECORD not in context.state:
-        node = Node(context)
-        vector = label_count_vector(node.labels(), DATASETS[node.config.dataset].num_classes)
-        counts = privatise(vector, node.config.label_dp_epsilon)
-        context.state[LABEL_COUNTS_RECORD] = ConfigRecord({COUNTS: counts.tolist()})
-    return Message(RecordDict({LABEL_COUNTS_RECORD: context.state[LABEL_COUNTS_RECORD]}), reply_to=msg)
+    """Send this client's label counts (FedEntOpt); see ``released_label_counts``."""
+    with span(CLIENT_MESSAGE, type=LABEL_COUNTS):
+        return Message(RecordDict({LABEL_COUNTS_RECORD: released_label_counts(Node(context))}), reply_to=msg)
 
 
 @app.train()
 def train(msg: Message, context: Context) -> Message:
     """The round's local work, by the configured method's client step."""
-    node = Node(context)
-    step = method(node.config.method).client_train or shared_train
-    return Message(step(node, msg), reply_to=msg)
+    with span(CLIENT_MESSAGE, type=TRAIN, round=msg.content[CONFIG][SERVER_ROUND]):
+        node = Node(context)
+        step = method(node.config.method).client_train or shared_train
+        return Message(step(node, msg), reply_to=msg)
 
 
 def method_query(answer: Callable[[Node, Message], RecordDict]) -> Callable[[Message, Context], Message]:
     """A handler for a query a method declares (``Method.queries``)."""
 
     def handle(msg: Message, context: Context) -> Message:
-        return Message(answer(Node(context), msg), reply_to=msg)
+        with span(CLIENT_MESSAGE, type=msg.metadata.message_type):
+            return Message(answer(Node(context), msg), reply_to=msg)
 
     return handle
 
@@ -86,12 +104,13 @@ for _message_type, _answer in QUERIES.items():
 @app.evaluate()
 def evaluate(msg: Message, context: Context) -> Message:
     """Evaluate the received global model on this client's local data."""
-    node = Node(context)
-    data = node.data()
-    model, _ = node.global_model(msg)
-    model.to(node.device).eval()
-    loss, accuracy = evaluate_model(
-        model, data.inputs(node.device), data.labels.to(node.device), node.config.eval_batch_size
-    )
-    metrics = MetricRecord({EVAL_LOSS: loss, EVAL_ACCURACY: accuracy, NUM_EXAMPLES: len(data)})
-    return Message(RecordDict({METRICS: metrics}), reply_to=msg)
+    with span(CLIENT_MESSAGE, type=EVALUATE):
+        node = Node(context)
+        data = node.data()
+        model, _ = node.global_model(msg)
+        model.to(node.device).eval()
+        loss, accuracy = evaluate_model(
+            model, data.inputs(node.device), data.labels.to(node.device), node.config.eval_batch_size
+        )
+        metrics = MetricRecord({EVAL_LOSS: loss, EVAL_ACCURACY: accuracy, NUM_EXAMPLES: len(data)})
+        return Message(RecordDict({METRICS: metrics}), reply_to=msg)

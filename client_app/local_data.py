@@ -46,9 +46,11 @@ class LocalData:
 
 
 @functools.lru_cache(maxsize=8)
-def load_local_data(split: FederatedSplit, partition_id: int, num_partitions: int) -> LocalData:
-    """The client's partition of the shared dataset."""
-    return LocalData.from_images(load_client_partition(split, partition_id, num_partitions), split.info)
+def load_local_data(
+    split: FederatedSplit, partition_id: int, num_partitions: int, cache: Path | None = None
+) -> LocalData:
+    """The client's partition of the shared dataset (``cache``: the machine's shared arrays, ``data-cache-dir``)."""
+    return LocalData.from_images(load_client_partition(split, partition_id, num_partitions, cache), split.info)
 
 
 @functools.lru_cache(maxsize=2)

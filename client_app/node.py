@@ -22,7 +22,7 @@ from data.node_data import read_node_data
 from models import NO_FREEZE, SplitModel
 from models.device import resolve_device
 from protocol.messages import ARRAYS, CONFIG, FROZEN, LEARNING_RATE, SERVER_ROUND
-from run_config import RunConfig, all_settings, build_model_for, federated_split, parse_run_config
+from run_config import RunConfig, all_settings, build_model_for, data_cache, federated_split, parse_run_config
 from strategies.partial_model import merge_state
 
 #: Settings that describe a node's hardware (declared with ``node=True``): a SuperNode's node config may set its own.
@@ -79,13 +79,17 @@ class Node:
         """This node's data: its ``data-path`` folder when deployed with one, else its cut of the shared dataset."""
         if self.data_path:
             return load_node_local_data(self.data_path, self.config.dataset)
-        return load_local_data(federated_split(self.config), self.partition_id, self.num_partitions)
+        return load_local_data(
+            federated_split(self.config), self.partition_id, self.num_partitions, data_cache(self.config)
+        )
 
     def labels(self) -> np.ndarray:
         """This node's labels only, so answering a query leaves no images in memory."""
         if self.data_path:
             return read_node_data(Path(self.data_path).expanduser(), self.config.dataset).labels
-        return client_partition_labels(federated_split(self.config), self.partition_id, self.num_partitions)
+        return client_partition_labels(
+            federated_split(self.config), self.partition_id, self.num_partitions, data_cache(self.config)
+        )
 
     def global_model(self, msg: Message) -> tuple[SplitModel, str]:
         """The full global model from the received θ and the held φ (kept first if it came along), and φ's

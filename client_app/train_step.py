@@ -13,6 +13,7 @@ from client_app.feature_cache import PROCESS_CACHE
 from client_app.local_update import UpdateResult, local_update
 from client_app.node import Node
 from data.catalog import DATASETS
+from profiling.spans import CLIENT_COMPUTE, CLIENT_DATA, CLIENT_DECODE, span
 from protocol.messages import (
     ARRAYS,
     CACHE_SECONDS,
@@ -55,30 +56,33 @@ def shared_train(node: Node, msg: Message) -> RecordDict:
     config = node.config
     fault = parse_fail_partitions(config.fail_partitions).get(node.partition_id)
     fault_injection.before_training(fault, config.round_timeout)
-    data = fault_injection.training_data(node.data(), fault, DATASETS[config.dataset].num_classes)
-    model, phi_fingerprint = node.global_model(msg)
+    with span(CLIENT_DATA):
+        data = fault_injection.training_data(node.data(), fault, DATASETS[config.dataset].num_classes)
+    with span(CLIENT_DECODE):
+        model, phi_fingerprint = node.global_model(msg)
     server_round, learning_rate = node.round_of(msg)
     cache_dir = Path(config.feature_cache_dir).expanduser() if config.feature_cache_dir else None
     PROCESS_CACHE.configure(config.feature_cache_mb * 2**20, cache_dir)
-    result = local_update(
-        model,
-        data,
-        config,
-        server_round=server_round,
-        partition_id=node.partition_id,
-        learning_rate=learning_rate,
-        device=node.device,
-        cache=PROCESS_CACHE if config.feature_cache else None,
-        node_state=node.state,
-        cache_key=(
-            federated_split(config),
-            node.partition_id,
-            node.num_partitions,
-            node.data_path,
-            config.freeze,
-            phi_fingerprint,
-        ),
-    )
+    with span(CLIENT_COMPUTE):
+        result = local_update(
+            model,
+            data,
+            config,
+            server_round=server_round,
+            partition_id=node.partition_id,
+            learning_rate=learning_rate,
+            device=node.device,
+            cache=PROCESS_CACHE if config.feature_cache else None,
+            node_state=node.state,
+            cache_key=(
+                federated_split(config),
+                node.partition_id,
+                node.num_partitions,
+                node.data_path,
+                config.freeze,
+                phi_fingerprint,
+            ),
+        )
     _, trained = split_state({k: v.cpu() for k, v in model.state_dict().items()}, model.upper_state_keys(config.freeze))
     received = msg.content.array_records[ARRAYS]
     arrays, metrics = fault_injection.tamper(

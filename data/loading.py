@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from data.array_cache import cached_arrays
 from data.catalog import DATASETS
 from data.file_formats import DataFormatError, read_cifar_pickles, read_idx_pair
 from data.image_checks import images_problem, labels_problem
@@ -153,9 +154,7 @@ def make_synthetic(num_train: int = 800, num_test: int = 200, seed: int = 1234) 
     return DatasetSplits(draw(num_train), draw(num_test))
 
 
-@functools.lru_cache(maxsize=2)
-def load_dataset(name: str, data_dir: str = "") -> DatasetSplits:
-    """Load a dataset's training and test sets (cached per process)."""
+def _read_dataset(name: str, data_dir: str) -> DatasetSplits:
     if name not in DATASETS:
         raise ValueError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")
     if name == "fashion-mnist-mini":
@@ -167,3 +166,51 @@ def load_dataset(name: str, data_dir: str = "") -> DatasetSplits:
 
         return load_from_hub(name)
     return _load_files(name, data_dir)
+
+
+@functools.lru_cache(maxsize=2)
+def load_dataset(name: str, data_dir: str = "") -> DatasetSplits:
+    """Load a dataset's training and test sets (cached per process)."""
+    return _read_dataset(name, data_dir)
+
+
+#: Bumped when what a shared dataset entry holds changes.
+SHARED_DATASET_VERSION = 1
+
+
+def dataset_source(name: str, data_dir: str = "") -> dict | None:
+    """What identifies the data a dataset is read from (its files' names, sizes and modification times), or None
+    for the hub, whose data cannot be identified without downloading it."""
+    if name not in DATASETS:
+        raise ValueError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")
+    if data_dir == HUB and name not in ("fashion-mnist-mini", "synthetic"):
+        return None
+    if name == "synthetic":
+        return {"generator": "make_synthetic"}
+    files = [MINI_FILE] if name == "fashion-mnist-mini" else [_find(name, data_dir) / f for f in _LAYOUTS[name].files]
+    return {"files": [[str(f), f.stat().st_size, f.stat().st_mtime_ns] for f in files]}
+
+
+@functools.lru_cache(maxsize=2)
+def shared_dataset(name: str, data_dir: str = "", cache: Path | None = None) -> DatasetSplits:
+    """The dataset as ``load_dataset`` reads it, but decoded once per machine into ``cache`` (``data-cache-dir``) and
+    memory-mapped from there, so that the processes of a machine share one copy (``data/array_cache.py``)."""
+    source = dataset_source(name, data_dir)
+    if cache is None or source is None:
+        return load_dataset(name, data_dir)
+
+    def decode() -> dict[str, np.ndarray]:
+        splits = _read_dataset(name, data_dir)  # not load_dataset: this process keeps no private copy
+        return {
+            "train_images": splits.train.images,
+            "train_labels": splits.train.labels,
+            "test_images": splits.test.images,
+            "test_labels": splits.test.labels,
+        }
+
+    key = {"kind": "dataset", "version": SHARED_DATASET_VERSION, "name": name, "source": source}
+    arrays = cached_arrays(cache, key, decode)
+    return DatasetSplits(
+        ImageData(arrays["train_images"], arrays["train_labels"]),
+        ImageData(arrays["test_images"], arrays["test_labels"]),
+    )

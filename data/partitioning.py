@@ -3,6 +3,10 @@
 All functions are deterministic for a seed and work on label arrays only, so every node can compute the
 same split and keep just its own partition. flwr-datasets (and Hugging Face ``datasets`` with it) is
 imported only when a split is computed, so a deployed SuperNode reading its own ``data-path`` never needs it.
+
+``partition_table`` holds every partition at once in two flat arrays (the same partitions as ``partition_indices``,
+tested), so that a split over 10,000 clients is one pass of the partitioner and a few hundred kilobytes, which the
+processes of a machine share (``data/federated.py``) and from which each client takes only its own slice.
 """
 
 from __future__ import annotations
@@ -64,23 +68,17 @@ def _make_partitioner(
     raise PartitioningError(f"partitioner {scheme!r} is unknown; allowed: {', '.join(PARTITIONERS)}")
 
 
-def partition_indices(
+def _prepared_partitioner(
     labels: np.ndarray,
     num_partitions: int,
     scheme: str,
-    *,
-    alpha: float = 0.5,
-    min_size: int = 0,
-    self_balancing: bool = False,
-    classes_per_client: int = 2,
-    seed: int = 0,
-) -> list[np.ndarray]:
-    """Positions into ``labels`` for each of ``num_partitions`` clients.
-
-    ``dirichlet`` draws per-class proportions from Dir(α), re-drawing until every client has at least
-    ``min_size`` samples, optionally with the self-balancing rule; ``pathological`` gives each client
-    ``classes_per_client`` labels (#C=k); ``iid`` splits uniformly.
-    """
+    alpha: float,
+    min_size: int,
+    self_balancing: bool,
+    classes_per_client: int,
+    seed: int,
+) -> tuple[Partitioner, np.ndarray]:
+    """The checked partitioner holding the labels in the order it sees them, and that order (positions)."""
     num_classes = len(np.unique(labels))
     if num_partitions < 1:
         raise PartitioningError(f"num-partitions must be >= 1, got {num_partitions}")
@@ -99,6 +97,37 @@ def partition_indices(
     from datasets import Dataset
 
     partitioner.dataset = Dataset.from_dict({"label": labels[order].tolist(), "position": order.tolist()})
+    return partitioner, order
+
+
+def _split_error(labels: np.ndarray, num_partitions: int, scheme: str, alpha: float, min_size: int, err: Exception):
+    return PartitioningError(
+        f"cannot split {len(labels)} samples over {num_partitions} clients with {scheme} "
+        f"(dirichlet-alpha = {alpha}, min-partition-size = {min_size}): {err}"
+    )
+
+
+def partition_indices(
+    labels: np.ndarray,
+    num_partitions: int,
+    scheme: str,
+    *,
+    alpha: float = 0.5,
+    min_size: int = 0,
+    self_balancing: bool = False,
+    classes_per_client: int = 2,
+    seed: int = 0,
+) -> list[np.ndarray]:
+    """Positions into ``labels`` for each of ``num_partitions`` clients, each loaded through flwr-datasets'
+    ``load_partition``.
+
+    ``dirichlet`` draws per-class proportions from Dir(α), re-drawing until every client has at least
+    ``min_size`` samples, optionally with the self-balancing rule; ``pathological`` gives each client
+    ``classes_per_client`` labels (#C=k); ``iid`` splits uniformly.
+    """
+    partitioner, _ = _prepared_partitioner(
+        labels, num_partitions, scheme, alpha, min_size, self_balancing, classes_per_client, seed
+    )
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -106,7 +135,45 @@ def partition_indices(
                 np.asarray(partitioner.load_partition(i)["position"], dtype=np.int64) for i in range(num_partitions)
             ]
     except ValueError as err:
-        raise PartitioningError(
-            f"cannot split {len(labels)} samples over {num_partitions} clients with {scheme} "
-            f"(dirichlet-alpha = {alpha}, min-partition-size = {min_size}): {err}"
-        ) from err
+        raise _split_error(labels, num_partitions, scheme, alpha, min_size, err) from err
+
+
+def partition_table(
+    labels: np.ndarray,
+    num_partitions: int,
+    scheme: str,
+    *,
+    alpha: float = 0.5,
+    min_size: int = 0,
+    self_balancing: bool = False,
+    classes_per_client: int = 2,
+    seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``partition_indices`` as one table: ``(positions, offsets)``, partition ``i`` being
+    ``positions[offsets[i]:offsets[i + 1]]``.
+
+    The partitioner draws every partition when the first is loaded; the table is read from what it drew (for
+    ``iid``, flwr-datasets' contiguous shards of the shuffled rows), instead of materialising a dataset per client.
+    """
+    partitioner, order = _prepared_partitioner(
+        labels, num_partitions, scheme, alpha, min_size, self_balancing, classes_per_client, seed
+    )
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if scheme == "iid":
+                parts = np.array_split(order, num_partitions)
+            else:
+                partitioner.load_partition(0)  # draws every partition
+                drawn = getattr(partitioner, "_partition_id_to_indices", {})
+                parts = [
+                    order[np.asarray(drawn[i], dtype=np.int64)]
+                    if i in drawn
+                    else np.asarray(partitioner.load_partition(i)["position"], dtype=np.int64)
+                    for i in range(num_partitions)
+                ]
+    except ValueError as err:
+        raise _split_error(labels, num_partitions, scheme, alpha, min_size, err) from err
+    offsets = np.zeros(num_partitions + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([len(p) for p in parts])
+    return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, dtype=np.int64), offsets

@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 import torch
 import torch.nn.functional as F
 
+from models.sgd import SGD
+
 Forward = Callable[[torch.Tensor], torch.Tensor]
 #: (mini-batch inputs, their labels) -> the loss to minimise
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -26,9 +28,9 @@ def cross_entropy_of(forward: Forward) -> LossFn:
     return lambda inputs, labels: F.cross_entropy(forward(inputs), labels)
 
 
-def sgd(params: Sequence[torch.nn.Parameter], lr: float, momentum: float = 0.0, weight_decay: float = 0.0):
-    """The optimiser every loop here uses."""
-    return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
+def sgd(params: Sequence[torch.nn.Parameter], lr: float, momentum: float = 0.0, weight_decay: float = 0.0) -> SGD:
+    """The optimiser every loop here uses (``torch.optim.SGD``'s arithmetic, without its import cost)."""
+    return SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
 
 
 def train_epochs(
@@ -44,7 +46,7 @@ def train_epochs(
     weight_decay: float = 0.0,
     generator: torch.Generator | None = None,
     augment: Augment | None = None,
-    optimizer: torch.optim.Optimizer | None = None,
+    optimizer: SGD | torch.optim.Optimizer | None = None,
 ) -> float:
     """Train ``params`` with SGD for ``epochs`` passes over shuffled mini-batches of ``loss_fn``; return the mean loss.
 

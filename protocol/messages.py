@@ -1,7 +1,8 @@
 """Every message the server sends and every reply it accepts: names, record keys, and the numbers a reply may hold.
 
-- ``query.identify``: the server sends ``config`` (empty); the client replies ``identity``: partition-id,
-  num-partitions, num-examples.
+- ``query.identify``: the server sends ``config`` (``with-label-counts``: true when it wants the label counts
+  too); the client replies ``identity``: partition-id, num-partitions, num-examples, and, when asked, ``label-counts``
+  as it answers ``query.label_counts`` (one query per client at the start instead of two).
 - ``query.label_counts``: the server sends ``config`` (empty); the client replies ``label-counts``: ``counts``, one
   whole number ≥ 0 per class.
 - ``train``: the server sends ``arrays`` (θ), ``frozen`` (φ, until the node holds it), ``config`` (server-round,
@@ -35,6 +36,7 @@ LABEL_COUNTS_RECORD = "label-counts"
 COUNTS = "counts"  # in LABEL_COUNTS_RECORD: the label-count vector
 
 # Keys of the config record the server sends.
+WITH_LABEL_COUNTS = "with-label-counts"  # query.identify: reply with the label counts too
 SERVER_ROUND = "server-round"
 LEARNING_RATE = "learning-rate"
 

@@ -115,8 +115,11 @@ def read_numbers(record: Mapping[str, Any], fields: Iterable[Number], where: str
 
 
 def read_identity(content: RecordDict) -> Identity:
-    """A ``query.identify`` reply."""
-    check_records(content, {IDENTITY: MetricRecord})
+    """A ``query.identify`` reply (its label counts, when it holds them, are read by ``read_label_counts``)."""
+    expected: dict[str, type] = {IDENTITY: MetricRecord}
+    if LABEL_COUNTS_RECORD in content.keys():
+        expected[LABEL_COUNTS_RECORD] = ConfigRecord
+    check_records(content, expected)
     numbers = read_numbers(content[IDENTITY], IDENTITY_FIELDS, "identity")
     if numbers[PARTITION_ID] >= numbers[NUM_PARTITIONS]:
         raise Refused(f"partition-id {numbers[PARTITION_ID]} is not below num-partitions {numbers[NUM_PARTITIONS]}")

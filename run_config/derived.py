@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
 from data.catalog import DATASETS
@@ -23,6 +25,11 @@ def federated_split(config: RunConfig) -> FederatedSplit:
         public_fraction=config.public_fraction,
         seed=config.seed,
     )
+
+
+def data_cache(config: RunConfig) -> Path | None:
+    """Where decoded datasets and splits are shared between the processes of this machine (None: not shared)."""
+    return Path(config.data_cache_dir).expanduser() if config.data_cache_dir else None
 
 
 def build_model_for(config: RunConfig, seed: int | None = None) -> SplitModel:

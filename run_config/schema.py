@@ -160,6 +160,14 @@ class RunConfig:
         path_problem,
     )
     # Data.
+    data_cache_dir: str = setting(
+        "~/.cache/fedft/arrays",
+        "Folder where the processes of a machine share the decoded dataset and the split over the clients, "
+        "computed once and memory-mapped (any folder without control characters); empty = every process "
+        "decodes and splits the data in its own memory. A SuperNode's node config may set its own.",
+        path_problem,
+        node=True,
+    )
     dataset: str = setting(
         "fashion-mnist-mini", f"Dataset: {', '.join(DATASET_NAMES)} (see Data).", one_of(*DATASET_NAMES)
     )

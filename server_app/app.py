@@ -8,8 +8,11 @@ import torch
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
+from profiling.spans import SERVER, span
 from server_app.lifecycle import FederatedRun
 from server_app.run_errors import RunError, hide_tracebacks_of
+from server_app.timed_grid import TimedGrid
+from simulation.message_index import index_by_destination
 
 torch.set_flush_denormal(True)  # a freshly initialised model computes with denormal floats, about 2x slower on CPU
 
@@ -20,6 +23,8 @@ app = ServerApp()
 def main(grid: Grid, context: Context) -> None:
     """Start the run, run its rounds, finish it (``[tool.flwr.app.config]`` and ``--run-config`` configure it)."""
     hide_tracebacks_of(RunError)
-    with ExitStack() as held:  # holds the run folder's lock until the run ends
+    index_by_destination(getattr(grid, "state", None))  # in simulation: message hand-out independent of population
+    grid = TimedGrid(grid)  # type: ignore[assignment]
+    with span(SERVER), ExitStack() as held:  # holds the run folder's lock until the run ends
         run = FederatedRun.start(grid, context, held)
         run.finish(run.rounds(grid))

@@ -37,6 +37,7 @@ CHANGEABLE_ON_RESUME = frozenset(
         "feature-cache-dir",
         "pretrain-cache-dir",
         "data-dir",
+        "data-cache-dir",
         "eval-batch-size",
         "fail-partitions",
         "device",

@@ -36,8 +36,9 @@ from data.loading import DataNotFoundError
 from data.partitioning import PartitioningError
 from methods.registry import method
 from models.device import DeviceUnavailableError, resolve_device
+from profiling.spans import CHECKPOINT, EVALUATION, FINISH, NODE_WAIT, PRETRAINING, RESULTS, SETUP, span
 from protocol.messages import LEARNING_RATE
-from run_config import ConfigError, RunConfig, build_model_for, federated_split, parse_run_config
+from run_config import ConfigError, RunConfig, build_model_for, data_cache, federated_split, parse_run_config
 from run_config.population import aggregation_settings, check_population
 from server_app.central_evaluation import CentralEvaluation
 from server_app.checkpoint import CHECKPOINT_FILE, Checkpoint, CheckpointError, resume_point, save_checkpoint
@@ -110,6 +111,11 @@ class FederatedRun:
     @classmethod
     def start(cls, grid: Grid, context: Context, held: ExitStack) -> FederatedRun:
         """Step 1. ``held`` keeps the run folder's lock until the run ends; a setup error is one line."""
+        with span(SETUP):
+            return cls._start(grid, context, held)
+
+    @classmethod
+    def _start(cls, grid: Grid, context: Context, held: ExitStack) -> FederatedRun:
         try:
             config = parse_run_config(context.run_config)
             device = resolve_device(config.server_device, key="run config 'server-device'")
@@ -118,12 +124,14 @@ class FederatedRun:
             check_source(config)
             split = federated_split(config)
             population = ClientPopulation(wait_seconds=config.node_wait_seconds)
-            connected = population.available(grid)
-            sizes = partition_sizes(split, population.expected)
+            with span(NODE_WAIT):
+                connected = population.available(grid)
+            sizes = partition_sizes(split, population.expected, data_cache(config))
             check_population(config, population.expected)  # before pretraining: an impossible run costs nothing
             checkpoint = resume_point(directory, config)
             recorder = RunRecorder(directory, config, resume_from=checkpoint.results if checkpoint else None)
-            state = checkpoint.model if checkpoint else initial_state(config, device)
+            with span(PRETRAINING):
+                state = checkpoint.model if checkpoint else initial_state(config, device)
             frozen, trained = split_state(state, build_model_for(config).upper_state_keys(config.freeze))
             label_counts = LabelCountRegistry(split.info.num_classes, noisy=config.label_dp_epsilon > 0)
             select = cohort_policy(config, label_counts, population.expected)
@@ -199,7 +207,8 @@ class FederatedRun:
         remaining = self.config.num_server_rounds - self.first_round + 1
         if remaining <= 0:
             return arrays
-        evaluate = CentralEvaluation(self.config, self.frozen, self.device)
+        with span(EVALUATION):
+            evaluate = CentralEvaluation(self.config, self.frozen, self.device)
         add_exit_handler(self.interrupted)  # how Flower stops a ServerApp on SIGTERM
         try:
             result = self.strategy().start(
@@ -225,10 +234,13 @@ class FederatedRun:
         if flower_round == 0 and self.first_round > 1:
             return None
         server_round = flower_round + self.first_round - 1 if flower_round else 0
-        loss, accuracy = evaluate(theta)
-        self.recorder.evaluated(server_round, loss, accuracy)
+        with span(EVALUATION, round=server_round):
+            loss, accuracy = evaluate(theta)
+        with span(RESULTS, round=server_round):
+            self.recorder.evaluated(server_round, loss, accuracy)
         if server_round > 0:
-            self.checkpoint(server_round, theta)
+            with span(CHECKPOINT, round=server_round):
+                self.checkpoint(server_round, theta)
         return MetricRecord({"loss": loss, "accuracy": accuracy})
 
     def interrupted(self) -> None:
@@ -245,6 +257,13 @@ class FederatedRun:
 
     def finish(self, theta: ArrayRecord) -> dict[str, Any]:
         """Step 3: results, summary, plot; a run that trained nothing raises ``RunFailedError``."""
+        with span(FINISH):
+            summary = self._finish(theta)
+        if summary["status"] == "failed":
+            raise RunFailedError(f"no round aggregated an update: {summary['failure']}")
+        return summary
+
+    def _finish(self, theta: ArrayRecord) -> dict[str, Any]:
         self.recorder.write_label_counts(self.label_counts.as_json())
         summary = self.recorder.finish(
             merge_state(self.frozen, theta.to_torch_state_dict(), self.order),
@@ -252,6 +271,4 @@ class FederatedRun:
             nodes_refused={str(node): why for node, why in self.population.refused.items()},
             label_counts_refused={str(pid): why for pid, why in sorted(self.label_counts.refused.items())},
         )
-        if summary["status"] == "failed":
-            raise RunFailedError(f"no round aggregated an update: {summary['failure']}")
         return summary

@@ -39,7 +39,7 @@ from data.partitioning import split_public
 from data.transforms import to_model_input
 from models import SplitModel, build_model
 from models.training import cross_entropy_of, evaluate, sgd, train_epochs
-from run_config import ConfigError, RunConfig, build_model_for, federated_split
+from run_config import ConfigError, RunConfig, build_model_for, data_cache, federated_split
 from server_app.torch_files import load_state_dict
 
 CPU = torch.device("cpu")
@@ -204,7 +204,8 @@ def _pretrained_from_source(
     config: RunConfig, target: SplitModel, device: torch.device
 ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     if config.pretrain == "public":
-        report = pretrain(target, load_public_split(federated_split(config)), config.dataset, config, device)
+        public = load_public_split(federated_split(config), data_cache(config))
+        report = pretrain(target, public, config.dataset, config, device)
         return target.state_dict(), report
     source_info = DATASETS[config.pretrain_dataset]
     torch.manual_seed(config.seed)

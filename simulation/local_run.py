@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from profiling.spans import LAUNCH, span
 from run_config.overrides import format_overrides
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
@@ -228,6 +229,19 @@ def run_simulation(
 
     Without ``flwr_home`` the SuperLink gets a fresh folder under ``.flwr-home/``, removed after a
     successful run."""
+    with span(LAUNCH):
+        return _run_simulation(overrides, num_supernodes, resources, flwr_home, project_dir, stream_to, timeout)
+
+
+def _run_simulation(
+    overrides: Mapping[str, object],
+    num_supernodes: int,
+    resources: Resources,
+    flwr_home: Path | None,
+    project_dir: Path,
+    stream_to,
+    timeout: float | None,
+) -> int:
     if flwr_home is not None:
         return _run_on_local_superlink(overrides, num_supernodes, resources, flwr_home, project_dir, stream_to, timeout)
     # Concurrent launchers must not share the connection in $FLWR_HOME/config.toml: each gets its own folder.

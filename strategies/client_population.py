@@ -4,6 +4,9 @@ Before selecting a cohort the server asks every node it has not seen yet for its
 ``query.identify`` message, and waits (up to a deadline) until as many nodes as the clients report
 (``num-partitions``) are known. Selection then works on partition ids, which are stable across runs.
 
+Nodes are asked a batch at a time (``strategies/query_batches.py``), and for their label counts along (the
+server keeps what they offer for ``LabelCountRegistry``, so that the start costs one query per client, not two).
+
 An identity is bad input like any reply (``protocol.replies.read_identity``). The population size is the
 ``num-partitions`` most of the first identified nodes report, so one node claiming a million partitions cannot
 make the server wait for, or partition the data for, a million clients; a node that disagrees with it, or claims a
@@ -22,9 +25,10 @@ from flwr.app import ConfigRecord, Message, RecordDict
 from flwr.common.logger import log
 from flwr.serverapp import Grid
 
-from protocol.messages import CONFIG, IDENTIFY
+from protocol.messages import CONFIG, IDENTIFY, LABEL_COUNTS_RECORD, WITH_LABEL_COUNTS
 from protocol.replies import Identity, read_identity, refusal
 from strategies.client_errors import error_summary
+from strategies.query_batches import send_in_batches
 
 
 @dataclass
@@ -36,6 +40,9 @@ class ClientPopulation:
     identities: dict[int, Identity] = field(default_factory=dict)
     refused: dict[int, str] = field(default_factory=dict)  # node id -> why its identity was not accepted
     expected: int = 0
+    #: partition id -> the label counts its node offered with its identity (taken by ``LabelCountRegistry``)
+    offered_counts: dict[int, RecordDict] = field(default_factory=dict)
+    _node_by_partition: dict[int, int] = field(default_factory=dict)
 
     @property
     def partition_of(self) -> dict[int, int]:
@@ -43,23 +50,23 @@ class ClientPopulation:
         return {node: identity.partition_id for node, identity in self.identities.items()}
 
     def node_of(self, partition_id: int) -> int:
-        return next(node for node, identity in self.identities.items() if identity.partition_id == partition_id)
+        return self._node_by_partition[partition_id]
 
     def identity_of(self, partition_id: int) -> Identity:
         return self.identities[self.node_of(partition_id)]
 
-    def identify_new(self, grid: Grid) -> None:
-        """Ask nodes not seen before who they are, and admit those whose answers hold together."""
-        connected = grid.get_node_ids()
+    def identify_new(self, grid: Grid, connected: list[int] | None = None) -> None:
+        """Ask nodes not seen before (of ``connected``, by default all) who they are, and admit those whose answers
+        hold together."""
+        connected = list(grid.get_node_ids()) if connected is None else connected
         new = [node for node in connected if node not in self.identities and node not in self.refused]
         if not new:
             return
-        messages = [
-            Message(content=RecordDict({CONFIG: ConfigRecord({})}), message_type=IDENTIFY, dst_node_id=node)
-            for node in new
-        ]
+        ask = ConfigRecord({WITH_LABEL_COUNTS: True})
+        messages = [Message(content=RecordDict({CONFIG: ask}), message_type=IDENTIFY, dst_node_id=node) for node in new]
         claims: dict[int, Identity] = {}
-        for reply in grid.send_and_receive(messages, timeout=self.reply_timeout):
+        offered: dict[int, RecordDict] = {}
+        for reply in send_in_batches(grid, messages, timeout=self.reply_timeout):
             node = reply.metadata.src_node_id
             if node not in new:
                 continue
@@ -71,7 +78,12 @@ class ClientPopulation:
                 self._refuse(node, reason or "unreadable identity")
             else:
                 claims[node] = identity
+                if LABEL_COUNTS_RECORD in reply.content:
+                    offered[node] = RecordDict({LABEL_COUNTS_RECORD: reply.content[LABEL_COUNTS_RECORD]})
         self._admit(claims, connected)
+        for node, counts in offered.items():
+            if node in self.identities:
+                self.offered_counts[self.identities[node].partition_id] = counts
 
     def _admit(self, claims: dict[int, Identity], connected: Iterable[int]) -> None:
         if not claims:
@@ -91,10 +103,11 @@ class ClientPopulation:
                     f"claims partition {identity.partition_id}, which node {held[identity.partition_id]} already holds",
                 )
             else:
-                for old, known in list(self.identities.items()):
-                    if known.partition_id == identity.partition_id:  # a restarted device under a new node id
-                        del self.identities[old]
+                old = self._node_by_partition.get(identity.partition_id)
+                if old is not None:  # a restarted device under a new node id
+                    del self.identities[old]
                 self.identities[node] = identity
+                self._node_by_partition[identity.partition_id] = node
                 held[identity.partition_id] = node
 
     def _refuse(self, node: int, why: str) -> None:
@@ -109,9 +122,10 @@ class ClientPopulation:
         """
         deadline = time.monotonic() + self.wait_seconds
         while True:
-            self.identify_new(grid)
-            connected = set(grid.get_node_ids())
-            known = sorted(identity.partition_id for node, identity in self.identities.items() if node in connected)
+            connected = list(grid.get_node_ids())
+            self.identify_new(grid, connected)
+            online = set(connected)
+            known = sorted(identity.partition_id for node, identity in self.identities.items() if node in online)
             complete = self.expected > 0 and len(known) >= self.expected
             if complete or (time.monotonic() >= deadline and len(known) >= minimum):
                 if not complete:

@@ -22,6 +22,7 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg
 from flwr.serverapp.strategy.strategy_utils import aggregate_arrayrecords
 
+from profiling.spans import AGGREGATION, DECODE, ENCODE, LABEL_COUNTS, SAMPLING, span
 from protocol.messages import (
     ARRAYS,
     CONFIG,
@@ -169,11 +170,13 @@ class CohortFedAvg(FedAvg):
     def available(self, grid: Grid) -> list[int]:
         """Connected clients whose label counts the server holds (new clients are asked first)."""
         connected = self.population.available(grid)
-        self.label_counts.collect(
-            grid,
-            {pid: self.population.node_of(pid) for pid in connected},
-            {pid: self.population.identity_of(pid) for pid in connected},
-        )
+        with span(LABEL_COUNTS):
+            self.label_counts.collect(
+                grid,
+                {pid: self.population.node_of(pid) for pid in connected},
+                {pid: self.population.identity_of(pid) for pid in connected},
+                self.population.offered_counts,
+            )
         return self.label_counts.usable(connected)
 
     def configure_train(
@@ -182,8 +185,15 @@ class CohortFedAvg(FedAvg):
         """Wait for the clients, select a cohort by partition id and send the arrays to those of it that
         do not drop out this round (``straggler_fraction``)."""
         server_round += self.first_round - 1
-        selected = self.select(self.available(grid), server_round)
-        dropped = select_stragglers(selected, self.straggler_fraction, self.seed, server_round)
+        with span(SAMPLING, round=server_round):
+            selected = self.select(self.available(grid), server_round)
+            dropped = select_stragglers(selected, self.straggler_fraction, self.seed, server_round)
+        with span(ENCODE, round=server_round):
+            return self._round_messages(server_round, selected, dropped, arrays, config)
+
+    def _round_messages(
+        self, server_round: int, selected: list[int], dropped: list[int], arrays: ArrayRecord, config: ConfigRecord
+    ) -> list[Message]:
         cohort = [pid for pid in selected if pid not in dropped]
         self._cohort, self._expected, self._sent = cohort, array_specs(arrays), arrays
         round_config = ConfigRecord({**config, **self.round_config(server_round), SERVER_ROUND: server_round})
@@ -302,7 +312,8 @@ class CohortFedAvg(FedAvg):
         """
         server_round += self.first_round - 1
         replies = list(replies)
-        outcome = self.sort_replies(replies)
+        with span(DECODE, round=server_round):
+            outcome = self.sort_replies(replies)
         for kind, reasons in (("failed", outcome.failed), ("was rejected", outcome.rejected)):
             for pid, reason in reasons.items():
                 log(WARNING, "round %d: client %d %s: %s", server_round, pid, kind, reason)
@@ -312,7 +323,8 @@ class CohortFedAvg(FedAvg):
         needed = max(self.min_train_nodes, min_clients(self.aggregation))
         aggregated = len(outcome.accepted) >= needed
         contents = [r.content for r in outcome.accepted.values()]
-        arrays, report = self.aggregate_arrays(contents, list(outcome.accepted)) if aggregated else (None, {})
+        with span(AGGREGATION, round=server_round):
+            arrays, report = self.aggregate_arrays(contents, list(outcome.accepted)) if aggregated else (None, {})
         received = [record for r in replies if not r.has_error() for record in r.content.array_records.values()]
         self.observer.replies_received(
             server_round,

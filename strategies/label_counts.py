@@ -1,6 +1,7 @@
 """The label counts the server holds for each client (FedEntOpt step 1, SPEC §6).
 
-Each client is asked once, with a ``query.label_counts`` message, when it is first seen. The reply is read through
+Each client is asked once, with a ``query.label_counts`` message, when it is first seen, unless it offered its counts
+with its identity (``query.identify``); queries go a batch at a time. Either reply is read through
 ``protocol.replies.read_label_counts``: one whole number ≥ 0 per class (clients round and clip their noisy counts),
 adding up, without differential privacy, to the samples the client said it holds. A refused reply is logged and
 the client is left out of selection.
@@ -20,6 +21,7 @@ from flwr.serverapp import Grid
 from protocol.messages import CONFIG, LABEL_COUNTS
 from protocol.replies import Identity, read_label_counts, refusal
 from strategies.client_errors import error_summary
+from strategies.query_batches import send_in_batches
 
 
 @dataclass
@@ -32,10 +34,20 @@ class LabelCountRegistry:
     counts: dict[int, np.ndarray] = field(default_factory=dict)
     refused: dict[int, str] = field(default_factory=dict)
 
-    def collect(self, grid: Grid, nodes: Mapping[int, int], identities: Mapping[int, Identity]) -> None:
-        """Ask every client in ``nodes`` (partition id -> node id) not asked before; ``identities`` (partition id ->
-        what the client said about itself) bound what its counts may add up to."""
+    def collect(
+        self,
+        grid: Grid,
+        nodes: Mapping[int, int],
+        identities: Mapping[int, Identity],
+        offered: dict[int, RecordDict] | None = None,
+    ) -> None:
+        """Ask every client in ``nodes`` (partition id -> node id) not asked before, except those whose counts are
+        ``offered`` (partition id -> the counts it sent with its identity, taken from the mapping); ``identities``
+        (partition id -> what the client said about itself) bound what its counts may add up to."""
         todo = {pid: node for pid, node in nodes.items() if pid not in self.counts and pid not in self.refused}
+        for pid in [pid for pid in todo if offered and pid in offered]:
+            self._read(pid, (offered or {}).pop(pid), identities[pid])
+            del todo[pid]
         if not todo:
             return
         messages = [
@@ -43,18 +55,21 @@ class LabelCountRegistry:
             for node in todo.values()
         ]
         partition_of = {node: pid for pid, node in todo.items()}
-        for reply in grid.send_and_receive(messages, timeout=self.reply_timeout):
+        for reply in send_in_batches(grid, messages, timeout=self.reply_timeout):
             pid = partition_of.get(reply.metadata.src_node_id)
             if pid is None:
                 continue  # not asked: ignored
             if reply.has_error():
                 self._refuse(pid, f"error reply: {error_summary(reply.error.reason or '')}")
                 continue
-            counts, reason = refusal(read_label_counts, reply.content, self.num_classes, identities[pid], self.noisy)
-            if counts is None:
-                self._refuse(pid, reason or "unreadable label counts")
-            else:
-                self.counts[pid] = counts
+            self._read(pid, reply.content, identities[pid])
+
+    def _read(self, pid: int, content: RecordDict, identity: Identity) -> None:
+        counts, reason = refusal(read_label_counts, content, self.num_classes, identity, self.noisy)
+        if counts is None:
+            self._refuse(pid, reason or "unreadable label counts")
+        else:
+            self.counts[pid] = counts
 
     def _refuse(self, pid: int, why: str) -> None:
         log(WARNING, "partition %d sent unusable label counts (%s); it is left out of selection", pid, why)

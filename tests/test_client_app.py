@@ -17,9 +17,9 @@ def test_only_selected_clients_load_their_data_while_all_send_label_counts(
     loaded: list[int] = []
     load = node_module.load_local_data
 
-    def recording_load(split, partition_id: int, num_partitions: int):
+    def recording_load(split, partition_id: int, num_partitions: int, cache=None):
         loaded.append(partition_id)
-        return load(split, partition_id, num_partitions)
+        return load(split, partition_id, num_partitions, cache)
 
     monkeypatch.setattr(node_module, "load_local_data", recording_load)
     run_in_process(small_run_config(tmp_path, **{"fraction-train": 0.25, "num-server-rounds": 1}), num_partitions=8)
@@ -53,3 +53,13 @@ def test_a_node_sets_its_own_hardware_settings_and_bad_ones_name_the_key() -> No
         node_module.node_config(context(**{"feature-cache-mb": 0}))
     with pytest.raises(ValueError, match=r"node config 'device' = 'cuda:3' but this node has no such device"):
         _ = node_module.Node(context(device="cuda:3")).device
+
+
+def test_clients_send_their_label_counts_with_their_identity_so_the_start_is_one_query_each(tmp_path: Path) -> None:
+    from protocol.messages import IDENTIFY, LABEL_COUNTS
+
+    grid = run_in_process(small_run_config(tmp_path, **{"num-server-rounds": 1}), num_partitions=4)
+    kinds = [m.metadata.message_type for m in grid.sent]
+    assert kinds.count(IDENTIFY) == 4 and LABEL_COUNTS not in kinds
+    counts = json.loads((tmp_path / "results" / "run" / "label_counts.json").read_text())
+    assert sorted(counts, key=int) == ["0", "1", "2", "3"]

@@ -92,3 +92,35 @@ def test_a_restarted_device_takes_its_partition_back_under_a_new_node_id() -> No
     answers[9] = identity(0)
     grid.node_ids.append(9)
     assert population.available(grid) == [0, 1] and population.node_of(0) == 9
+
+
+def test_label_counts_offered_with_identities_are_kept_and_queries_go_in_batches(monkeypatch) -> None:
+    from flwr.app import ConfigRecord
+
+    import strategies.query_batches as batches
+    from protocol.messages import CONFIG, LABEL_COUNTS_RECORD, WITH_LABEL_COUNTS
+
+    def respond(msg: Message) -> Message:
+        pid = NODES[msg.metadata.dst_node_id]
+        content = RecordDict({"identity": MetricRecord(identity(pid, examples=HOLDS[pid]))})
+        if msg.content[CONFIG][WITH_LABEL_COUNTS]:
+            content[LABEL_COUNTS_RECORD] = ConfigRecord({"counts": [float(HOLDS[pid]), 0.0]})
+        return Message(content, reply_to=msg)
+
+    calls: list[int] = []
+    grid = FakeGrid(NODES, {IDENTIFY: respond})
+    send = grid.send_and_receive
+
+    def counting_send(messages, *, timeout=None):
+        calls.append(len(list(messages)))
+        return send(messages, timeout=timeout)
+
+    grid.send_and_receive = counting_send  # type: ignore[method-assign]
+    monkeypatch.setattr(batches, "QUERY_BATCH", 2)
+    population = ClientPopulation(wait_seconds=0)
+    assert population.available(grid) == [0, 1, 2] and calls == [2, 1]
+    assert {pid: record[LABEL_COUNTS_RECORD]["counts"] for pid, record in population.offered_counts.items()} == {
+        0: [10.0, 0.0],
+        1: [20.0, 0.0],
+        2: [30.0, 0.0],
+    }

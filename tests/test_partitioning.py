@@ -101,3 +101,20 @@ def test_public_split_is_stratified_and_disjoint() -> None:
 def test_public_fraction_zero_keeps_everything_for_clients() -> None:
     clients, public = split_public(LABELS, 0.0, seed=0)
     assert len(public) == 0 and len(clients) == len(LABELS)
+
+
+@pytest.mark.parametrize(
+    "scheme, clients, alpha, min_size",
+    [("dirichlet", 10, 0.5, 10), ("dirichlet", 300, 0.1, 0), ("pathological", 50, 0.5, 0), ("iid", 1000, 0.5, 0)],
+)
+def test_the_table_holds_the_partitions_flwr_datasets_loads_one_by_one(
+    scheme: str, clients: int, alpha: float, min_size: int
+) -> None:
+    from data.partitioning import partition_table
+
+    kw = dict(alpha=alpha, min_size=min_size, classes_per_client=2, seed=4)
+    eager = partition_indices(LABELS, clients, scheme, **kw)  # type: ignore[arg-type]
+    positions, offsets = partition_table(LABELS, clients, scheme, **kw)  # type: ignore[arg-type]
+    assert len(offsets) == clients + 1
+    for pid, part in enumerate(eager):
+        assert np.array_equal(positions[offsets[pid] : offsets[pid + 1]], part)

@@ -1,0 +1,96 @@
+"""One whole simulation (``python -m simulation`` of a checkout: SuperLink, Ray, ServerApp, ClientApp actors) as a
+measured subprocess: wall time, peak memory of all its processes, and its results files.
+
+The checkout may be another one (``project_dir``: e.g. the code before a change, in a second git worktree), so that
+two versions can be measured side by side by the same harness. Every process of the run inherits a marker in its
+environment, by which the sampler finds them; memory is summed over them every 0.5 s, both as resident set size (RSS:
+shared pages counted in every process) and as proportional set size (PSS: shared pages divided among their users).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks.process_memory import PeakMemory, pss_kib, rss_kib
+from run_config.overrides import format_overrides
+from simulation.local_run import PROJECT_DIR, processes_marked
+
+MARKER = "FEDFT_BENCHMARK_RUN"
+
+
+@dataclass
+class SimulationRun:
+    """What one measured simulation did."""
+
+    exit_code: int
+    wall_seconds: float
+    peak_rss_gib: float
+    peak_pss_gib: float
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    def round_seconds(self) -> list[float]:
+        return [r["wall_seconds"] for r in self.rounds]
+
+
+def run_simulation_measured(
+    overrides: Mapping[str, object],
+    *,
+    num_supernodes: int,
+    results_dir: Path,
+    log_file: Path,
+    cpus_per_client: int = 1,
+    project_dir: Path = PROJECT_DIR,
+    env: Mapping[str, str] | None = None,
+) -> SimulationRun:
+    """Run ``project_dir``'s ``python -m simulation`` with ``overrides`` (``results-dir`` and ``run-name`` are set
+    here) and measure it."""
+    run_name = "run"
+    config = {**overrides, "results-dir": str(results_dir), "run-name": run_name}
+    marker = uuid.uuid4().hex
+    command = [
+        sys.executable,
+        "-m",
+        "simulation",
+        "--num-supernodes",
+        str(num_supernodes),
+        "--cpus-per-client",
+        str(cpus_per_client),
+        "--run-config",
+        format_overrides(config),
+    ]
+    rss = PeakMemory(lambda: processes_marked(marker, variable=MARKER), rss_kib)
+    pss = PeakMemory(lambda: processes_marked(marker, variable=MARKER), pss_kib)
+    rss.start()
+    pss.start()
+    tick = time.perf_counter()
+    with log_file.open("wb") as log:
+        code = subprocess.call(
+            command,
+            cwd=project_dir,
+            env={**os.environ, **(env or {}), MARKER: marker, "PYTHONPATH": str(project_dir)},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    wall = time.perf_counter() - tick
+    rss.stop()
+    pss.stop()
+    folder = results_dir / run_name
+    rounds_file, summary_file = folder / "rounds.jsonl", folder / "summary.json"
+    return SimulationRun(
+        exit_code=code,
+        wall_seconds=wall,
+        peak_rss_gib=rss.peak_total_kib / 2**20,
+        peak_pss_gib=pss.peak_total_kib / 2**20,
+        rounds=[json.loads(line) for line in rounds_file.read_text().splitlines()] if rounds_file.exists() else [],
+        summary=json.loads(summary_file.read_text()) if summary_file.exists() else {},
+    )
