@@ -9,8 +9,9 @@ from collections.abc import Mapping
 
 from methods import fedavg, fedft, fedprox
 from methods.base import CrossEntropy, Method, ObjectiveFactory
+from methods.kafal import method as kafal
 
-_MODULES = (fedavg, fedprox, fedft)
+_MODULES = (fedavg, fedprox, fedft, kafal)
 
 METHODS: Mapping[str, Method] = {m.name: m for module in _MODULES for m in module.METHODS}
 OBJECTIVES: Mapping[str, ObjectiveFactory] = {

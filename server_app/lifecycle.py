@@ -38,6 +38,7 @@ from methods.registry import method
 from models.device import DeviceUnavailableError, resolve_device
 from protocol.messages import LEARNING_RATE
 from run_config import ConfigError, RunConfig, build_model_for, federated_split, parse_run_config
+from run_config.schema import check_method
 from run_config.population import aggregation_settings, check_population
 from server_app.central_evaluation import CentralEvaluation
 from server_app.checkpoint import CHECKPOINT_FILE, Checkpoint, CheckpointError, resume_point, save_checkpoint
@@ -121,6 +122,7 @@ class FederatedRun:
             connected = population.available(grid)
             sizes = partition_sizes(split, population.expected)
             check_population(config, population.expected)  # before pretraining: an impossible run costs nothing
+            check_method(config, {pid: population.identity_of(pid).num_examples for pid in connected})
             checkpoint = resume_point(directory, config)
             recorder = RunRecorder(directory, config, resume_from=checkpoint.results if checkpoint else None)
             state = checkpoint.model if checkpoint else initial_state(config, device)
