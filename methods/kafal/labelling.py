@@ -19,12 +19,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from data.node_data import LABELS_FILE
 from methods.kafal.pools import Oracle
+
+if TYPE_CHECKING:
+    from client_app.node import Node
 
 QUERIES_FILE = "al-queries.jsonl"
 
@@ -49,9 +53,9 @@ class LabelsFile:
         return torch.from_numpy(np.asarray(labels[asked.numpy()], dtype=np.int64))
 
 
-def labeller_for(data_path: str, labels: torch.Tensor) -> Oracle:
+def labeller_for(node: Node, labels: torch.Tensor) -> Oracle:
     """The labeller of a node: ``LabelsFile`` in its ``data-path`` folder when deployed, else the dataset's labels
-    (``labels``, the only place the method reads them)."""
-    if data_path:
-        return LabelsFile(Path(data_path).expanduser())
+    (``labels``, the partition's; the only place the method reads them)."""
+    if node.data_path:
+        return LabelsFile(Path(node.data_path).expanduser())
     return dataset_labeller(labels)

@@ -86,7 +86,7 @@ from protocol.messages import (
     TRAIN_LOSS,
     TRAIN_SECONDS,
 )
-from run_config.settings import ConfigError, one_of, open_fraction, positive, setting
+from run_config.settings import ConfigError, non_negative, one_of, open_fraction, positive, setting
 
 if TYPE_CHECKING:
     from flwr.serverapp.strategy import Strategy
@@ -138,7 +138,10 @@ class KAFALSettings:
         0.05, "KAFAL: share of each client's data it queries after each cycle (rounded up).", open_fraction
     )
     al_cycles: int = setting(
-        5, "KAFAL: queries A; the run trains A + 1 cycles, so `num-server-rounds` = (A + 1) · T.", positive
+        5,
+        "KAFAL: queries A; the run trains A + 1 cycles, so `num-server-rounds` = (A + 1) · T (0: one cycle on the "
+        "initial labels, no query).",
+        non_negative,
     )
     al_rounds_per_cycle: int = setting(50, "KAFAL: rounds per cycle T (paper 50).", positive)
     al_reinitialise: bool = setting(True, "KAFAL: start every cycle from the initial global model (Alg. 1, code).")
@@ -245,7 +248,7 @@ POOL_SEED, TRAIN_SEED, QUERY_SEED = 1, 2, 3  # the streams of a client's random 
 def client_pool(node: Node, num_samples: int, labels: torch.Tensor) -> ActivePool:
     """The client's pools: kept in its node state, or drawn (and labelled) the first time they are needed."""
     settings = node.config.settings(KAFALSettings)
-    oracle = labeller_for(node.data_path, labels)
+    oracle = labeller_for(node, labels)
     pool = client_state.load_pool(node.state, num_samples, oracle)
     if pool is None:
         generator = torch.Generator().manual_seed(_seed(node.config.seed, POOL_SEED, node.partition_id))
@@ -424,6 +427,11 @@ def kafal_strategy(run: FederatedRun) -> Strategy:
     from run_config.population import aggregation_settings
 
     config = run.config
+    if run.first_round > 1:
+        raise ConfigError(
+            "a KAFAL run cannot resume from its checkpoint: its clients' labelled pools lived in the interrupted "
+            "run's node state; start it afresh (remove the run folder, or choose another 'run-name')"
+        )
     settings = config.settings(KAFALSettings)
     schedule = schedule_of(settings)
 
