@@ -17,8 +17,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from experiments.report import write_report
 from experiments.in_process import run_cell_in_process
+from experiments.report import write_report
 from experiments.runner import StaleResultsError, default_results_dir, run_experiment, simulate_cell
 from experiments.spec import ExperimentFileError, load_experiment, select_cells
 from simulation.local_run import exit_on_sigterm

@@ -276,7 +276,9 @@ def _rounds_to_reach(check: _Checker, raw: Any, methods: Mapping[str, Any]) -> R
             check.fail(f"rounds-to-reach.{key}", "is unknown; allowed: method, round")
     method = check.typed("rounds-to-reach.method", raw.get("method"), str)
     if method not in methods:
-        check.fail("rounds-to-reach.method", f"= {method!r} is not a method of this file; allowed: " + ", ".join(methods))
+        check.fail(
+            "rounds-to-reach.method", f"= {method!r} is not a method of this file; allowed: " + ", ".join(methods)
+        )
     round_ = check.typed("rounds-to-reach.round", raw.get("round"), int)
     if round_ < 1:
         check.fail("rounds-to-reach.round", f"must be >= 1, got {round_}")

@@ -177,7 +177,11 @@ class KAFALSettings:
 
 def kcfu_options(settings: KAFALSettings) -> KCFUOptions:
     """The KCFU loss the settings describe."""
-    form = KCFUOptions.authors_code() if settings.kafal_update == "authors-code" else KCFUOptions.from_nu(settings.kafal_nu)
+    form = (
+        KCFUOptions.authors_code()
+        if settings.kafal_update == "authors-code"
+        else KCFUOptions.from_nu(settings.kafal_nu)
+    )
     return dataclasses.replace(
         form,
         balanced=settings.kafal_balanced,
@@ -423,8 +427,8 @@ def kafal_query(node: Node, msg: Message) -> RecordDict:
 
 def kafal_strategy(run: FederatedRun) -> Strategy:
     """``ActiveLearningFedAvg`` with the run's cohorts, schedule and settings."""
-    from server_app.lifecycle import learning_rate_schedule
     from run_config.population import aggregation_settings
+    from server_app.lifecycle import learning_rate_schedule
 
     config = run.config
     if run.first_round > 1:

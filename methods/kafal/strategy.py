@@ -139,11 +139,14 @@ class ActiveLearningFedAvg(CohortFedAvg):
         return super().configure_evaluate(server_round, arrays, config, grid)
 
     def labelled_totals(self, partition_ids: Iterable[int]) -> tuple[int, int]:
-        """(labelled, held) summed over the clients whose pool size is known."""
-        known = [(self.expected_labelled(pid), pid) for pid in partition_ids]
-        held = {pid: self.population.identity_of(pid).num_examples for _, pid in known}
-        labelled = sum(n for n, _ in known if n is not None)
-        return labelled, sum(held[pid] for n, pid in known if n is not None)
+        """(labelled, held) summed over the clients whose labelled pool the server knows."""
+        labelled = held = 0
+        for pid in partition_ids:
+            pool = self.expected_labelled(pid)
+            if pool is not None:
+                labelled += pool
+                held += self.population.identity_of(pid).num_examples
+        return labelled, held
 
     def end_cycle(self, server_round: int, arrays: ArrayRecord, grid: Grid) -> None:
         """Query every connected client (unless the cycle is the last) and report the cycle to the observer."""
@@ -198,7 +201,14 @@ class ActiveLearningFedAvg(CohortFedAvg):
         for pid, problem in problems.items():
             self.labelled[pid] = None
             log(WARNING, "cycle %d: the query of client %d %s", cycle, pid, problem)
-        log(INFO, "cycle %d: %d clients queried %d samples (%.1f s)", cycle, len(queried), sum(queried.values()), wall_seconds)
+        log(
+            INFO,
+            "cycle %d: %d clients queried %d samples (%.1f s)",
+            cycle,
+            len(queried),
+            sum(queried.values()),
+            wall_seconds,
+        )
         return {
             "queried": queried,
             "query_seconds": sum(seconds),
