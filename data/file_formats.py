@@ -13,7 +13,7 @@ from __future__ import annotations
 import gzip
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, cast
 
 import numpy as np
 
@@ -133,7 +133,7 @@ def read_mnist_pickle(path: Path, info: DatasetInfo) -> tuple[ImageData, ImageDa
     uint8 N x 1 x 28 x 28. Read with the restricted unpickler: nothing in the file is run."""
     try:
         with gzip.open(path, "rb") as handle:
-            parts = load_array_pickle(handle)
+            parts = load_array_pickle(cast(BinaryIO, handle))
     except ForbiddenGlobal as err:
         raise DataFormatError(f"refused to read {path}: {err} (a pickle naming it could run code)") from None
     except Exception as err:  # a damaged file surfaces as any of many exception types

@@ -6,6 +6,7 @@ Adding a method: write its module in ``methods/`` (see ARCHITECTURE.md), then li
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from methods import fedavg, fedft, fedprox
 from methods.base import CrossEntropy, Method, ObjectiveFactory
@@ -19,9 +20,7 @@ OBJECTIVES: Mapping[str, ObjectiveFactory] = {
     **{name: factory for m in METHODS.values() for name, factory in m.objectives.items()},
 }
 #: Every method's client queries: message type -> the client's answer (client_app/app.py registers them).
-QUERIES: Mapping[str, object] = {
-    f"query.{name}": answer for m in METHODS.values() for name, answer in m.queries.items()
-}
+QUERIES: Mapping[str, Any] = {f"query.{name}": answer for m in METHODS.values() for name, answer in m.queries.items()}
 #: Every method's own settings dataclasses, in registration order.
 METHOD_SETTINGS: tuple[type, ...] = tuple(dict.fromkeys(cls for m in METHODS.values() for cls in m.settings))
 #: The axes a method's presets set, and their values when a method leaves one unset.
