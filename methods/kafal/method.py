@@ -86,6 +86,8 @@ from protocol.messages import (
     TRAIN_LOSS,
     TRAIN_SECONDS,
 )
+from run_config.derived import build_model_for
+from run_config.population import aggregation_settings
 from run_config.settings import ConfigError, non_negative, one_of, open_fraction, positive, setting
 
 if TYPE_CHECKING:
@@ -368,8 +370,6 @@ def committee(node: Node, local: SplitModel, pool: ActivePool, cycle: int) -> li
 
 def node_model(node: Node) -> SplitModel:
     """A fresh model of the run's architecture on the node's device."""
-    from run_config import build_model_for
-
     return build_model_for(node.config).to(node.device)
 
 
@@ -427,8 +427,7 @@ def kafal_query(node: Node, msg: Message) -> RecordDict:
 
 def kafal_strategy(run: FederatedRun) -> Strategy:
     """``ActiveLearningFedAvg`` with the run's cohorts, schedule and settings."""
-    from run_config.population import aggregation_settings
-    from server_app.lifecycle import learning_rate_schedule
+    from server_app.lifecycle import learning_rate_schedule  # the lifecycle imports the method registry
 
     config = run.config
     if run.first_round > 1:
