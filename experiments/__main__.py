@@ -6,6 +6,7 @@ report  writes the tables and figures from the cells finished so far
 check   validates the file and lists its cells, running nothing
 cka     linear CKA between client-updated models (the FedFT-EDS paper's Fig. 2-4)
 
+--in-process  runs the cells in this process, without Ray or a SuperLink (small experiments, busy machines)
 --only  restricts run and check to the cells whose name matches a shell-style pattern (repeatable), e.g.
         --only 'fedft-*' --only '*__seed0'; the report always covers every cell of the file
 """
@@ -16,8 +17,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from experiments.in_process import run_cell_in_process
 from experiments.report import write_report
-from experiments.runner import StaleResultsError, default_results_dir, run_experiment
+from experiments.runner import StaleResultsError, default_results_dir, run_experiment, simulate_cell
 from experiments.spec import ExperimentFileError, load_experiment, select_cells
 from simulation.local_run import add_placement_arguments, exit_on_sigterm
 
@@ -46,6 +48,7 @@ def _experiment_command(args: argparse.Namespace) -> int:
             outcome = run_experiment(
                 experiment,
                 results_dir,
+                run_cell=run_cell_in_process if args.in_process else simulate_cell,
                 echo=lambda line: print(line, flush=True),
                 cells=selected,
                 gpus_per_client=args.gpus_per_client,
@@ -73,6 +76,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("file", type=Path, help="experiment file, e.g. experiments/smoke.yaml")
     parser.add_argument("--results-dir", type=Path, help="default: results/experiments/<name>")
     add_placement_arguments(parser)
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run each cell in this process, clients one after another, without Ray or a SuperLink",
+    )
     parser.add_argument(
         "--only",
         action="append",

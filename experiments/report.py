@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from data.catalog import DATASETS
+from experiments.active_learning import write_active_learning_report
 from experiments.cell_results import CellResult, is_finished, read_cell
 from experiments.entropy_histogram import client_entropies
 from experiments.plots import (
@@ -46,6 +47,7 @@ def write_report(experiment: Experiment, results_dir: Path) -> list[Path]:
         plot_learning_efficiency(rows, plan, results_dir / "learning_efficiency.png"),
         plot_cohort_entropy(curves, plan, num_classes, results_dir / "cohort_label_entropy.png"),
     ]
+    written += write_active_learning_report(experiment, results, results_dir / CELLS_DIR, results_dir)
     histogram = experiment.histogram
     source = next((c for c in results if histogram and c.method == histogram.method), None)
     if histogram and source:

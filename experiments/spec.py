@@ -52,6 +52,14 @@ class EntropyHistogram:
 
 
 @dataclass(frozen=True)
+class RoundsToReach:
+    """The KAFAL paper's Table 1: rounds each method needs to reach ``method``'s accuracy after ``round``."""
+
+    method: str
+    round: int
+
+
+@dataclass(frozen=True)
 class Cell:
     """One simulation of an experiment."""
 
@@ -89,6 +97,7 @@ class Experiment:
     scaled_down: str = ""
     paper: str = ""
     histogram: EntropyHistogram | None = None
+    rounds_to_reach: RoundsToReach | None = None
     cells: tuple[Cell, ...] = field(default=(), repr=False)
 
 
@@ -116,6 +125,7 @@ _FIELDS: dict[str, tuple[type | tuple[type, ...], str]] = {
     "grid": (dict, "run-config key -> list of values; cells are the product of the lists"),
     "seeds": (list, "list of seeds (integers >= 0)"),
     "entropy-histogram": (dict, "temperatures (list), partition (int), method (label)"),
+    "rounds-to-reach": (dict, "method (label) and round (int): rounds every method needs to reach its accuracy"),
 }
 _REQUIRED = ("description", "cost", "methods")
 
@@ -258,6 +268,23 @@ def _histogram(check: _Checker, raw: Any, methods: Mapping[str, Any], clients: i
     return EntropyHistogram(tuple(float(t) for t in temperatures), partition, method)
 
 
+def _rounds_to_reach(check: _Checker, raw: Any, methods: Mapping[str, Any]) -> RoundsToReach | None:
+    if raw is None:
+        return None
+    for key in raw:
+        if key not in ("method", "round"):
+            check.fail(f"rounds-to-reach.{key}", "is unknown; allowed: method, round")
+    method = check.typed("rounds-to-reach.method", raw.get("method"), str)
+    if method not in methods:
+        check.fail(
+            "rounds-to-reach.method", f"= {method!r} is not a method of this file; allowed: " + ", ".join(methods)
+        )
+    round_ = check.typed("rounds-to-reach.round", raw.get("round"), int)
+    if round_ < 1:
+        check.fail("rounds-to-reach.round", f"must be >= 1, got {round_}")
+    return RoundsToReach(method, round_)
+
+
 def expand_cells(
     methods: Mapping[str, Mapping[str, Any]],
     grid: Mapping[str, tuple[Any, ...]],
@@ -345,6 +372,7 @@ def parse_experiment(raw: Any, path: Path) -> Experiment:
         scaled_down=raw.get("scaled-down", ""),
         paper=raw.get("paper", ""),
         histogram=_histogram(check, raw.get("entropy-histogram"), methods, clients),
+        rounds_to_reach=_rounds_to_reach(check, raw.get("rounds-to-reach"), methods),
         cells=cells,
     )
 

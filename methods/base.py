@@ -12,7 +12,9 @@ selection, SGD; ``client_app/local_update.py``). A method says only what differs
 - ``objectives``: local objectives it brings (FedProx's proximal term, MOON's contrastive loss), selectable by any
   method through the ``objective`` setting;
 - ``client_train`` / ``strategy``: its client step and its server step (a Flower ``Strategy``), when the shared
-  ones (the local update; ``PartialModelFedAvg``) do not fit.
+  ones (the local update; ``PartialModelFedAvg``) do not fit;
+- ``queries``: messages its server sends besides training (KAFAL's end-of-cycle query);
+- ``check``: what its settings must satisfy together, and against the clients' data at start.
 
 Client selection (``client-selection``) and the aggregation rule (``aggregation``) are axes of the shared server
 step, so every method composes with FedEntOpt and the robust rules.
@@ -91,4 +93,8 @@ class Method:
     #: Queries the method's server sends besides training (message type "query.<name>" -> the client's answer,
     #: a (Node, Message) -> RecordDict); declare their records in protocol/messages.py.
     queries: Mapping[str, Any] = field(default_factory=dict)
+    #: Checks of the settings that only this method needs, a (RunConfig, client sizes or None) -> None raising
+    #: ``ConfigError``: called with None whenever a configuration is parsed, and at the run's start with the samples
+    #: each connected client holds (partition id -> count).
+    check: Any = None
     paper: str = ""

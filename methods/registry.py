@@ -6,11 +6,13 @@ Adding a method: write its module in ``methods/`` (see ARCHITECTURE.md), then li
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from methods import fedavg, fedft, fedprox
 from methods.base import CrossEntropy, Method, ObjectiveFactory
+from methods.kafal import method as kafal
 
-_MODULES = (fedavg, fedprox, fedft)
+_MODULES = (fedavg, fedprox, fedft, kafal)
 
 METHODS: Mapping[str, Method] = {m.name: m for module in _MODULES for m in module.METHODS}
 OBJECTIVES: Mapping[str, ObjectiveFactory] = {
@@ -18,9 +20,7 @@ OBJECTIVES: Mapping[str, ObjectiveFactory] = {
     **{name: factory for m in METHODS.values() for name, factory in m.objectives.items()},
 }
 #: Every method's client queries: message type -> the client's answer (client_app/app.py registers them).
-QUERIES: Mapping[str, object] = {
-    f"query.{name}": answer for m in METHODS.values() for name, answer in m.queries.items()
-}
+QUERIES: Mapping[str, Any] = {f"query.{name}": answer for m in METHODS.values() for name, answer in m.queries.items()}
 #: Every method's own settings dataclasses, in registration order.
 METHOD_SETTINGS: tuple[type, ...] = tuple(dict.fromkeys(cls for m in METHODS.values() for cls in m.settings))
 #: The axes a method's presets set, and their values when a method leaves one unset.

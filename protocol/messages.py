@@ -91,3 +91,36 @@ EVALUATE_METRICS = (
     Number(EVAL_ACCURACY, float, 0.0, 1.0),
     Number(NUM_EXAMPLES, int, 1),
 )
+
+# KAFAL, federated active learning (methods/kafal/). ``train`` requests also carry the cycle and the round within it;
+# training replies report ``AL_TRAIN_METRICS`` (``num-examples`` = the labelled pool, the aggregation weight, Eq. 7).
+# ``query.al_query``: after a cycle's last round the server sends every client ``arrays`` (the cycle's final global
+# model) and ``config`` (server-round, al-cycle); the client queries its budget of unlabelled samples and replies
+# ``al-query`` (``AL_QUERY_FIELDS``) and ``al-labelled-counts`` (``counts``: its labelled pool per class).
+AL_QUERY = "query.al_query"
+AL_CYCLE = "al-cycle"  # 0-based cycle of the request
+AL_CYCLE_ROUND = "al-cycle-round"  # 1-based round within the cycle (Alg. 2: no compensation in round 1)
+AL_QUERY_RECORD = "al-query"
+AL_COUNTS_RECORD = "al-labelled-counts"
+NUM_QUERIED = "num-queried"
+NUM_LABELLED = "num-labelled"
+QUERY_SECONDS = "query-seconds"
+CLIENT_LOSS = "client-loss"
+COMPENSATION_LOSS = "compensation-loss"
+AL_TRAIN_METRICS = (
+    Number(PARTITION_ID, int, 0),
+    Number(NUM_EXAMPLES, int, 1),
+    Number(NUM_LOCAL, int, 1),
+    Number(TRAIN_LOSS, float, 0.0),
+    Number(CLIENT_LOSS, float, 0.0),
+    Number(COMPENSATION_LOSS, float, 0.0),
+    Number(TRAIN_SECONDS, float, 0.0, MAX_SECONDS),
+    Number(THREADS, int, 1, 4096),
+)
+AL_QUERY_FIELDS = (
+    Number(PARTITION_ID, int, 0),
+    Number(NUM_LOCAL, int, 1),
+    Number(NUM_QUERIED, int, 0),
+    Number(NUM_LABELLED, int, 1),
+    Number(QUERY_SECONDS, float, 0.0, MAX_SECONDS),
+)

@@ -19,6 +19,9 @@ import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 
 from protocol.messages import (
+    AL_COUNTS_RECORD,
+    AL_QUERY_FIELDS,
+    AL_QUERY_RECORD,
     ARRAYS,
     COUNTS,
     EVALUATE_METRICS,
@@ -27,9 +30,12 @@ from protocol.messages import (
     LABEL_COUNTS_RECORD,
     METRICS,
     NUM_EXAMPLES,
+    NUM_LABELLED,
     NUM_LOCAL,
     NUM_PARTITIONS,
+    NUM_QUERIED,
     PARTITION_ID,
+    QUERY_SECONDS,
     TRAIN_METRICS,
     Number,
 )
@@ -205,3 +211,53 @@ def read_evaluate_reply(content: RecordDict, identity: Identity) -> dict[str, in
             f"'num-examples' = {numbers[NUM_EXAMPLES]} exceeds the {identity.num_examples} samples the client holds"
         )
     return numbers
+
+
+@dataclass(frozen=True)
+class QueryReport:
+    """A sound ``query.al_query`` reply (KAFAL): how many samples the client labelled, its pool, the time it took."""
+
+    num_queried: int
+    num_labelled: int
+    query_seconds: float
+    counts: np.ndarray  # the labelled pool per class, after the query
+
+
+def read_al_query_reply(
+    content: RecordDict,
+    identity: Identity,
+    num_classes: int,
+    budget: int,
+    labelled_before: int | None,
+    counts_before: np.ndarray | None = None,
+) -> QueryReport:
+    """A ``query.al_query`` reply: it speaks for its own partition, labelled exactly its ``budget`` of new samples on
+    top of the ``labelled_before`` the server expects (None: unknown after an earlier failure), and its labelled
+    class counts are whole numbers adding up to its pool that never shrink (``counts_before``: the last sound ones)."""
+    check_records(content, {AL_QUERY_RECORD: MetricRecord, AL_COUNTS_RECORD: MetricRecord})
+    numbers = read_numbers(content[AL_QUERY_RECORD], AL_QUERY_FIELDS, "al-query")
+    if numbers[PARTITION_ID] != identity.partition_id:
+        raise Refused(f"reports partition-id {numbers[PARTITION_ID]}, but this client is {identity.partition_id}")
+    if numbers[NUM_LOCAL] != identity.num_examples:
+        raise Refused(f"'num-local' = {numbers[NUM_LOCAL]}, but the client said it holds {identity.num_examples}")
+    if numbers[NUM_QUERIED] != budget:
+        raise Refused(f"'num-queried' = {numbers[NUM_QUERIED]}, but the cycle's budget is {budget}")
+    labelled = int(numbers[NUM_LABELLED])
+    if labelled > identity.num_examples:
+        raise Refused(f"'num-labelled' = {labelled} exceeds the {identity.num_examples} samples the client holds")
+    if labelled_before is not None and labelled != labelled_before + budget:
+        raise Refused(f"'num-labelled' = {labelled}, expected {labelled_before} labelled before + {budget} queried")
+    record = content[AL_COUNTS_RECORD]
+    if set(record.keys()) != {COUNTS}:
+        raise Refused(f"labelled counts must hold only '{COUNTS}', got {_names(record.keys())}")
+    raw = record[COUNTS]
+    if not isinstance(raw, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in raw):
+        raise Refused("labelled counts are not a list of whole numbers")
+    counts = np.asarray(raw, dtype=np.int64)
+    if counts.shape != (num_classes,) or np.any(counts < 0):
+        raise Refused(f"labelled counts must be {num_classes} whole numbers >= 0")
+    if int(counts.sum()) != labelled:
+        raise Refused(f"labelled counts add up to {int(counts.sum())}, but 'num-labelled' = {labelled}")
+    if counts_before is not None and np.any(counts < counts_before):
+        raise Refused("labelled counts shrank since the last cycle: a labelled sample cannot become unlabelled")
+    return QueryReport(int(numbers[NUM_QUERIED]), labelled, float(numbers[QUERY_SECONDS]), counts)

@@ -415,7 +415,17 @@ def parse_run_config(run_config: Mapping[str, Any]) -> RunConfig:
     config = dataclasses.replace(parse_settings(RunConfig, run_config, **axes), method_settings=extras)
     if config.resume and not config.run_name:
         raise ConfigError("run config 'resume' = true needs a 'run-name': the run folder holding the checkpoint")
+    check_method(config, None)
     return config
+
+
+def check_method(config: RunConfig, client_sizes: Mapping[int, int] | None) -> None:
+    """The method's own checks (``Method.check``), with the samples each client holds when they are known."""
+    from methods.registry import METHODS
+
+    check = METHODS[config.method].check
+    if check is not None:
+        check(config, client_sizes)
 
 
 def default_values() -> dict[str, Any]:

@@ -40,6 +40,7 @@ from profiling.spans import CHECKPOINT, EVALUATION, FINISH, NODE_WAIT, PRETRAINI
 from protocol.messages import LEARNING_RATE
 from run_config import ConfigError, RunConfig, build_model_for, data_cache, federated_split, parse_run_config
 from run_config.population import aggregation_settings, check_population
+from run_config.schema import check_method
 from server_app.central_evaluation import CentralEvaluation
 from server_app.checkpoint import CHECKPOINT_FILE, Checkpoint, CheckpointError, resume_point, save_checkpoint
 from server_app.pretraining import check_source, initial_state, pretraining_report
@@ -128,6 +129,7 @@ class FederatedRun:
                 connected = population.available(grid)
             sizes = partition_sizes(split, population.expected, data_cache(config))
             check_population(config, population.expected)  # before pretraining: an impossible run costs nothing
+            check_method(config, {pid: population.identity_of(pid).num_examples for pid in connected})
             checkpoint = resume_point(directory, config)
             recorder = RunRecorder(directory, config, resume_from=checkpoint.results if checkpoint else None)
             with span(PRETRAINING):

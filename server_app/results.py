@@ -1,7 +1,9 @@
 """The results contract: ``<results-dir>/<run-name>/`` with config.json, rounds.jsonl, summary.json
-and model.pt (a plain state dict, loadable with ``torch.load`` alone).
+and model.pt (a plain state dict, loadable with ``torch.load`` alone); methods that work in cycles (KAFAL) add
+cycles.jsonl, one row per cycle, written when the cycle's last round is evaluated.
 
-accuracy.png (when matplotlib is installed) plots accuracy against round and against client seconds.
+accuracy.png (when matplotlib is installed) plots accuracy against round and against client seconds;
+labelled_accuracy.png accuracy against the labelled share, for runs with cycles.
 summary.json says how the run ended: ``status`` is ``completed``, ``failed`` (no round aggregated a single update:
 every client failed, was rejected or timed out, so the "final" model is the initial one) or ``interrupted`` (stopped
 before its last round; the checkpoint holds the model so far), with the counts of rounds aggregated and skipped.
@@ -22,9 +24,10 @@ from flwr.common.logger import log
 
 from run_config import RunConfig
 from server_app.atomic_write import replace_file, replace_text
-from server_app.run_plot import write_run_plot
+from server_app.run_plot import write_cycles_plot, write_run_plot
 
 CONFIG_FILE, ROUNDS_FILE, SUMMARY_FILE, MODEL_FILE = "config.json", "rounds.jsonl", "summary.json", "model.pt"
+CYCLES_FILE = "cycles.jsonl"
 LABEL_COUNTS_FILE = "label_counts.json"
 
 
@@ -60,6 +63,12 @@ def failure_reason(rounds: list[dict[str, Any]]) -> str:
     return "no client took part in any round"
 
 
+def _cycle_summary(row: dict[str, Any]) -> dict[str, Any]:
+    """What summary.json keeps of a cycle."""
+    keys = ("cycle", "trained_labelled_fraction", "labelled_fraction", "accuracy", "query_seconds")
+    return {key: row.get(key) for key in keys}
+
+
 def _mean(values) -> float | None:
     present = [v for v in values if v is not None]
     return sum(present) / len(present) if present else None
@@ -78,16 +87,52 @@ class RunRecorder:
         self.method = method or config.method
         self.rounds: list[dict[str, Any]] = list(resume_from["rounds"]) if resume_from else []
         self.initial_accuracy: float | None = resume_from["initial_accuracy"] if resume_from else None
+        self.cycles: list[dict[str, Any]] = list(resume_from.get("cycles", [])) if resume_from else []
         self._pending: dict[str, Any] = {}
+        self._pending_cycle: dict[str, Any] | None = None
         self._round_start = 0.0
         self.finished = False
         directory.mkdir(parents=True, exist_ok=True)
         replace_text(directory / ROUNDS_FILE, "".join(_json_line(r) for r in self.rounds))
         replace_text(directory / CONFIG_FILE, json.dumps(config.to_dict(), indent=2) + "\n")
+        if self.cycles:
+            replace_text(directory / CYCLES_FILE, "".join(_json_line(c) for c in self.cycles))
 
     def state(self) -> dict[str, Any]:
         """What a checkpoint keeps of the results so far."""
-        return {"rounds": list(self.rounds), "initial_accuracy": self.initial_accuracy}
+        return {"rounds": list(self.rounds), "initial_accuracy": self.initial_accuracy, "cycles": list(self.cycles)}
+
+    def cycle_ended(self, server_round: int, **fields: Any) -> None:
+        """A cycle ended with ``server_round`` (its ``cycle``, ``rounds`` [first, last], labelled shares, queries);
+        its row of cycles.jsonl is written with that round's evaluation."""
+        self._pending_cycle = fields
+
+    def _record_cycle(self, record: dict[str, Any]) -> None:
+        """The pending cycle's row: its fields, the global model's test accuracy at its end, and what its rounds and
+        its query moved and cost."""
+        fields, self._pending_cycle = self._pending_cycle or {}, None
+        first, last = fields["rounds"]
+        rounds = [r for r in self.rounds if first <= r["round"] <= last]
+        row = {
+            "cycle": fields["cycle"],
+            "accuracy": record["accuracy"],
+            "loss": record["loss"],
+            **fields,
+            "client_train_seconds": sum(r["client_train_seconds"] for r in rounds),
+            "bytes_down": sum(r["bytes_down"] for r in rounds) + fields.get("query_bytes_down", 0),
+            "bytes_up": sum(r["bytes_up"] for r in rounds) + fields.get("query_bytes_up", 0),
+        }
+        self.cycles.append(row)
+        with (self.directory / CYCLES_FILE).open("a") as handle:
+            handle.write(_json_line(row))
+        log(
+            INFO,
+            "cycle %d: accuracy %.4f trained on %s labelled; %s labelled after its query",
+            row["cycle"],
+            row["accuracy"],
+            _percent(row.get("trained_labelled_fraction")),
+            _percent(row.get("labelled_fraction")),
+        )
 
     def round_started(self, server_round: int, cohort: list[int], bytes_down: int, **fields: Any) -> None:
         """A round's cohort (in selection order), the bytes sent, and per-round fields such as cohort metrics."""
@@ -136,6 +181,8 @@ class RunRecorder:
         self.rounds.append(record)
         with (self.directory / ROUNDS_FILE).open("a") as handle:
             handle.write(_json_line(record))
+        if self._pending_cycle is not None:
+            self._record_cycle(record)
         log(
             INFO,
             "round %d: accuracy %.4f, loss %.4f, %.1f s (clients trained %.1f s)",
@@ -170,6 +217,7 @@ class RunRecorder:
             "total_bytes_up": sum(r["bytes_up"] for r in self.rounds),
             "mean_cohort_label_entropy": _mean(r.get("cohort_label_entropy") for r in self.rounds),
             "mean_last10_accuracy": _mean(r["accuracy"] for r in self.rounds[-10:]),
+            **({"cycles": [_cycle_summary(c) for c in self.cycles]} if self.cycles else {}),
         }
 
     def write_label_counts(self, counts: dict[str, list[float]]) -> None:
@@ -189,6 +237,8 @@ class RunRecorder:
         summary = self._write_summary(None, extra)
         for line in readable_summary(summary):
             log(INFO if summary["status"] == "completed" else ERROR, "%s", line)
+        if self.cycles:
+            write_cycles_plot(self.directory, self.cycles)
         if write_run_plot(self.directory, self.rounds, self.initial_accuracy) is None:
             log(INFO, "no accuracy.png: nothing to plot, or matplotlib is not installed (pip install '.[experiments]')")
         log(INFO, "results written to %s", self.directory)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 PLOT_FILE = "accuracy.png"
+CYCLES_PLOT_FILE = "labelled_accuracy.png"
 SKIPPED_COLOUR = "tab:red"
 INITIAL_COLOUR = "black"
 
@@ -149,4 +150,34 @@ def write_run_plot(directory: Path, rounds: Sequence[Mapping[str, Any]], initial
         return None
     path = Path(directory) / PLOT_FILE
     run_plot_figure(rounds, initial_accuracy).savefig(path, dpi=110)
+    return path
+
+
+def cycles_figure(cycles: Sequence[Mapping[str, Any]]) -> Any:
+    """Test accuracy at each cycle's end against the labelled share it trained on (active learning, cycles.jsonl)."""
+    from matplotlib.figure import Figure
+
+    shares = [100 * _number(c.get("trained_labelled_fraction")) for c in cycles]
+    accuracy = [100 * _number(c.get("accuracy")) for c in cycles]
+    figure = Figure(figsize=(5.5, 4), layout="constrained")
+    ax = figure.subplots()
+    ax.plot(shares, accuracy, color="tab:blue", marker="o")
+    for share, value, cycle in zip(shares, accuracy, cycles):
+        ax.annotate(f"cycle {cycle['cycle']}", (share, value), textcoords="offset points", xytext=(4, -10), fontsize=7)
+    ax.set_xlabel("labelled share of the clients' data trained on (%)")
+    ax.set_ylabel("test accuracy at the cycle's end (%)")
+    ax.grid(alpha=0.3)
+    return figure
+
+
+def write_cycles_plot(directory: Path, cycles: Sequence[Mapping[str, Any]]) -> Path | None:
+    """Write ``directory/labelled_accuracy.png`` from the cycles.jsonl rows; None without matplotlib or rows."""
+    if not cycles:
+        return None
+    try:
+        import matplotlib  # noqa: F401  (only to know whether it is installed)
+    except ImportError:
+        return None
+    path = Path(directory) / CYCLES_PLOT_FILE
+    cycles_figure(cycles).savefig(path, dpi=110)
     return path

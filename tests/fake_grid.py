@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
@@ -73,9 +73,9 @@ def train_metrics(
     return metrics
 
 
-def train_reply(msg: Message, arrays: dict[str, torch.Tensor], metrics: dict[str, float | int]) -> Message:
+def train_reply(msg: Message, arrays: dict[str, torch.Tensor], metrics: Mapping[str, float | int]) -> Message:
     """A training reply carrying ``arrays`` and ``metrics``."""
-    return Message(RecordDict({ARRAYS: ArrayRecord(arrays), METRICS: MetricRecord(metrics)}), reply_to=msg)
+    return Message(RecordDict({ARRAYS: ArrayRecord(arrays), METRICS: MetricRecord(dict(metrics))}), reply_to=msg)
 
 
 class FakeGrid:

@@ -92,7 +92,7 @@ def run_in_process(
     grid = InProcessGrid(run_config, num_partitions, kill_at_round)
     threads = torch.get_num_threads()  # the client sets its thread count; keep it from leaking into other tests
     try:
-        server.main(grid, Context(run_id=1, node_id=0, node_config={}, state=RecordDict(), run_config=run_config))
+        server.main(grid, Context(run_id=1, node_id=0, node_config={}, state=RecordDict(), run_config=run_config))  # type: ignore[arg-type]
     finally:
         torch.set_num_threads(threads)
     return grid

@@ -118,7 +118,7 @@ def test_empty_grid_and_empty_lists() -> None:
 def test_unknown_method() -> None:
     assert error(methods=["fedsgd"]) == (
         "exp.yaml: 'methods.fedsgd' is not a method preset and sets no 'method'; presets: fedavg, fedavg-rds, "
-        "fedprox, fedprox-rds, fedft-all, fedft-rds, fedft-eds"
+        "fedprox, fedprox-rds, fedft-all, fedft-rds, fedft-eds, kafal"
     )
     assert "'methods.mine.method' = 'fedsgd' is unknown; allowed: fedavg" in error(
         methods={"mine": {"method": "fedsgd"}}

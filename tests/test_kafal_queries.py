@@ -245,11 +245,11 @@ def test_global_sampling_table() -> None:
     allowed = {s for s in QUERY_STRATEGIES if supports_global_sampling(s)}
     assert allowed == {"random", "entropy", "margin", "coreset", "badge", "alfa-mix"}
     check_sampling_model("coreset", "global")
-    with pytest.raises(ValueError, match="'al-sampling-model' = 'global' is not possible with 'al-strategy' = 'kafal'"):
+    with pytest.raises(ValueError, match="'al-sampling-model' = 'global' is not possible with 'al-query' = 'kafal'"):
         check_sampling_model("kafal", "global")
     with pytest.raises(ValueError, match="'al-sampling-model' must be one of client, global"):
         check_sampling_model("entropy", "server")
-    with pytest.raises(ValueError, match="'al-strategy' must be one of kafal, random"):
+    with pytest.raises(ValueError, match="'al-query' must be one of kafal, random"):
         supports_global_sampling("bald")
 
 

@@ -44,9 +44,9 @@ _GLOBAL_CAPABLE = frozenset({"random", "entropy", "margin", "coreset", "badge", 
 
 
 def check_strategy(strategy: str) -> None:
-    """An error naming 'al-strategy' unless ``strategy`` is known."""
+    """An error naming 'al-query' unless ``strategy`` is known."""
     if strategy not in QUERY_STRATEGIES:
-        raise ValueError(f"'al-strategy' must be one of {', '.join(QUERY_STRATEGIES)}, got {strategy!r}")
+        raise ValueError(f"'al-query' must be one of {', '.join(QUERY_STRATEGIES)}, got {strategy!r}")
 
 
 def supports_global_sampling(strategy: str) -> bool:
@@ -62,7 +62,7 @@ def check_sampling_model(strategy: str, sampling_model: str) -> None:
     if sampling_model == "global" and not supports_global_sampling(strategy):
         allowed = ", ".join(s for s in QUERY_STRATEGIES if s in _GLOBAL_CAPABLE)
         raise ValueError(
-            f"'al-sampling-model' = 'global' is not possible with 'al-strategy' = {strategy!r}; it is with {allowed}"
+            f"'al-sampling-model' = 'global' is not possible with 'al-query' = {strategy!r}; it is with {allowed}"
         )
 
 

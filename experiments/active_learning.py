@@ -1,0 +1,163 @@
+"""Active-learning results of an experiment (KAFAL cells, which write cycles.jsonl): test accuracy at each cycle's
+end against the labelled share it trained on, per method, mean ± std over seeds (the KAFAL paper's Fig. 4 and 14,
+Tables 2-3); and the paper's Table 1, the rounds each method needs to reach a reference method's accuracy.
+
+``labelled_accuracy.md`` holds the table, ``accuracy_vs_labelled.png`` the figure (one panel per grid point) and,
+for experiments that name ``rounds-to-reach``, ``rounds_to_reach.md`` holds Table 1.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from experiments.cell_results import CellResult
+from experiments.method_styles import method_styles
+from experiments.spec import Cell, Experiment
+from experiments.summary import mean_std
+from server_app.results import CYCLES_FILE
+
+TABLE_FILE, FIGURE_FILE, ROUNDS_TABLE_FILE = "labelled_accuracy.md", "accuracy_vs_labelled.png", "rounds_to_reach.md"
+
+
+def read_cycles(directory: Path) -> list[dict[str, Any]]:
+    """The rows of a cell's cycles.jsonl (none when it has no such file)."""
+    try:
+        return [json.loads(line) for line in (directory / CYCLES_FILE).read_text().splitlines() if line.strip()]
+    except OSError:
+        return []
+
+
+#: (grid-point label, method) -> per cycle: (labelled shares trained on, accuracies), one entry per seed
+CycleCurves = dict[tuple[str, str], list[list[tuple[float, float]]]]
+
+
+def cycle_curves(experiment: Experiment, cycles: Mapping[Cell, list[dict[str, Any]]]) -> CycleCurves:
+    """Each method's (trained labelled share, accuracy) per cycle and seed, in the file's order."""
+    curves: CycleCurves = {}
+    for cell in experiment.cells:
+        rows = cycles.get(cell)
+        if rows:
+            curve = [(float(r["trained_labelled_fraction"]), float(r["accuracy"])) for r in rows]
+            curves.setdefault((cell.point_label, cell.method), []).append(curve)
+    return curves
+
+
+def cycle_stats(seeds: Sequence[list[tuple[float, float]]]) -> list[tuple[float, float, float | None]]:
+    """Per cycle that every seed reached: mean labelled share, mean accuracy and its std over seeds."""
+    length = min(len(s) for s in seeds)
+    stats = []
+    for index in range(length):
+        share = float(np.mean([s[index][0] for s in seeds]))
+        mean, std = mean_std([s[index][1] for s in seeds])
+        stats.append((share, mean, std))
+    return stats
+
+
+def labelled_table(curves: CycleCurves) -> str:
+    """Markdown: one row per grid point and method, one column per cycle (its mean labelled share)."""
+    lines = []
+    for point in dict.fromkeys(p for p, _ in curves):
+        methods = {m: cycle_stats(s) for (p, m), s in curves.items() if p == point}
+        width = max(len(s) for s in methods.values())
+        reference = next(s for s in methods.values() if len(s) == width)
+        header = [f"{100 * share:.1f}%" for share, _, _ in reference]
+        if point:
+            lines += [f"**{point}**", ""]
+        lines += ["| method | seeds | " + " | ".join(header) + " |", "|---|---|" + "---|" * width]
+        for method, stats in methods.items():
+            seeds = len(curves[(point, method)])
+            cells = [f"{100 * m:.2f} ± {100 * s:.2f}" if s is not None else f"{100 * m:.2f}" for _, m, s in stats]
+            lines.append(f"| {method} | {seeds} | " + " | ".join(cells + [""] * (width - len(cells))) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def labelled_figure(curves: CycleCurves, methods: Sequence[str]) -> Any:
+    """One panel per grid point: accuracy (mean ± std over seeds) against the labelled share trained on."""
+    from matplotlib.figure import Figure
+
+    points = list(dict.fromkeys(p for p, _ in curves))
+    styles = method_styles(methods)
+    figure = Figure(figsize=(6.5 * len(points), 4.8), layout="constrained")
+    axes = np.atleast_1d(figure.subplots(1, len(points)))
+    for ax, point in zip(axes, points):
+        for (p, method), seeds in curves.items():
+            if p != point:
+                continue
+            stats = cycle_stats(seeds)
+            shares = [100 * s for s, _, _ in stats]
+            means = np.array([100 * m for _, m, _ in stats])
+            stds = np.array([100 * (s or 0.0) for _, _, s in stats])
+            style = styles[method]
+            ax.plot(shares, means, color=style.colour, marker=style.marker, label=f"{method} ({len(seeds)} seeds)")
+            ax.fill_between(shares, means - stds, means + stds, color=style.colour, alpha=0.12, linewidth=0)
+        ax.set_title(point or "accuracy against labelled share", fontsize=9)
+        ax.set_xlabel("labelled share of the clients' data (%)")
+        ax.set_ylabel("test accuracy at the cycle's end (%)")
+        ax.grid(alpha=0.3)
+    handles, labels = axes[0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="outside right center", fontsize=8, frameon=False)
+    return figure
+
+
+def rounds_to_reach(accuracy: Sequence[float], target: float) -> int | None:
+    """The first round (1-based) whose accuracy reaches ``target``; None if none does."""
+    return next((index + 1 for index, value in enumerate(accuracy) if value >= target), None)
+
+
+def rounds_table(experiment: Experiment, results: Mapping[Cell, CellResult], reference: str, at_round: int) -> str:
+    """Table 1: per seed, the reference method's accuracy after ``at_round`` is the target; each method's rounds to
+    reach it (mean over the seeds; "> R" when a seed never does within its R rounds)."""
+    by_seed = {(c.method, c.seed): [r["accuracy"] for r in results[c].rounds] for c in results}
+    lines = [
+        f"Target: {reference}'s test accuracy after round {at_round} (per seed).",
+        "",
+        "| method | rounds to reach the target, per seed | mean |",
+        "|---|---|---|",
+    ]
+    for method in experiment.methods:
+        counts: list[str] = []
+        reached: list[int] = []
+        for seed in experiment.seeds:
+            target = by_seed.get((reference, seed))
+            curve = by_seed.get((method, seed))
+            if not target or curve is None or len(target) < at_round:
+                continue
+            found = rounds_to_reach(curve, target[at_round - 1])
+            counts.append(str(found) if found is not None else f"> {len(curve)}")
+            if found is not None:
+                reached.append(found)
+        mean = f"{np.mean(reached):.1f}" if reached and len(reached) == len(counts) else "n/a"
+        lines.append(f"| {method} | {', '.join(counts) or 'not run'} | {mean} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_active_learning_report(
+    experiment: Experiment, results: Mapping[Cell, CellResult], cells_dir: Path, results_dir: Path
+) -> list[Path]:
+    """The table and figure for the cells with cycles, and Table 1 when the file asks for it; the files written."""
+    cycles = {cell: read_cycles(cells_dir / cell.name) for cell in results}
+    curves = cycle_curves(experiment, cycles)
+    written: list[Path] = []
+    if curves:
+        (results_dir / TABLE_FILE).write_text(
+            f"# {experiment.name}: test accuracy (%) at each cycle's end, by labelled share trained on\n\n"
+            "Mean ± std over seeds; columns are cycles, headed by their mean labelled share.\n\n"
+            + labelled_table(curves)
+        )
+        figure = labelled_figure(curves, list(experiment.methods))
+        figure.savefig(results_dir / FIGURE_FILE, dpi=110)
+        written += [results_dir / TABLE_FILE, results_dir / FIGURE_FILE]
+    target = experiment.rounds_to_reach
+    if target is not None and results:
+        (results_dir / ROUNDS_TABLE_FILE).write_text(
+            f"# {experiment.name}: rounds to reach a reference accuracy\n\n"
+            + rounds_table(experiment, results, target.method, target.round)
+        )
+        written.append(results_dir / ROUNDS_TABLE_FILE)
+    return written

