@@ -11,6 +11,8 @@ selection, SGD; ``client_app/local_update.py``). A method says only what differs
 - ``settings``: dataclasses declaring its own settings (``run_config.settings.setting``);
 - ``objectives``: local objectives it brings (FedProx's proximal term, MOON's contrastive loss), selectable by any
   method through the ``objective`` setting;
+- ``check``: a check of its settings together (one setting against another), run when the configuration is
+  parsed, raising ``ConfigError`` naming the keys;
 - ``client_train`` / ``strategy``: its client step and its server step (a Flower ``Strategy``), when the shared
   ones (the local update; ``PartialModelFedAvg``) do not fit.
 
@@ -57,6 +59,9 @@ class LocalTraining:
     forward: Forward  # θ's output for the round's inputs
     config: RunConfig
     node_state: RecordDict  # this node's ``context.state``, kept across rounds
+    #: the round's inputs -> what θ reads (φ's output at ``level``, float32): the identity on cached features,
+    #: φ itself on augmented images; ``forward(x)`` is ``model.forward_from(lower(x), level)``
+    lower: Forward
 
 
 class CrossEntropy:
@@ -91,4 +96,6 @@ class Method:
     #: Queries the method's server sends besides training (message type "query.<name>" -> the client's answer,
     #: a (Node, Message) -> RecordDict); declare their records in protocol/messages.py.
     queries: Mapping[str, Any] = field(default_factory=dict)
+    #: Checks settings against each other when the run config is parsed (raises ``ConfigError`` naming the keys).
+    check: Callable[[RunConfig], None] | None = None
     paper: str = ""

@@ -55,6 +55,12 @@ def _known_objective(v: str) -> str | None:
     return None if v in OBJECTIVES else f"must be one of {', '.join(repr(o) for o in OBJECTIVES)}"
 
 
+def _method_check(name: str) -> Any:
+    from methods.registry import METHODS
+
+    return METHODS[name].check
+
+
 def _below_half(v: float) -> str | None:
     return None if 0 <= v < MAX_TRIM_FRACTION else f"must be in [0, {MAX_TRIM_FRACTION})"
 
@@ -407,6 +413,9 @@ def parse_run_config(run_config: Mapping[str, Any]) -> RunConfig:
     config = dataclasses.replace(parse_settings(RunConfig, run_config, **axes), method_settings=extras)
     if config.resume and not config.run_name:
         raise ConfigError("run config 'resume' = true needs a 'run-name': the run folder holding the checkpoint")
+    check_together = _method_check(config.method)
+    if check_together is not None:  # settings the method reads together (FedFSC+: f_n + f_fs < 1)
+        check_together(config)
     return config
 
 
