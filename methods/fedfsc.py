@@ -4,16 +4,35 @@ Few-shot participants freeze the received base model's extractor φ^t, take its 
 starting point (not a fresh layer), and train θ alone on n shots per eligible local class. The server
 averages the few-shot classifiers **uniformly** (eq. 4.2) and returns the global model {θ_fs^t, φ^t}, pairing
 them with the extractor they were trained on (the base distributed at round t, not the newly aggregated one).
+The base model {θ, φ} is trained as the base trainer trains it: FedAvg, or with the ``objective`` axis FedProx
+(``proximal``) or MOON (``contrastive``), aggregated by |D_k| as FedAvg does.
+
+The presets (``METHODS``) differ in who does what each round (``RolePlan``): the selection policy's cohort
+(``fraction-train`` = f_n) are the non-stragglers and run the normal update for E epochs; methods with stragglers
+draw a further f_fs (``fewshot-fraction``) of the pool from the rest.
+
+- ``fedfsc`` (Alg. 1): the non-stragglers also few-shot update, from round 2; no stragglers.
+- ``fedfsc-plus`` (Alg. 2): the stragglers only few-shot update (from round 2; idle in round 1).
+- ``fedfsc-plus-baseline-plus`` (FedFSC+(baseline+)): the stragglers run E_r epochs of the normal update, then
+  a few-shot update of the distributed base (Alg. 2 implies the distributed θ^t, φ^t; the text does not say).
+- ``fedavg-plus``, ``fedprox-plus``, ``moon-plus`` (baseline+): the stragglers run E_r epochs, no few-shot.
+
+``fscprox`` adds μ_fsc·‖θ_cls − anchor‖² to every normal update: FSCProx with the averaged few-shot classifier of
+the last round that had one (sent with the round's message), baseProx with the received classifier. The glue is
+``methods/fedfsc_client.py`` (client step) and ``strategies/fewshot_classifier.py`` (server step).
 
 Decisions where the sources disagree or are silent:
 - Class eligibility follows the thesis's code (the text says nothing): a class takes part when it has at
   least n local samples; when no class has, n is lowered until one does (``eligible_classes``).
 - Shots are redrawn at the start of every epoch, as the text says (eq. 4.1: "resampled at the start of each
-  local training epoch"); the code draws once per round. ``resample_each_epoch=False`` gives the code's rule.
+  local training epoch"); the code draws once per round. ``fewshot-resample = false`` gives the code's rule.
 - The few-shot optimiser is the text's SGD (lr 0.01, momentum 0.9, weight decay 1e-3, batch 4, 10 epochs,
-  10 shots); the code's dampening 0.9 is not in the text, so dampening defaults to 0.
-- FSCProx follows the text's μ_fsc·‖θ − θ_fs‖² (eq. 4.3), not the code's (β/2)·‖θ − θ_fs‖².
-- FedFSC+ rounds counts as round(f·N), with at least one non-straggler; roles are drawn afresh every round.
+  10 shots); the code's dampening 0.9 is not in the text, so dampening is 0.
+- FSCProx follows the text's μ_fsc·‖θ − θ_fs‖² (eq. 4.3), not the code's (β/2)·‖θ − θ_fs‖²; it applies once the
+  server holds a θ_fs (from round 3: few-shot updates start in round 2); baseProx applies from round 1.
+- Stragglers number round(f_fs·N) of the N available clients, drawn afresh every round from those the selection
+  policy did not pick; the few-shot features are φ^t's penultimate features in eval mode, computed once a round.
+- In a round without few-shot classifiers (round 1) the global model is the new base model.
 """
 
 from __future__ import annotations

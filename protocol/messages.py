@@ -9,6 +9,9 @@
 - ``evaluate``: the server sends ``arrays``, ``frozen``, ``config`` (server-round); the client replies ``metrics``
   (``EVALUATE_METRICS``).
 
+- FedFSC-family ``train`` (methods/fedfsc.py): the config also says the client's work (``full-epochs``,
+  ``fewshot``); replies add the few-shot classifier and its numbers, or hold only those (the block at the end).
+
 A method that needs more declares its records and numbers here too, so that both sides read one declaration.
 """
 

@@ -6,7 +6,10 @@ population, pick partition ids, address their nodes) and ``aggregate_train`` (so
 accepted, failed, rejected and timed out, aggregate the accepted ones under the ``aggregation`` rule
 (``strategies/robust_aggregation.py``; ``mean`` is Flower's FedAvg mean unchanged) and report it all to an
 observer); Flower's ``Strategy.start`` runs the rounds unchanged. What each client receives
-goes through one hook, ``records_for``; a resumed run numbers its rounds on from ``first_round``.
+goes through one hook, ``records_for`` (``train_content`` for a training message: a method may give each client
+other work); a resumed run numbers its rounds on from ``first_round``. A method whose global model is not the
+arrays it sends (FedFSC) overrides ``global_arrays``, records further evaluations with ``round_evaluation`` and
+keeps its own state through ``state_dict``/``load_state_dict`` (checkpoints).
 """
 
 from __future__ import annotations
