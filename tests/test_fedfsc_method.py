@@ -374,13 +374,25 @@ def test_fedfsc_plus_baseline_plus_trains_fedavg_plus_model(tmp_path: Path) -> N
         ("fedprox-plus", STRAGGLERS),
         ("moon-plus", STRAGGLERS),
         ("fedfsc", {"objective": "contrastive", "fscprox": "base"}),
+        ("fedfsc", {"aggregation": "clipped-mean", "fraction-evaluate": 0.5}),  # the app's default rule
+        # Krum with f = 0 needs 3 updates: the 3 normal updates have them, the 1 few-shot classifier has not
+        (
+            "fedfsc-plus",
+            {"aggregation": "krum", "byzantine-clients": 0, "fraction-train": 0.75, "fewshot-fraction": 0.2},
+        ),
     ],
 )
 def test_every_preset_runs_end_to_end(tmp_path: Path, method: str, overrides: dict[str, Any]) -> None:
     rounds = run(tmp_path, method, method=method, **overrides)
     assert len(rounds) == 3 and all(r["aggregated"] and not r["rejected"] and not r["failed"] for r in rounds)
-    if method == "fedfsc-plus":
-        assert rounds[0]["clients"] == rounds[0]["clients"][:2] and rounds[0]["fewshot_clients"] == []
+    if overrides.get("aggregation") == "krum":  # the classifier is not used: the global model is the base
+        assert all(r["accuracy"] == r["base_accuracy"] and r["fewshot_updates"] == 1 for r in rounds[1:])
+    if overrides.get("fraction-evaluate"):
+        assert all(r["evaluated"] == 2 and r["federated_accuracy"] is not None for r in rounds)
+    if overrides is STRAGGLERS:  # baseline+: 2 non-stragglers and 1 straggler running E_r epochs, every round
+        assert all(len(r["clients"]) == 3 and r["reduced_clients"] == r["clients"][2:] for r in rounds)
+    if method == "fedfsc-plus":  # the straggler has no work in round 1
+        assert len(rounds[0]["clients"]) == len(rounds[1]["clients"]) - 1 and rounds[0]["fewshot_clients"] == []
         assert all(len(r["fewshot_clients"]) == 1 and r["fewshot_updates"] == 1 for r in rounds[1:])
 
 
