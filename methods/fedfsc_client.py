@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -108,8 +109,45 @@ def normal_objective(node: Node, msg: Message) -> ObjectiveFactory:
     return base
 
 
+@dataclass(frozen=True)
+class FewShotReply:
+    """What a few-shot update adds to the reply: the classifier and its numbers."""
+
+    classifier: dict[str, torch.Tensor]
+    result: FewShotResult
+    loss: float
+    seconds: float  # features and training
+
+    @property
+    def examples(self) -> int:
+        return self.result.shots * self.result.classes
+
+    def records(self) -> dict[str, ArrayRecord | MetricRecord]:
+        numbers: dict[str, int | float | list[int] | list[float]] = {
+            FEWSHOT_SHOTS_USED: self.result.shots,
+            FEWSHOT_CLASSES: self.result.classes,
+            FEWSHOT_EXAMPLES: self.examples,
+            FEWSHOT_LOSS: self.loss,
+            FEWSHOT_SECONDS: self.seconds,
+        }
+        return {FEWSHOT_CLASSIFIER: ArrayRecord(self.classifier), FEWSHOT_METRICS: MetricRecord(numbers)}
+
+
+def timed_fewshot_update(node: Node, model: SplitModel, data: LocalData, server_round: int) -> FewShotReply:
+    """The few-shot update of the received model, timed (the loss is read once, after training)."""
+    tick = time.perf_counter()
+    config = node.config
+    seed = fewshot_seed(config.seed, server_round, node.partition_id)
+    settings = config.settings(FedFscSettings)
+    classifier, result = fewshot_update(model, data, settings, node.device, config.eval_batch_size, seed)
+    loss = float(result.loss)
+    synchronize(node.device)
+    return FewShotReply(classifier, result, loss, time.perf_counter() - tick)
+
+
 def fedfsc_train(node: Node, msg: Message) -> RecordDict:
-    """The round's work as the message's config gives it: few-shot update, normal update, or both."""
+    """The round's work as the message's config gives it: few-shot update, normal update, or both (few-shot first,
+    on the model as received)."""
     role = read_role(msg.content.config_records[CONFIG])
     config = node.config
     fault = node_fault(node)
@@ -117,32 +155,8 @@ def fedfsc_train(node: Node, msg: Message) -> RecordDict:
     data = training_data(node, fault)
     model, phi_fingerprint = node.global_model(msg)
     server_round, _ = node.round_of(msg)
-    records: dict[str, ArrayRecord | MetricRecord | ConfigRecord] = {}
-    fewshot_seconds = 0.0
-    result = None
-    if role.fewshot:
-        tick = time.perf_counter()
-        classifier, result = fewshot_update(
-            model,
-            data,
-            config.settings(FedFscSettings),
-            node.device,
-            config.eval_batch_size,
-            fewshot_seed(config.seed, server_round, node.partition_id),
-        )
-        loss = float(result.loss)
-        synchronize(node.device)
-        fewshot_seconds = time.perf_counter() - tick
-        records[FEWSHOT_CLASSIFIER] = ArrayRecord(classifier)
-        records[FEWSHOT_METRICS] = MetricRecord(
-            {
-                FEWSHOT_SHOTS_USED: result.shots,
-                FEWSHOT_CLASSES: result.classes,
-                FEWSHOT_EXAMPLES: result.shots * result.classes,
-                FEWSHOT_LOSS: loss,
-                FEWSHOT_SECONDS: fewshot_seconds,
-            }
-        )
+    few = timed_fewshot_update(node, model, data, server_round) if role.fewshot else None
+    records: dict[str, ArrayRecord | MetricRecord | ConfigRecord] = {**(few.records() if few else {})}
     if role.epochs:
         arrays, metrics = update_and_report(
             node,
@@ -154,17 +168,17 @@ def fedfsc_train(node: Node, msg: Message) -> RecordDict:
             config=dataclasses.replace(config, local_epochs=role.epochs),
             objective_factory=normal_objective(node, msg),
         )
-        metrics[TRAIN_SECONDS] = float(metrics[TRAIN_SECONDS]) + fewshot_seconds  # type: ignore[arg-type]
-        records[ARRAYS] = ArrayRecord(arrays)
-        records[METRICS] = metrics
-    elif result is not None:
+        if few is not None:  # train-seconds is the client's whole round
+            metrics[TRAIN_SECONDS] = float(metrics[TRAIN_SECONDS]) + few.seconds  # type: ignore[arg-type]
+        records[ARRAYS], records[METRICS] = ArrayRecord(arrays), metrics
+    elif few is not None:
         records[METRICS] = MetricRecord(
             {
                 PARTITION_ID: node.partition_id,
-                NUM_EXAMPLES: result.shots * result.classes,
+                NUM_EXAMPLES: few.examples,
                 NUM_LOCAL: len(data),
-                TRAIN_LOSS: loss,
-                TRAIN_SECONDS: fewshot_seconds,
+                TRAIN_LOSS: few.loss,
+                TRAIN_SECONDS: few.seconds,
                 THREADS: torch.get_num_threads(),
             }
         )
