@@ -199,12 +199,12 @@ class FederatedRun:
     def rounds(self, grid: Grid) -> ArrayRecord:
         """Step 2: the remaining rounds; returns the global θ after the last one (unchanged when none aggregated)."""
         arrays = ArrayRecord(self.trained)
-        remaining = self.config.num_server_rounds - self.first_round + 1
-        if remaining <= 0:
-            return arrays
-        evaluate = CentralEvaluation(self.config, self.frozen, self.device)
         strategy = self.strategy()
         strategy.load_state_dict(self.strategy_state)
+        remaining = self.config.num_server_rounds - self.first_round + 1
+        if remaining <= 0:  # resumed after its last round
+            return strategy.global_arrays(arrays)
+        evaluate = CentralEvaluation(self.config, self.frozen, self.device)
         add_exit_handler(self.interrupted)  # how Flower stops a ServerApp on SIGTERM
         try:
             result = strategy.start(
