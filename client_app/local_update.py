@@ -21,7 +21,7 @@ from client_app.feature_cache import FeatureCache
 from client_app.feature_sources import Computed, Features
 from client_app.local_data import LocalData
 from data.transforms import random_crop_flip
-from methods.base import LocalTraining
+from methods.base import LocalTraining, ObjectiveFactory
 from methods.registry import OBJECTIVES
 from models import NO_FREEZE, SplitModel
 from models.device import synchronize
@@ -100,10 +100,12 @@ def local_update(
     cache: FeatureCache | None = None,
     cache_key: Hashable = None,
     node_state: RecordDict | None = None,
+    objective_factory: ObjectiveFactory | None = None,
 ) -> UpdateResult:
     """Select local samples and train θ on them for ``local-epochs`` under the configured objective; ``model`` is
     updated in place (and moved to ``device``); ``node_state`` is this node's ``context.state`` (objectives that keep
-    something across rounds use it).
+    something across rounds use it); ``objective_factory`` replaces the configured objective (FedFSC adds its
+    classifier regulariser to it).
 
     The entropy pass reads φ(x) of every sample a chunk at a time and training reads only the selected rows, which
     move to ``device`` once per round; random draws (data selection, batch order) come from a CPU generator, so
@@ -121,35 +123,38 @@ def local_update(
     labels = data.labels.to(device)
     features, cache_seconds = local_features(model, data, config, device, cache, cache_key)
 
-    def upper(h: torch.Tensor) -> torch.Tensor:
-        return model.forward_from(h.float(), level)
-
     tick = time.perf_counter()
     model.eval()
     with torch.no_grad():
-        logits = torch.cat([upper(chunk.to(device)) for chunk in features.chunks(config.eval_batch_size)])
+        logits = torch.cat(
+            [model.forward_from(chunk.to(device).float(), level) for chunk in features.chunks(config.eval_batch_size)]
+        )
     entropies = hardened_entropy(logits, config.temperature)
     chosen = select_samples(config.data_selection, entropies, config.selection_fraction, generator)
     synchronize(device)
     selection_seconds = time.perf_counter() - tick
 
     model.set_frozen(level)
-    forward: Forward = upper
-    if config.augment:  # crops change φ(x): φ runs on every augmented batch
-        inputs = data.rows(device, chosen.cpu())
 
-        def forward(x: torch.Tensor) -> torch.Tensor:
-            with torch.no_grad():
-                h = model.forward_to(x, level)
-            return model.forward_from(h, level)
+    def cached_features(x: torch.Tensor) -> torch.Tensor:
+        return x.float()
 
-    else:
-        inputs = features.rows(chosen.cpu()).to(device)
+    def frozen_part(x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            return model.forward_to(x, level)
+
+    # Crops change φ(x), so with ``augment`` the round trains on images and φ runs on every batch.
+    lower: Forward = frozen_part if config.augment else cached_features
+    inputs = data.rows(device, chosen.cpu()) if config.augment else features.rows(chosen.cpu()).to(device)
+
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        return model.forward_from(lower(x), level)
+
     params = model.upper_parameters(level)
     training = LocalTraining(
-        model, level, params, forward, config, node_state if node_state is not None else RecordDict()
+        model, level, params, forward, config, node_state if node_state is not None else RecordDict(), lower
     )
-    objective = OBJECTIVES[config.objective](training)
+    objective = (objective_factory or OBJECTIVES[config.objective])(training)
     loss = train_epochs(
         objective.loss,
         params,

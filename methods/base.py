@@ -59,6 +59,9 @@ class LocalTraining:
     forward: Forward  # θ's output for the round's inputs
     config: RunConfig
     node_state: RecordDict  # this node's ``context.state``, kept across rounds
+    #: the round's inputs -> what θ reads (φ's output at ``level``, float32): the identity on cached features,
+    #: φ itself on augmented images; ``forward(x)`` is ``model.forward_from(lower(x), level)``
+    lower: Forward
 
 
 class CrossEntropy:

@@ -4,32 +4,65 @@ Few-shot participants freeze the received base model's extractor φ^t, take its 
 starting point (not a fresh layer), and train θ alone on n shots per eligible local class. The server
 averages the few-shot classifiers **uniformly** (eq. 4.2) and returns the global model {θ_fs^t, φ^t}, pairing
 them with the extractor they were trained on (the base distributed at round t, not the newly aggregated one).
+The base model {θ, φ} is trained as the base trainer trains it: FedAvg, or with the ``objective`` axis FedProx
+(``proximal``) or MOON (``contrastive``), aggregated by |D_k| as FedAvg does.
+
+The presets (``METHODS``) differ in who does what each round (``RolePlan``): the selection policy's cohort
+(``fraction-train`` = f_n) are the non-stragglers and run the normal update for E epochs; methods with stragglers
+draw a further f_fs (``fewshot-fraction``) of the pool from the rest.
+
+- ``fedfsc`` (Alg. 1): the non-stragglers also few-shot update, from round 2; no stragglers.
+- ``fedfsc-plus`` (Alg. 2): the stragglers only few-shot update (from round 2; idle in round 1).
+- ``fedfsc-plus-baseline-plus`` (FedFSC+(baseline+)): the stragglers run E_r epochs of the normal update, then
+  a few-shot update of the distributed base (Alg. 2 implies the distributed θ^t, φ^t; the text does not say).
+- ``fedavg-plus``, ``fedprox-plus``, ``moon-plus`` (baseline+): the stragglers run E_r epochs, no few-shot.
+
+``fscprox`` adds μ_fsc·‖θ_cls − anchor‖² to every normal update: FSCProx with the averaged few-shot classifier of
+the last round that had one (sent with the round's message), baseProx with the received classifier. The glue is
+``methods/fedfsc_client.py`` (client step) and ``strategies/fewshot_classifier.py`` (server step).
 
 Decisions where the sources disagree or are silent:
 - Class eligibility follows the thesis's code (the text says nothing): a class takes part when it has at
   least n local samples; when no class has, n is lowered until one does (``eligible_classes``).
 - Shots are redrawn at the start of every epoch, as the text says (eq. 4.1: "resampled at the start of each
-  local training epoch"); the code draws once per round. ``resample_each_epoch=False`` gives the code's rule.
+  local training epoch"); the code draws once per round. ``fewshot-resample = false`` gives the code's rule.
 - The few-shot optimiser is the text's SGD (lr 0.01, momentum 0.9, weight decay 1e-3, batch 4, 10 epochs,
-  10 shots); the code's dampening 0.9 is not in the text, so dampening defaults to 0.
-- FSCProx follows the text's μ_fsc·‖θ − θ_fs‖² (eq. 4.3), not the code's (β/2)·‖θ − θ_fs‖².
-- FedFSC+ rounds counts as round(f·N), with at least one non-straggler; roles are drawn afresh every round.
+  10 shots) with the code's dampening 0.9 (``fewshot-dampening``), which the text does not mention: the momentum
+  buffer then sums 0.1 × each gradient, so steps are about 10× smaller than with PyTorch's default 0. It decides
+  the result: with 0, few-shot classifiers drift far from the base one and FedFSC fell 3-12 points below FedAvg
+  (measurements/experiments/fedfsc-table3-dampening0); with 0.9 the measured results are in fedfsc-table3.
+- FSCProx follows the text's μ_fsc·‖θ − θ_fs‖² (eq. 4.3), not the code's (β/2)·‖θ − θ_fs‖²; it applies once the
+  server holds a θ_fs (from round 3: few-shot updates start in round 2); baseProx applies from round 1.
+- Stragglers number round(f_fs·N) of the N available clients, drawn afresh every round from those the selection
+  policy did not pick; the few-shot features are φ^t's penultimate features in eval mode, computed once a round.
+- In a round without few-shot classifiers (round 1) the global model is the new base model.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from methods.base import LocalTraining, Method, Objective, ObjectiveFactory
 from methods.payload_size import state_bytes
 from methods.state_averaging import average_states
+from run_config.settings import ConfigError, below_one, non_negative, one_of, positive, setting
 
-#: Setting keys named in error messages (the glue's settings use the same names).
-NON_STRAGGLER_KEY = "non-straggler-fraction"
+if TYPE_CHECKING:
+    from flwr.app import Message, RecordDict
+    from flwr.serverapp.strategy import Strategy
+
+    from client_app.node import Node
+    from run_config import RunConfig
+    from server_app.lifecycle import FederatedRun
+
+#: Setting keys named in error messages: f_n is the share of clients the selection policy picks each round.
+NON_STRAGGLER_KEY = "fraction-train"
 FEWSHOT_KEY = "fewshot-fraction"
 SHOTS_KEY = "fewshot-shots"
 FSCPROX_MU_KEY = "fscprox-mu"
@@ -48,6 +81,17 @@ class FewShotOptimiser:
     weight_decay: float = 1e-3
     batch_size: int = 4
     epochs: int = 10
+
+
+@dataclass(frozen=True)
+class FewShotResult:
+    """A few-shot update's classifier θ_fs,k = {W, b}, the shots per class and classes it used, its mean loss."""
+
+    weight: torch.Tensor
+    bias: torch.Tensor
+    shots: int
+    classes: int
+    loss: torch.Tensor  # 0-dim, on the features' device
 
 
 def eligible_classes(labels: torch.Tensor, shots: int, num_classes: int) -> tuple[torch.Tensor, int]:
@@ -94,12 +138,13 @@ def train_fewshot_classifier(
     optimiser: FewShotOptimiser = FewShotOptimiser(),
     generator: torch.Generator,
     resample_each_epoch: bool = True,
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> FewShotResult:
     """θ_fs,k: the Linear {W, b} fine-tuned on frozen features of n shots per eligible class (eq. 4.1).
 
     ``features`` (N × D) are φ^t's outputs entering the Linear layer (``model_outputs.penultimate_features``,
     eval mode); ``weight`` (C × D) and ``bias`` (C) are the base model's classifier, copied and not modified.
-    Returns new tensors. ``generator`` (CPU) drives the shot draws and the batch order.
+    Returns new tensors. ``generator`` (CPU) drives the shot draws and the batch order; the loss is summed on the
+    features' device and never read back during training.
     """
     num_classes = weight.shape[0]
     eligible, used = eligible_classes(labels, shots, num_classes)
@@ -113,6 +158,7 @@ def train_fewshot_classifier(
         weight_decay=optimiser.weight_decay,
     )
     support = draw_shots(labels, eligible, used, generator)
+    total = torch.zeros((), device=features.device)
     for epoch in range(optimiser.epochs):
         if resample_each_epoch and epoch > 0:
             support = draw_shots(labels, eligible, used, generator)
@@ -123,7 +169,9 @@ def train_fewshot_classifier(
             sgd.zero_grad(set_to_none=True)
             loss.backward()
             sgd.step()
-    return w.detach(), b.detach()
+            total += loss.detach() * len(batch)
+    steps = optimiser.epochs * len(support)
+    return FewShotResult(w.detach(), b.detach(), used, len(support) // used, total / max(steps, 1))
 
 
 def average_fewshot_classifiers(classifiers: Sequence[Mapping[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
@@ -159,49 +207,73 @@ def fscprox_penalty(classifier: Sequence[torch.Tensor], anchor: Sequence[torch.T
 
 
 @dataclass(frozen=True)
-class RoundRoles:
-    """FedFSC+ roles for one round (partition ids): full updates, few-shot updates, dropped."""
+class Role:
+    """One participant's work in a round: epochs of the normal (full) update (0: none) and a few-shot update."""
 
-    full: list[int]
-    fewshot: list[int]
-    dropped: list[int]
+    epochs: int
+    fewshot: bool
+
+
+@dataclass(frozen=True)
+class RolePlan:
+    """Who does what in a method of the FedFSC family (thesis Alg. 1, Alg. 2 and the baseline+ variants).
+
+    The round's cohort (``fraction-train`` of the clients, chosen by the selection policy) are the non-stragglers:
+    they run the normal update for E epochs. A further f_fs (``fewshot-fraction``) of the pool are stragglers.
+    """
+
+    cohort_fewshot: bool  # the non-stragglers also few-shot update (FedFSC, Alg. 1)
+    straggler_epochs: bool  # the stragglers run E_r epochs of the normal update (baseline+)
+    straggler_fewshot: bool  # the stragglers few-shot update (FedFSC+, Alg. 2)
+
+    @property
+    def uses_stragglers(self) -> bool:
+        return self.straggler_epochs or self.straggler_fewshot
 
 
 def check_role_fractions(non_straggler_fraction: float, fewshot_fraction: float) -> None:
-    """Refuse fractions outside (0, 1] / [0, 1) and f_n + f_fs ≥ 1 (some stragglers are always lost, §4.5.2)."""
+    """Refuse f_n outside (0, 1], f_fs outside (0, 1) and f_n + f_fs ≥ 1: some stragglers are always lost
+    (§4.5.2), and a method that uses stragglers needs some."""
     if not 0 < non_straggler_fraction <= 1:
-        raise ValueError(f"{NON_STRAGGLER_KEY} must be in (0, 1], got {non_straggler_fraction}")
-    if not 0 <= fewshot_fraction < 1:
-        raise ValueError(f"{FEWSHOT_KEY} must be in [0, 1), got {fewshot_fraction}")
+        raise ValueError(f"'{NON_STRAGGLER_KEY}' must be in (0, 1], got {non_straggler_fraction}")
+    if not 0 < fewshot_fraction < 1:
+        raise ValueError(
+            f"'{FEWSHOT_KEY}' (f_fs) must be in (0, 1) for a method with stragglers, got {fewshot_fraction}"
+        )
     if non_straggler_fraction + fewshot_fraction >= 1:
         raise ValueError(
-            f"{NON_STRAGGLER_KEY} + {FEWSHOT_KEY} must be < 1 (FedFSC+ drops the remaining stragglers), "
-            f"got {non_straggler_fraction} + {fewshot_fraction} = {non_straggler_fraction + fewshot_fraction}"
+            f"'{NON_STRAGGLER_KEY}' (f_n) + '{FEWSHOT_KEY}' (f_fs) must be < 1 (the remaining stragglers are "
+            f"dropped), got {non_straggler_fraction} + {fewshot_fraction} = {non_straggler_fraction + fewshot_fraction}"
         )
 
 
-def assign_roles(
-    pool: Sequence[int], non_straggler_fraction: float, fewshot_fraction: float, seed: int, server_round: int
-) -> RoundRoles:
-    """FedFSC+ (Alg. 2): K = round(f_n·N) random non-stragglers (at least 1), S = round(f_fs·N) random few-shot
-    stragglers from the rest, the others dropped. Drawn afresh each round, seeded by (seed, round).
-
-    In round 1 there are no few-shot updates (Alg. 2 line 8): the S stragglers are dropped too.
-    """
-    check_role_fractions(non_straggler_fraction, fewshot_fraction)
-    n = len(pool)
-    if n == 0:
-        raise ValueError("no clients to assign roles to")
-    full_count = max(1, round(non_straggler_fraction * n))
-    fewshot_count = min(round(fewshot_fraction * n), n - full_count)
+def draw_stragglers(
+    pool: Sequence[int], non_stragglers: Sequence[int], fraction: float, seed: int, server_round: int
+) -> list[int]:
+    """S = round(f_fs·N) stragglers (N = the pool's size) drawn uniformly from the pool's clients outside the
+    round's non-stragglers, afresh each round, seeded by (seed, round); in draw order."""
+    rest = sorted(set(pool) - set(non_stragglers))
+    count = min(round(fraction * len(pool)), len(rest))
     rng = np.random.default_rng([seed, server_round, 0xF5C])
-    order = [int(pool[i]) for i in rng.permutation(n)]
-    full = sorted(order[:full_count])
-    fewshot = sorted(order[full_count : full_count + fewshot_count])
-    dropped = sorted(order[full_count + fewshot_count :])
-    if server_round < FIRST_FEWSHOT_ROUND:
-        fewshot, dropped = [], sorted(dropped + fewshot)
-    return RoundRoles(full=full, fewshot=fewshot, dropped=dropped)
+    return [rest[i] for i in rng.choice(len(rest), size=count, replace=False)]
+
+
+def assign_roles(
+    plan: RolePlan,
+    non_stragglers: Sequence[int],
+    stragglers: Sequence[int],
+    server_round: int,
+    epochs: int,
+    reduced_epochs: int,
+) -> dict[int, Role]:
+    """Each participant's role (partition id -> Role), non-stragglers first. There are no few-shot updates before
+    round 2 (Alg. 1 line 7, Alg. 2 line 8): a straggler left with no work then is not a participant."""
+    fewshot = server_round >= FIRST_FEWSHOT_ROUND
+    roles = {pid: Role(epochs, plan.cohort_fewshot and fewshot) for pid in non_stragglers}
+    straggler = Role(reduced_epochs if plan.straggler_epochs else 0, plan.straggler_fewshot and fewshot)
+    if straggler.epochs or straggler.fewshot:
+        roles.update({pid: straggler for pid in stragglers if pid not in roles})
+    return roles
 
 
 def uplink_bytes(
@@ -212,3 +284,167 @@ def uplink_bytes(
     FedFSC (Alg. 1, round ≥ 2) and FedFSC+(baseline+) stragglers send both: full model + one Linear layer.
     """
     return (state_bytes(state) if full else 0) + (state_bytes(state, classifier_keys) if fewshot else 0)
+
+
+@dataclass(frozen=True)
+class FedFscSettings:
+    fewshot_shots: int = setting(
+        10, "FedFSC n: samples drawn per eligible local class for a few-shot update.", positive
+    )
+    fewshot_epochs: int = setting(10, "FedFSC E_fs: epochs of a few-shot update.", positive)
+    fewshot_learning_rate: float = setting(0.01, "FedFSC few-shot SGD learning rate (thesis Table 4.2).", positive)
+    fewshot_momentum: float = setting(0.9, "FedFSC few-shot SGD momentum.", below_one)
+    fewshot_weight_decay: float = setting(1e-3, "FedFSC few-shot SGD weight decay.", non_negative)
+    fewshot_dampening: float = setting(
+        0.9, "FedFSC few-shot SGD dampening: 0.9 as the thesis's code (its text gives none).", below_one
+    )
+    fewshot_batch_size: int = setting(4, "FedFSC few-shot mini-batch size.", positive)
+    fewshot_resample: bool = setting(
+        True, "FedFSC: draw the shots afresh every few-shot epoch (the text); false: once per round (its code)."
+    )
+    fewshot_fraction: float = setting(
+        0.1,
+        "f_fs: share of all clients drawn each round, beyond the `fraction-train` non-stragglers, as stragglers "
+        "that do reduced work: few-shot updates (`fedfsc-plus`), E_r epochs (`fedavg-plus`, …) or both; "
+        "needs fraction-train + f_fs < 1.",
+        below_one,
+    )
+    straggler_epochs: int = setting(
+        1,
+        "E_r: epochs of the normal update a straggler runs in the baseline+ variants (below `local-epochs`).",
+        positive,
+    )
+    fscprox: str = setting(
+        "none",
+        "Classifier regulariser of the FedFSC family's normal updates: `fewshot` (FSCProx, anchor θ_fs of the "
+        "last few-shot round), `base` (baseProx, anchor the received classifier) or `none`.",
+        one_of("none", "fewshot", "base"),
+    )
+    fscprox_mu: float = setting(0.1, "μ_fsc of FSCProx / baseProx: adds μ·‖θ_cls − anchor‖².", non_negative)
+
+    def optimiser(self) -> FewShotOptimiser:
+        """The few-shot update's SGD."""
+        return FewShotOptimiser(
+            lr=self.fewshot_learning_rate,
+            momentum=self.fewshot_momentum,
+            dampening=self.fewshot_dampening,
+            weight_decay=self.fewshot_weight_decay,
+            batch_size=self.fewshot_batch_size,
+            epochs=self.fewshot_epochs,
+        )
+
+
+class ClassifierProx:
+    """An objective plus μ_fsc·‖θ_cls − anchor‖² over the final Linear layer (eq. 4.3): FSCProx when the anchor is
+    the averaged few-shot classifier θ_fs, baseProx when it is the received base classifier."""
+
+    def __init__(
+        self, base: Objective, classifier: Sequence[torch.nn.Parameter], anchor: Sequence[torch.Tensor], mu: float
+    ) -> None:
+        self.base, self.classifier, self.anchor, self.mu = base, list(classifier), list(anchor), mu
+
+    def loss(self, inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return self.base.loss(inputs, labels) + fscprox_penalty(self.classifier, self.anchor, self.mu)
+
+    def finish(self) -> None:
+        self.base.finish()
+
+
+def with_classifier_prox(
+    factory: ObjectiveFactory, anchor: Mapping[str, torch.Tensor] | None, mu: float
+) -> ObjectiveFactory:
+    """``factory``'s objective regularised towards ``anchor`` (classifier key -> tensor; None: the classifier the
+    round starts from, i.e. baseProx)."""
+
+    def build(training: LocalTraining) -> Objective:
+        keys = training.model.classifier_keys()
+        named = dict(training.model.named_parameters())
+        classifier = [named[key] for key in keys]
+        device = classifier[0].device
+        targets = [(anchor[key] if anchor is not None else named[key]).detach().clone().to(device) for key in keys]
+        return ClassifierProx(factory(training), classifier, targets, mu)
+
+    return build
+
+
+def straggler_check(plan: RolePlan) -> Callable[[RunConfig, Mapping[int, int] | None], None]:
+    """The check of a method with stragglers: f_n + f_fs < 1 with f_fs > 0, and E_r < E where they run E_r epochs
+    (§4.5.2), raising ``ConfigError`` naming the keys. The clients' sizes play no part."""
+
+    def check(config: RunConfig, client_sizes: Mapping[int, int] | None = None) -> None:
+        settings = config.settings(FedFscSettings)
+        try:
+            check_role_fractions(config.fraction_train, settings.fewshot_fraction)
+        except ValueError as err:
+            raise ConfigError(f"run config {err}") from None
+        if plan.straggler_epochs and settings.straggler_epochs >= config.local_epochs:
+            raise ConfigError(
+                f"run config 'straggler-epochs' = {settings.straggler_epochs} must be below 'local-epochs' = "
+                f"{config.local_epochs}: a straggler does less than a full update"
+            )
+
+    return check
+
+
+def _client_train(node: Node, msg: Message) -> RecordDict:
+    from methods.fedfsc_client import fedfsc_train  # the client step imports the client app, which imports this
+
+    return fedfsc_train(node, msg)
+
+
+def _strategy(plan: RolePlan) -> Callable[[FederatedRun], Strategy]:
+    def build(run: FederatedRun) -> Strategy:
+        from strategies.fewshot_classifier import fewshot_classifier_strategy  # imports the server's modules
+
+        return fewshot_classifier_strategy(run, plan)
+
+    return build
+
+
+_NORMAL = {"freeze": "none", "data-selection": "all", "selection-fraction": 1.0}
+FEDFSC_PLAN = RolePlan(cohort_fewshot=True, straggler_epochs=False, straggler_fewshot=False)
+FEDFSC_PLUS_PLAN = RolePlan(cohort_fewshot=False, straggler_epochs=False, straggler_fewshot=True)
+FEDFSC_PLUS_BASELINE_PLUS_PLAN = RolePlan(cohort_fewshot=False, straggler_epochs=True, straggler_fewshot=True)
+BASELINE_PLUS_PLAN = RolePlan(cohort_fewshot=False, straggler_epochs=True, straggler_fewshot=False)
+
+
+def _family(name: str, summary: str, plan: RolePlan, objective: str = "plain") -> Method:
+    return Method(
+        name,
+        summary,
+        presets={**_NORMAL, "objective": objective},
+        settings=(FedFscSettings,),
+        client_train=_client_train,
+        strategy=_strategy(plan),
+        check=straggler_check(plan) if plan.uses_stragglers else None,
+        paper="thesis Ch. 4, Algorithms 1 and 2",
+    )
+
+
+METHODS = (
+    _family(
+        "fedfsc",
+        "FedFSC (Alg. 1): every participant runs the normal update and, from round 2, a few-shot update of the "
+        "classifier; global model {θ_fs^t, φ^t}. The base trainer is `objective` (plain: FedAvg).",
+        FEDFSC_PLAN,
+    ),
+    _family(
+        "fedfsc-plus",
+        "FedFSC+ (Alg. 2): the `fraction-train` non-stragglers run the normal update, a further `fewshot-fraction` "
+        "of the clients (stragglers) only few-shot updates.",
+        FEDFSC_PLUS_PLAN,
+    ),
+    _family(
+        "fedfsc-plus-baseline-plus",
+        "FedFSC+(baseline+): as `fedfsc-plus`, its stragglers first run `straggler-epochs` epochs of the normal "
+        "update, aggregated into the base model.",
+        FEDFSC_PLUS_BASELINE_PLUS_PLAN,
+    ),
+    _family(
+        "fedavg-plus",
+        "FedAvg+ (baseline+): FedAvg whose `fewshot-fraction` stragglers run `straggler-epochs` epochs.",
+        BASELINE_PLUS_PLAN,
+    ),
+    _family("fedprox-plus", "FedProx+ (baseline+): FedAvg+ with the proximal term.", BASELINE_PLUS_PLAN, "proximal"),
+    _family("moon-plus", "MOON+ (baseline+): FedAvg+ with MOON's contrastive term.", BASELINE_PLUS_PLAN, "contrastive"),
+)

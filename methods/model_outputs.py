@@ -1,8 +1,9 @@
 """Intermediate outputs of a SplitModel that the thesis methods read (THESIS-METHODS §0.4).
 
-MOON and FedFSC read the vector entering the final Linear layer (the 64-d pooled feature of a WRN);
-FedAT, FedKAD and FedSplit read the feature maps at the split levels ``low``/``mid``/``up``. These helpers take
-them from our models without knowing the architecture, in one forward pass.
+MOON and FedFSC read the vector entering the final Linear layer (the 64-d pooled feature of a WRN), through
+``SplitModel.embed_and_classify``; FedAT, FedKAD and FedSplit read the feature maps at the split levels
+``low``/``mid``/``up``. These helpers take them from our models without knowing the architecture, in one forward
+pass.
 """
 
 from __future__ import annotations
@@ -16,21 +17,6 @@ from torch import nn
 from models.split_model import SplitModel
 
 
-def final_linear(model: nn.Module) -> nn.Linear:
-    """The model's last ``nn.Linear`` module: the classifier θ = {W, b} of FedFSC and the MOON projection point."""
-    linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
-    if not linears:
-        raise ValueError(f"{type(model).__name__} has no Linear layer to read a representation from")
-    return linears[-1]
-
-
-def final_linear_keys(model: nn.Module) -> list[str]:
-    """State-dict keys of the final Linear layer (weight and bias), in state-dict order."""
-    layer = final_linear(model)
-    name = next(n for n, m in model.named_modules() if m is layer)
-    return [key for key in model.state_dict() if key.startswith(name + ".")]
-
-
 @contextmanager
 def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
     """Run a block with every module in eval mode (BN running stats, no dropout); restore each module's mode after."""
@@ -41,20 +27,6 @@ def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
     finally:
         for module, training in modes:
             module.training = training
-
-
-def logits_and_features(model: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The logits and the input of the final Linear layer (flattened to ``N × D``), from one forward pass.
-
-    Gradients flow through both, so MOON can put the representation in its loss; the model's mode is not changed.
-    """
-    captured: list[torch.Tensor] = []
-    handle = final_linear(model).register_forward_hook(lambda _m, inputs, _out: captured.append(inputs[0]))
-    try:
-        logits = model(x)
-    finally:
-        handle.remove()
-    return logits, captured[-1].flatten(1)
 
 
 def forward_with_maps(
@@ -96,9 +68,10 @@ def extract_in_batches(model: SplitModel, inputs: torch.Tensor, level: str, batc
 
 
 @torch.no_grad()
-def penultimate_features(model: nn.Module, inputs: torch.Tensor, batch_size: int) -> torch.Tensor:
-    """The input of the final Linear layer for every input, in eval mode (FedFSC's frozen few-shot features)."""
+def penultimate_features(model: SplitModel, inputs: torch.Tensor, batch_size: int) -> torch.Tensor:
+    """The input of the final Linear layer for every input (``SplitModel.embed_and_classify``), in eval mode, a
+    batch at a time: FedFSC's frozen few-shot features."""
     with eval_mode(model):
         return torch.cat(
-            [logits_and_features(model, inputs[i : i + batch_size])[1] for i in range(0, len(inputs), batch_size)]
+            [model.embed_and_classify(inputs[i : i + batch_size])[0] for i in range(0, len(inputs), batch_size)]
         )

@@ -68,20 +68,22 @@ class SplitModel(nn.Module):
                 outputs[name] = x
         return x, outputs
 
-    def _body_and_classifier(self, x: torch.Tensor) -> tuple[torch.Tensor, nn.Module]:
-        *body, head = self.stages.values()
+    def embed_and_classify(self, x: torch.Tensor, level: str = NO_FREEZE) -> tuple[torch.Tensor, torch.Tensor]:
+        """Penultimate features (N x D, what the final Linear reads) and logits, from one forward pass.
+
+        ``x`` is the input of the stages above ``level``: the model's input for ``none``, φ's output at ``level``
+        otherwise (the cached features a partial model trains on). This is the one place the methods read the
+        representation from (MOON's z, FedFSC's few-shot features, the active-learning embeddings).
+        """
+        last = self._check_level(level)
+        *body, head = list(self.stages.values())[last + 1 :]
         for stage in body:
             x = stage(x)
-        return x, head
-
-    def embed_and_classify(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Penultimate features (N x D, what the final Linear reads) and logits, from one forward pass."""
-        h, head = self._body_and_classifier(x)
         if isinstance(head, ClassifierHead):
-            embedding = head.embed(h)
+            embedding = head.embed(x)
             return embedding, head.fc(embedding)
         if isinstance(head, nn.Linear):
-            embedding = h.flatten(1)
+            embedding = x.flatten(1)
             return embedding, head(embedding)
         raise TypeError(f"the last stage must be nn.Linear or ClassifierHead, not {type(head).__name__}")
 

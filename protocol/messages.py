@@ -10,6 +10,9 @@
 - ``evaluate``: the server sends ``arrays``, ``frozen``, ``config`` (server-round); the client replies ``metrics``
   (``EVALUATE_METRICS``).
 
+- FedFSC-family ``train`` (methods/fedfsc.py): the config also says the client's work (``full-epochs``,
+  ``fewshot``); replies add the few-shot classifier and its numbers, or hold only those (the block at the end).
+
 A method that needs more declares its records and numbers here too, so that both sides read one declaration.
 """
 
@@ -123,4 +126,34 @@ AL_QUERY_FIELDS = (
     Number(NUM_QUERIED, int, 0),
     Number(NUM_LABELLED, int, 1),
     Number(QUERY_SECONDS, float, 0.0, MAX_SECONDS),
+)
+# FedFSC / FedFSC+ and the baseline+ variants (methods/fedfsc.py). A training message's config says what the client
+# does; a client that runs the normal update replies ``arrays`` and ``metrics`` (``TRAIN_METRICS``) as usual, one that
+# few-shot updates adds its classifier and ``FEWSHOT_NUMBERS``; one that only few-shot updates replies the classifier,
+# ``FEWSHOT_ONLY_METRICS`` and ``FEWSHOT_NUMBERS``. With FSCProx the server sends normal updates the averaged few-shot
+# classifier θ_fs as their regulariser's anchor.
+FULL_EPOCHS = "full-epochs"  # config: epochs of the normal update (0: none)
+FEWSHOT = "fewshot"  # config: true when the client few-shot updates the classifier
+FEWSHOT_ANCHOR = "fewshot-anchor"  # train message: θ_fs, FSCProx's anchor (final Linear keys)
+FEWSHOT_CLASSIFIER = "fewshot-classifier"  # reply: the few-shot trained final Linear layer (weight, bias)
+FEWSHOT_METRICS = "fewshot-metrics"  # reply: FEWSHOT_NUMBERS
+FEWSHOT_SHOTS_USED = "fewshot-shots"  # shots per class the update drew (fewer when no class has n samples)
+FEWSHOT_CLASSES = "fewshot-classes"  # eligible classes
+FEWSHOT_EXAMPLES = "fewshot-examples"  # shots × classes
+FEWSHOT_LOSS = "fewshot-loss"
+FEWSHOT_SECONDS = "fewshot-seconds"  # features and classifier training (part of train-seconds)
+FEWSHOT_NUMBERS = (
+    Number(FEWSHOT_SHOTS_USED, int, 1),
+    Number(FEWSHOT_CLASSES, int, 1),
+    Number(FEWSHOT_EXAMPLES, int, 1),
+    Number(FEWSHOT_LOSS, float, 0.0),
+    Number(FEWSHOT_SECONDS, float, 0.0, MAX_SECONDS),
+)
+FEWSHOT_ONLY_METRICS = (
+    Number(PARTITION_ID, int, 0),
+    Number(NUM_EXAMPLES, int, 1),  # the few-shot examples
+    Number(NUM_LOCAL, int, 1),
+    Number(TRAIN_LOSS, float, 0.0),
+    Number(TRAIN_SECONDS, float, 0.0, MAX_SECONDS),
+    Number(THREADS, int, 1, 4096),
 )

@@ -25,6 +25,13 @@ from protocol.messages import (
     ARRAYS,
     COUNTS,
     EVALUATE_METRICS,
+    FEWSHOT_CLASSES,
+    FEWSHOT_CLASSIFIER,
+    FEWSHOT_EXAMPLES,
+    FEWSHOT_METRICS,
+    FEWSHOT_NUMBERS,
+    FEWSHOT_ONLY_METRICS,
+    FEWSHOT_SHOTS_USED,
     IDENTITY,
     IDENTITY_FIELDS,
     LABEL_COUNTS_RECORD,
@@ -186,6 +193,13 @@ def read_train_reply(
     check_records(content, {ARRAYS: ArrayRecord, METRICS: MetricRecord, **(extra_records or {})})
     check_arrays(content.array_records[ARRAYS], expected)
     numbers = read_numbers(content.metric_records[METRICS], metrics, "metrics")
+    check_counts(numbers, identity, expected_examples)
+    return numbers
+
+
+def check_counts(numbers: Mapping[str, int | float], identity: Identity, expected_examples: int | None) -> None:
+    """A training reply speaks for its own partition, holds the samples it said it holds, trained on no more of
+    them, and on exactly ``expected_examples`` where the method fixes that."""
     if numbers[PARTITION_ID] != identity.partition_id:
         raise Refused(f"reports partition-id {numbers[PARTITION_ID]}, but this client is {identity.partition_id}")
     if numbers[NUM_LOCAL] != identity.num_examples:
@@ -199,6 +213,47 @@ def read_train_reply(
             f"'num-examples' = {numbers[NUM_EXAMPLES]}, but the method trains on {expected_examples} of "
             f"its {identity.num_examples} samples"
         )
+
+
+def read_fedfsc_reply(
+    content: RecordDict,
+    *,
+    full: bool,
+    fewshot: bool,
+    expected: Mapping[str, ArraySpec],
+    classifier: Mapping[str, ArraySpec],
+    identity: Identity,
+    expected_examples: int | None,
+    max_shots: int,
+) -> dict[str, int | float]:
+    """A FedFSC-family training reply for the work its client was given: the normal update's reply (``full``), a
+    few-shot update's classifier and numbers (``fewshot``), or both. The classifier has the shapes of the final
+    Linear layer the server sent (``classifier``); a few-shot update drew at most ``max_shots`` per class, as many
+    from each eligible class, from samples the client holds. Returns the reply's ``metrics``."""
+    extra = {FEWSHOT_CLASSIFIER: ArrayRecord, FEWSHOT_METRICS: MetricRecord} if fewshot else {}
+    if full:
+        numbers = read_train_reply(content, expected, identity, expected_examples, TRAIN_METRICS, extra)
+    else:
+        check_records(content, {METRICS: MetricRecord, **extra})
+        numbers = read_numbers(content.metric_records[METRICS], FEWSHOT_ONLY_METRICS, "metrics")
+        check_counts(numbers, identity, None)
+    if not fewshot:
+        return numbers
+    check_arrays(content.array_records[FEWSHOT_CLASSIFIER], classifier)
+    few = read_numbers(content.metric_records[FEWSHOT_METRICS], FEWSHOT_NUMBERS, FEWSHOT_METRICS)
+    num_classes = min((spec.shape[0] for spec in classifier.values()), default=0)
+    if few[FEWSHOT_SHOTS_USED] > max_shots:
+        raise Refused(f"'{FEWSHOT_SHOTS_USED}' = {few[FEWSHOT_SHOTS_USED]} exceeds the {max_shots} shots asked for")
+    if few[FEWSHOT_CLASSES] > num_classes:
+        raise Refused(f"'{FEWSHOT_CLASSES}' = {few[FEWSHOT_CLASSES]} exceeds the model's {num_classes} classes")
+    if few[FEWSHOT_EXAMPLES] != few[FEWSHOT_SHOTS_USED] * few[FEWSHOT_CLASSES]:
+        raise Refused(f"'{FEWSHOT_EXAMPLES}' = {few[FEWSHOT_EXAMPLES]} is not shots × classes")
+    if few[FEWSHOT_EXAMPLES] > identity.num_examples:
+        raise Refused(
+            f"'{FEWSHOT_EXAMPLES}' = {few[FEWSHOT_EXAMPLES]} exceeds the {identity.num_examples} samples held"
+        )
+    if not full and numbers[NUM_EXAMPLES] != few[FEWSHOT_EXAMPLES]:
+        raise Refused(f"'num-examples' = {numbers[NUM_EXAMPLES]}, but the few-shot update used {few[FEWSHOT_EXAMPLES]}")
     return numbers
 
 

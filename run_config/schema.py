@@ -361,7 +361,8 @@ def all_settings() -> tuple[Setting, ...]:
 
 
 #: What a setting meant before it existed: results and checkpoints recorded earlier hold no value for it, and behave
-#: as if they had this one (before robust aggregation every run took FedAvg's mean; the feature cache held float32).
+#: as if they had this one (before robust aggregation every run took FedAvg's mean; the feature cache held float32;
+#: FedFSC's few-shot SGD had no dampening).
 IMPLIED_BEFORE_IT_EXISTED: dict[str, Any] = {
     "aggregation": "mean",
     "clip-multiple": 1.0,
@@ -370,6 +371,7 @@ IMPLIED_BEFORE_IT_EXISTED: dict[str, Any] = {
     "byzantine-clients": 1,
     "feature-cache-dtype": "float32",
     "server-device": "auto",
+    "fewshot-dampening": 0.0,
 }
 
 

@@ -9,13 +9,15 @@ bit for bit, at the cost of θ alone (a quarter of WRN-16-1's forward pass at ``
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import torch
+import torch.nn.functional as F
 from flwr.app import ArrayRecord
 
 from data.federated import load_test_set
 from data.transforms import to_model_input
+from methods.model_outputs import penultimate_features
 from models import NO_FREEZE
 from models.training import evaluate, predict_logits
 from run_config import RunConfig, build_model_for, data_cache, federated_split
@@ -38,7 +40,12 @@ class CentralEvaluation:
         self.frozen, self.batch_size = frozen, config.eval_batch_size
         self.level = config.freeze
         self.features: torch.Tensor | None = None  # φ(x) of the test set
-        if self.level != NO_FREEZE and len(frozen) and len(self.labels) and self._feature_bytes() <= MAX_CACHED_FEATURES_BYTES:
+        if (
+            self.level != NO_FREEZE
+            and len(frozen)
+            and len(self.labels)
+            and self._feature_bytes() <= MAX_CACHED_FEATURES_BYTES
+        ):
             self.features = self._frozen_features()
             del self.inputs  # φ(x) replaces the images
 
@@ -53,10 +60,42 @@ class CentralEvaluation:
         self.model.eval()
         return predict_logits(lambda x: self.model.forward_to(x, self.level), self.inputs, self.batch_size)
 
-    def __call__(self, theta: ArrayRecord) -> tuple[float, float]:
+    def _load(self, theta: ArrayRecord) -> None:
         self.model.load_state_dict(merge_state(self.frozen, theta.to_torch_state_dict(), self.order))
         self.model.eval()
+
+    def __call__(self, theta: ArrayRecord) -> tuple[float, float]:
+        self._load(theta)
         if self.features is None:
             return evaluate(self.model, self.inputs, self.labels, self.batch_size)
         # The same batches as the whole model's pass: φ's outputs batch by batch, then θ on each.
         return evaluate(lambda h: self.model.forward_from(h, self.level), self.features, self.labels, self.batch_size)
+
+    @torch.no_grad()
+    def _penultimate(self) -> torch.Tensor:
+        """The input of the final Linear layer for every test sample (from φ's cached outputs when they are held)."""
+        if self.features is None:
+            return penultimate_features(self.model, self.inputs, self.batch_size)
+        features, size = self.features, self.batch_size
+        return torch.cat(
+            [
+                self.model.embed_and_classify(features[i : i + size], self.level)[0]
+                for i in range(0, len(features), size)
+            ]
+        )
+
+    def classifier_accuracies(
+        self, theta: ArrayRecord, classifiers: Sequence[tuple[torch.Tensor, torch.Tensor]]
+    ) -> list[float]:
+        """Test accuracy of each final Linear layer (weight, bias) on the penultimate features of the model {φ, θ}:
+        FedFSC's few-shot classifiers on the extractor they were trained on, one forward pass for all of them."""
+        if not classifiers:
+            return []
+        self._load(theta)
+        features = self._penultimate()
+        device = features.device
+        correct = [
+            (F.linear(features, w.to(device), b.to(device)).argmax(dim=1) == self.labels).float().mean()
+            for w, b in classifiers
+        ]
+        return torch.stack(correct).tolist()

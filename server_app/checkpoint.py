@@ -1,16 +1,16 @@
 """Checkpoints after every round, so a killed server resumes where it stopped (``resume = true``).
 
-A checkpoint holds everything the next rounds depend on: the global model (φ and θ), the number of the
-last finished round, the selection policy's state (FedEntOpt's buffer and random generator) and the
-results so far. Everything else a round uses is derived from the seed and the round number (cohorts of
-random selection, each client's data selection and SGD order), so a resumed run repeats an
-uninterrupted one. It is written to a temporary file and renamed over the old one: a kill mid-write
-leaves the previous checkpoint intact.
+A checkpoint holds everything the next rounds depend on: the global model (φ and θ; for FedFSC the base model
+it sends), the number of the last finished round, the selection policy's state (FedEntOpt's buffer and random
+generator), the strategy's own state (FedFSC's few-shot classifier) and the results so far. Everything else a
+round uses is derived from the seed and the round number (cohorts of random selection, each client's data
+selection and SGD order), so a resumed run repeats an uninterrupted one. It is written to a temporary file and
+renamed over the old one: a kill mid-write leaves the previous checkpoint intact.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,7 @@ class Checkpoint:
     selection: dict[str, Any]  # the cohort policy's state (empty for stateless random selection)
     results: dict[str, Any]  # RunRecorder.state()
     config: dict[str, Any]  # the run config it was written under
+    strategy: dict[str, Any] = field(default_factory=dict)  # the strategy's own state (FedFSC: θ_fs); {} before
 
 
 def save_checkpoint(path: Path, checkpoint: Checkpoint) -> None:

@@ -26,7 +26,6 @@ import torch
 from flwr.app import ArrayRecord, ConfigRecord, Context, MetricRecord
 from flwr.common.logger import log
 from flwr.serverapp import Grid
-from flwr.serverapp.strategy import Strategy
 from flwr.supercore.exit import add_exit_handler
 
 from client_app.data_selection import selection_size
@@ -48,7 +47,7 @@ from server_app.results import RunRecorder, run_directory
 from server_app.run_errors import RunFailedError, RunSetupError
 from server_app.run_lock import RunFolderError, lock_run_folder
 from strategies.client_population import ClientPopulation
-from strategies.cohort_fedavg import SelectCohort
+from strategies.cohort_fedavg import CohortFedAvg, SelectCohort
 from strategies.fedentopt_selection import FedEntOptSelector, buffer_capacity
 from strategies.label_counts import LabelCountRegistry
 from strategies.partial_fedavg import PartialModelFedAvg
@@ -108,6 +107,7 @@ class FederatedRun:
     trained: dict[str, torch.Tensor]  # θ at the start (pretrained, or from the checkpoint)
     order: list[str]  # the model's state-dict keys
     first_round: int  # 1, or the round after the checkpoint's
+    strategy_state: dict[str, Any]  # what the checkpoint kept of the strategy (empty when starting afresh)
 
     @classmethod
     def start(cls, grid: Grid, context: Context, held: ExitStack) -> FederatedRun:
@@ -178,48 +178,53 @@ class FederatedRun:
             trained,
             list(state),
             done + 1,
+            checkpoint.strategy if checkpoint else {},
         )
 
-    def strategy(self) -> Strategy:
+    def strategy_arguments(self) -> dict[str, Any]:
+        """The shared server step's arguments (``PartialModelFedAvg``), for a method's strategy to extend."""
+        config = self.config
+        return {
+            "frozen": ArrayRecord(self.frozen),
+            "population": self.population,
+            "label_counts": self.label_counts,
+            "select": self.select,
+            "observer": self.recorder,
+            "round_config": learning_rate_schedule(config),
+            "fraction_evaluate": config.fraction_evaluate,
+            "min_train_nodes": config.min_train_nodes,
+            "straggler_fraction": config.straggler_fraction,
+            "seed": config.seed,
+            "aggregation": aggregation_settings(config),
+            "expected_examples": expected_examples(config),
+            "first_round": self.first_round,
+        }
+
+    def strategy(self) -> CohortFedAvg:
         """The method's strategy, or the shared one: cohorts by partition id, checked replies, robust
         aggregation of θ, φ sent once per client."""
         factory = method(self.config.method).strategy
-        if factory is not None:
-            return factory(self)
-        config = self.config
-        return PartialModelFedAvg(
-            frozen=ArrayRecord(self.frozen),
-            population=self.population,
-            label_counts=self.label_counts,
-            select=self.select,
-            observer=self.recorder,
-            round_config=learning_rate_schedule(config),
-            fraction_evaluate=config.fraction_evaluate,
-            min_train_nodes=config.min_train_nodes,
-            straggler_fraction=config.straggler_fraction,
-            seed=config.seed,
-            aggregation=aggregation_settings(config),
-            expected_examples=expected_examples(config),
-            first_round=self.first_round,
-        )
+        return factory(self) if factory is not None else PartialModelFedAvg(**self.strategy_arguments())
 
     def rounds(self, grid: Grid) -> ArrayRecord:
-        """Step 2: the remaining rounds; returns θ after the last one (unchanged when none aggregated)."""
+        """Step 2: the remaining rounds; returns the global θ after the last one (unchanged when none aggregated)."""
         arrays = ArrayRecord(self.trained)
+        strategy = self.strategy()
+        strategy.load_state_dict(self.strategy_state)
         remaining = self.config.num_server_rounds - self.first_round + 1
-        if remaining <= 0:
-            return arrays
+        if remaining <= 0:  # resumed after its last round
+            return strategy.global_arrays(arrays)
         with span(EVALUATION):
             evaluate = CentralEvaluation(self.config, self.frozen, self.device)
         add_exit_handler(self.interrupted)  # how Flower stops a ServerApp on SIGTERM
         try:
-            result = self.strategy().start(
+            result = strategy.start(
                 grid=grid,
                 initial_arrays=arrays,
                 num_rounds=remaining,
                 timeout=self.config.round_timeout,
                 train_config=ConfigRecord(),
-                evaluate_fn=lambda flower_round, theta: self.end_of_round(flower_round, theta, evaluate),
+                evaluate_fn=lambda flower_round, theta: self.end_of_round(flower_round, theta, evaluate, strategy),
             )
         except Exception as err:
             self.recorder.stopped("failed", failure=f"{type(err).__name__}: {err}")
@@ -227,34 +232,42 @@ class FederatedRun:
         except BaseException:
             self.recorder.stopped("interrupted")
             raise
-        return result.arrays if len(result.arrays) else arrays  # empty when every round was skipped
+        return strategy.global_arrays(result.arrays) if len(result.arrays) else arrays  # empty: every round skipped
 
-    def end_of_round(self, flower_round: int, theta: ArrayRecord, evaluate: CentralEvaluation) -> MetricRecord | None:
-        """After each round (Flower's round 0: before the first): evaluate the global model, record the round
-        (its evaluation completes its line in rounds.jsonl), checkpoint the run. A resumed run's starting model was
-        evaluated before the interruption, so that evaluation is not repeated."""
+    def end_of_round(
+        self, flower_round: int, theta: ArrayRecord, evaluate: CentralEvaluation, strategy: CohortFedAvg
+    ) -> MetricRecord | None:
+        """After each round (Flower's round 0: before the first): evaluate the global model (and what the method
+        evaluates besides), record the round (its evaluation completes its line in rounds.jsonl), checkpoint the
+        run. A resumed run's starting model was evaluated before the interruption, so that evaluation is not
+        repeated. ``theta`` is what the strategy carries into the next round; the global model is the strategy's
+        ``global_arrays`` of it (the same arrays, except for FedFSC)."""
         if flower_round == 0 and self.first_round > 1:
             return None
         server_round = flower_round + self.first_round - 1 if flower_round else 0
         with span(EVALUATION, round=server_round):
-            loss, accuracy = evaluate(theta)
+            loss, accuracy = evaluate(strategy.global_arrays(theta))
+            fields = strategy.round_evaluation(theta, evaluate) if server_round > 0 else {}
         with span(RESULTS, round=server_round):
-            self.recorder.evaluated(server_round, loss, accuracy)
+            self.recorder.evaluated(server_round, loss, accuracy, **fields)
         if server_round > 0:
             with span(CHECKPOINT, round=server_round):
-                self.checkpoint(server_round, theta)
+                self.checkpoint(server_round, theta, strategy.state_dict())
         return MetricRecord({"loss": loss, "accuracy": accuracy})
 
     def interrupted(self) -> None:
         """The run was stopped before its last round (a signal): say so in summary.json, unless it had finished."""
         self.recorder.stopped("interrupted")
 
-    def checkpoint(self, server_round: int, theta: ArrayRecord) -> None:
-        """Everything the next rounds depend on, after ``server_round``, written atomically."""
+    def checkpoint(self, server_round: int, theta: ArrayRecord, strategy_state: dict[str, Any]) -> None:
+        """Everything the next rounds depend on, after ``server_round``, written atomically: the arrays the
+        strategy carries on (``theta``), the selection's and the strategy's state, the results so far."""
         model = merge_state(self.frozen, theta.to_torch_state_dict(), self.order)
         state_dict = getattr(self.select, "state_dict", None)
         selection = state_dict() if state_dict else {}
-        checkpoint = Checkpoint(server_round, model, selection, self.recorder.state(), self.config.to_dict())
+        checkpoint = Checkpoint(
+            server_round, model, selection, self.recorder.state(), self.config.to_dict(), strategy_state
+        )
         save_checkpoint(self.directory / CHECKPOINT_FILE, checkpoint)
 
     def finish(self, theta: ArrayRecord) -> dict[str, Any]:

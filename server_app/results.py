@@ -69,6 +69,16 @@ def _cycle_summary(row: dict[str, Any]) -> dict[str, Any]:
     return {key: row.get(key) for key in keys}
 
 
+def best_other_accuracies(rounds: list[dict[str, Any]]) -> dict[str, float]:
+    """``best_<name>`` for every other accuracy the rounds record (``<name>`` ending in ``_accuracy``: FedFSC's
+    base model, federated evaluation), over the rounds that have one."""
+    names = sorted({k for r in rounds for k in r if k.endswith("_accuracy") and k != "accuracy"})
+    best = {
+        name: max((r[name] for r in rounds if isinstance(r.get(name), (int, float))), default=None) for name in names
+    }
+    return {f"best_{name}": value for name, value in best.items() if value is not None}
+
+
 def _mean(values) -> float | None:
     present = [v for v in values if v is not None]
     return sum(present) / len(present) if present else None
@@ -157,8 +167,9 @@ class RunRecorder:
         """The clients' federated evaluation of the round's model (their mean loss and accuracy, who was refused)."""
         self._pending.setdefault("evaluation_fields", {}).update(fields)
 
-    def evaluated(self, server_round: int, loss: float, accuracy: float) -> None:
-        """Central evaluation after a round (round 0 = the initial model) completes that round's record."""
+    def evaluated(self, server_round: int, loss: float, accuracy: float, **fields: Any) -> None:
+        """Central evaluation after a round (round 0 = the initial model) completes that round's record; ``fields``
+        are further evaluations a method adds (FedFSC's ``base_accuracy``)."""
         if server_round == 0:
             self.initial_accuracy = accuracy
             log(INFO, "initial model: accuracy %.4f, loss %.4f", accuracy, loss)
@@ -177,6 +188,7 @@ class RunRecorder:
             **self._pending.get("fields", {}),
             **self._pending.get("reply_fields", {}),
             **self._pending.get("evaluation_fields", {}),
+            **fields,
         }
         self.rounds.append(record)
         with (self.directory / ROUNDS_FILE).open("a") as handle:
@@ -218,6 +230,7 @@ class RunRecorder:
             "mean_cohort_label_entropy": _mean(r.get("cohort_label_entropy") for r in self.rounds),
             "mean_last10_accuracy": _mean(r["accuracy"] for r in self.rounds[-10:]),
             **({"cycles": [_cycle_summary(c) for c in self.cycles]} if self.cycles else {}),
+            **best_other_accuracies(self.rounds),
         }
 
     def write_label_counts(self, counts: dict[str, list[float]]) -> None:

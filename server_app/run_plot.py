@@ -3,8 +3,9 @@
 The initial (pretrained) model is the start of both curves: a black star at round 0 and at 0 s, and a dotted
 horizontal line at its accuracy across both panels. When the seconds span a decade or more the seconds axis is
 "symlog": linear from 0 to the smallest recorded time, logarithmic beyond, so the 0-s start stays on the axis at
-its left edge. Rounds the server skipped (``aggregated: false``: too few sound updates, global model kept) are red
-crosses, on a red band in the round panel. The figure is drawn on a matplotlib Figure without pyplot (PNG through
+its left edge. A FedFSC-family run also draws its base model's accuracy (dashed). Rounds the server skipped
+(``aggregated: false``: too few sound updates, global model kept) are red crosses, on a red band in the round
+panel. The figure is drawn on a matplotlib Figure without pyplot (PNG through
 the Agg canvas), so no global backend is chosen in the server process.
 
 matplotlib is optional on the server (the lean install has none): it is imported only when a plot is written.
@@ -66,13 +67,14 @@ class RunSeries:
     seconds: list[float]  # cumulative client training seconds
     aggregated: list[bool]
     initial_accuracy: float | None
+    base_accuracy: list[float]  # percent: the base model of a FedFSC-family run, NaN where not recorded
 
 
 def run_series(rounds: Sequence[Mapping[str, Any]], initial_accuracy: float | None) -> RunSeries:
     """The rounds.jsonl records as a curve, round 0 (0 s, the initial model) first when it is known."""
-    series = RunSeries([], [], [], [], initial_accuracy)
+    series = RunSeries([], [], [], [], initial_accuracy, [])
     if initial_accuracy is not None:
-        series = RunSeries([0], [100 * initial_accuracy], [0.0], [True], initial_accuracy)
+        series = RunSeries([0], [100 * initial_accuracy], [0.0], [True], initial_accuracy, [100 * initial_accuracy])
     total = 0.0
     for record in rounds:
         total += float(record.get("client_train_seconds") or 0.0)
@@ -80,12 +82,15 @@ def run_series(rounds: Sequence[Mapping[str, Any]], initial_accuracy: float | No
         series.accuracy.append(100 * _number(record.get("accuracy")))
         series.seconds.append(total)
         series.aggregated.append(record.get("aggregated", True) is not False)
+        series.base_accuracy.append(100 * _number(record.get("base_accuracy")))
     return series
 
 
 def _draw_panel(ax: Any, x: Sequence[float], series: RunSeries) -> None:
     """The accuracy curve against ``x``: the initial model as a star and a dotted line, skipped rounds as crosses."""
     ax.plot(x, series.accuracy, color="tab:blue", marker="o", markersize=3, label="after round (aggregated)")
+    if any(math.isfinite(a) for a in series.base_accuracy[1:]):  # FedFSC: the base model beside the global one
+        ax.plot(x, series.base_accuracy, color="tab:orange", linestyle="--", linewidth=1, label="base model (FedFSC)")
     skipped = [i for i, ok in enumerate(series.aggregated) if not ok]
     if skipped:
         ax.plot(

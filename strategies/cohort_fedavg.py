@@ -6,7 +6,10 @@ population, pick partition ids, address their nodes) and ``aggregate_train`` (so
 accepted, failed, rejected and timed out, aggregate the accepted ones under the ``aggregation`` rule
 (``strategies/robust_aggregation.py``; ``mean`` is Flower's FedAvg mean unchanged) and report it all to an
 observer); Flower's ``Strategy.start`` runs the rounds unchanged. What each client receives
-goes through one hook, ``records_for``; a resumed run numbers its rounds on from ``first_round``.
+goes through one hook, ``records_for`` (``train_content`` for a training message: a method may give each client
+other work); a resumed run numbers its rounds on from ``first_round``. A method whose global model is not the
+arrays it sends (FedFSC) overrides ``global_arrays``, records further evaluations with ``round_evaluation`` and
+keeps its own state through ``state_dict``/``load_state_dict`` (checkpoints).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from logging import WARNING
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 from flwr.common.logger import log
@@ -53,6 +56,9 @@ from strategies.robust_aggregation import (
     robust_aggregate,
 )
 from strategies.stragglers import select_stragglers
+
+if TYPE_CHECKING:
+    from server_app.central_evaluation import CentralEvaluation
 
 #: (available partition ids, server round) -> the cohort, in selection order
 SelectCohort = Callable[[list[int], int], list[int]]
@@ -93,8 +99,10 @@ def _reasons(by_partition: dict[int, str]) -> list[dict[str, Any]]:
 
 
 def client_stats_of(reply: Message) -> dict[str, Any]:
-    """A validated reply's metrics as a dict with snake_case keys (``train-seconds`` -> ``train_seconds``)."""
-    return {key.replace("-", "_"): value for key, value in reply.content[METRICS].items()}
+    """A validated reply's numbers as a dict with snake_case keys (``train-seconds`` -> ``train_seconds``): its
+    metrics, then those of any further metric record a method declares (FedFSC's few-shot numbers)."""
+    records = [reply.content[METRICS]] + [r for k, r in reply.content.metric_records.items() if k != METRICS]
+    return {key.replace("-", "_"): value for record in records for key, value in record.items()}
 
 
 def weighted_means(metrics: Sequence[Mapping[str, Any]], keys: Iterable[str]) -> dict[str, Any]:
@@ -156,12 +164,21 @@ class CohortFedAvg(FedAvg):
         """The array records sent to one client (subclasses add to it)."""
         return {self.arrayrecord_key: arrays}
 
+    def train_content(self, partition_id: int, arrays: ArrayRecord, config: ConfigRecord) -> RecordDict:
+        """What one client's training message holds: its array records and the round's config (a method that gives
+        clients different work changes it)."""
+        return RecordDict({**self.records_for(partition_id, arrays), self.configrecord_key: config})
+
     def _messages(
         self, cohort: list[int], arrays: ArrayRecord, config: ConfigRecord, message_type: str
     ) -> list[Message]:
         messages = []
         for pid in cohort:
-            content = RecordDict({**self.records_for(pid, arrays), self.configrecord_key: config})
+            content = (
+                self.train_content(pid, arrays, config)
+                if message_type == TRAIN
+                else RecordDict({**self.records_for(pid, arrays), self.configrecord_key: config})
+            )
             messages.append(
                 Message(content=content, message_type=message_type, dst_node_id=self.population.node_of(pid))
             )
@@ -195,6 +212,13 @@ class CohortFedAvg(FedAvg):
         self, server_round: int, selected: list[int], dropped: list[int], arrays: ArrayRecord, config: ConfigRecord
     ) -> list[Message]:
         cohort = [pid for pid in selected if pid not in dropped]
+        return self.send_work(server_round, cohort, arrays, config, dropped=dropped)
+
+    def send_work(
+        self, server_round: int, cohort: list[int], arrays: ArrayRecord, config: ConfigRecord, **fields: Any
+    ) -> list[Message]:
+        """The round's training messages to ``cohort`` (the run's round number ``server_round``); reports the
+        round's start to the observer with ``fields`` (who dropped out, who does what)."""
         self._cohort, self._expected, self._sent = cohort, array_specs(arrays), arrays
         round_config = ConfigRecord({**config, **self.round_config(server_round), SERVER_ROUND: server_round})
         messages = self._messages(cohort, arrays, round_config, TRAIN)
@@ -209,7 +233,7 @@ class CohortFedAvg(FedAvg):
             cohort_label_entropy=float(label_entropy_bits(cohort_counts)),
             cohort_labels_covered=labels_covered(cohort_counts),
             learning_rate=float(round_config[LEARNING_RATE]) if LEARNING_RATE in round_config else None,  # type: ignore[arg-type]
-            dropped=dropped,
+            **fields,
         )
         return messages
 
@@ -347,6 +371,22 @@ class CohortFedAvg(FedAvg):
             )
             return None, None
         return arrays, self.train_metrics_aggr_fn(contents, self.weighted_by_key)
+
+    def global_arrays(self, carried: ArrayRecord) -> ArrayRecord:
+        """The round's global model θ, given the arrays Flower carries into the next round: the same arrays, except
+        for methods whose global model is not what they send (FedFSC: {θ_fs^t, φ^t} while the base travels)."""
+        return carried
+
+    def round_evaluation(self, carried: ArrayRecord, evaluate: CentralEvaluation) -> dict[str, Any]:
+        """Further central evaluations recorded with the round (FedFSC: the base model, each few-shot classifier)."""
+        return {}
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint keeps of the strategy beyond the global arrays (FedFSC: the few-shot classifier)."""
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore ``state_dict()`` when a run resumes."""
 
     def aggregate_arrays(self, contents: list[RecordDict], partition_ids: list[int]) -> tuple[ArrayRecord, dict]:
         """The new global arrays from the accepted replies (in partition-id order), and the rule's report for

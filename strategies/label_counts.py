@@ -45,9 +45,9 @@ class LabelCountRegistry:
         ``offered`` (partition id -> the counts it sent with its identity, taken from the mapping); ``identities``
         (partition id -> what the client said about itself) bound what its counts may add up to."""
         todo = {pid: node for pid, node in nodes.items() if pid not in self.counts and pid not in self.refused}
-        for pid in [pid for pid in todo if offered and pid in offered]:
-            self._read(pid, (offered or {}).pop(pid), identities[pid])
-            del todo[pid]
+        for early in [pid for pid in todo if offered and pid in offered]:
+            self._read(early, (offered or {}).pop(early), identities[early])
+            del todo[early]
         if not todo:
             return
         messages = [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
@@ -73,7 +74,7 @@ def train_metrics(
     return metrics
 
 
-def train_reply(msg: Message, arrays: dict[str, torch.Tensor], metrics: Mapping[str, float | int]) -> Message:
+def train_reply(msg: Message, arrays: dict[str, torch.Tensor], metrics: Mapping[str, Any]) -> Message:
     """A training reply carrying ``arrays`` and ``metrics``."""
     return Message(RecordDict({ARRAYS: ArrayRecord(arrays), METRICS: MetricRecord(dict(metrics))}), reply_to=msg)
 

@@ -9,10 +9,11 @@ lets tests drive whole runs (faults, resume, reproducibility) in seconds.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from flwr.app import Context, Error, Message, RecordDict
+from flwr.serverapp import Grid
 
 import client_app.app as client
 import server_app.app as server
@@ -26,7 +27,7 @@ HANDLERS = {
     LABEL_COUNTS: client.label_counts,
     TRAIN: client.train,
     EVALUATE: client.evaluate,
-    **{message_type: client.method_query(answer) for message_type, answer in QUERIES.items()},
+    **{message_type: client.method_query(cast(Any, answer)) for message_type, answer in QUERIES.items()},
 }
 
 
@@ -92,7 +93,9 @@ def run_in_process(
     grid = InProcessGrid(run_config, num_partitions, kill_at_round)
     threads = torch.get_num_threads()  # the client sets its thread count; keep it from leaking into other tests
     try:
-        server.main(grid, Context(run_id=1, node_id=0, node_config={}, state=RecordDict(), run_config=run_config))  # type: ignore[arg-type]
+        server.main(
+            cast(Grid, grid), Context(run_id=1, node_id=0, node_config={}, state=RecordDict(), run_config=run_config)
+        )
     finally:
         torch.set_num_threads(threads)
     return grid

@@ -123,3 +123,15 @@ def test_a_checkpoint_from_before_a_setting_existed_resumes_under_what_it_meant(
     )
     with pytest.raises(ConfigError, match=r"'aggregation' was 'mean', now 'clipped-mean'"):
         check_resumable(old, make_config(run_name="r", resume=True, feature_cache_dtype="float32"), Path("c"))
+
+
+def test_a_strategy_state_round_trips_and_older_checkpoints_hold_none(tmp_path: Path) -> None:
+    path = tmp_path / CHECKPOINT_FILE
+    saved = a_checkpoint()
+    saved.strategy = {"fewshot": {"head.weight": torch.ones(2, 3)}, "global": None}
+    save_checkpoint(path, saved)
+    loaded = load_checkpoint(path).strategy
+    assert torch.equal(loaded["fewshot"]["head.weight"], torch.ones(2, 3)) and loaded["global"] is None
+    older = {k: v for k, v in vars(a_checkpoint()).items() if k != "strategy"}  # written before the field existed
+    torch.save(older, path)
+    assert load_checkpoint(path).strategy == {}

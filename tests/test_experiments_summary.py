@@ -114,3 +114,15 @@ def test_progress_line_and_time_left() -> None:
         left=545.0,
     )
     assert line == "[2/6 cells] fedft-eds__seed0: round 3/10, accuracy 61.20% | 4m10s elapsed, ≈ 9m05s left"
+
+
+def test_the_base_accuracy_column_appears_only_when_a_cell_records_it() -> None:
+    plain = results()
+    assert "best base acc." not in markdown_table(experiment(), summarise(experiment(), plain))
+    with_base = dict(plain)
+    cell = experiment().cells[0]
+    with_base[cell] = CellResult({**plain[cell].summary, "best_base_accuracy": 0.55}, plain[cell].rounds, {})
+    table = markdown_table(experiment(), summarise(experiment(), with_base))
+    header, _, first, second = table.splitlines()[:4]
+    assert header.split(" | ")[3:5] == ["best acc. (%)", "best base acc. (%)"]
+    assert "| 55.00 |" in first + second and "| – |" in table  # fedft-eds has none

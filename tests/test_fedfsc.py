@@ -7,19 +7,26 @@ import torch
 import torch.nn.functional as F
 
 from methods.fedfsc import (
+    BASELINE_PLUS_PLAN,
+    FEDFSC_PLAN,
+    FEDFSC_PLUS_BASELINE_PLUS_PLAN,
+    FEDFSC_PLUS_PLAN,
     FEWSHOT_KEY,
     NON_STRAGGLER_KEY,
     FewShotOptimiser,
+    Role,
     assign_roles,
     average_fewshot_classifiers,
+    check_role_fractions,
     compose_global_state,
     draw_shots,
+    draw_stragglers,
     eligible_classes,
     fscprox_penalty,
     train_fewshot_classifier,
     uplink_bytes,
 )
-from methods.model_outputs import final_linear_keys, penultimate_features
+from methods.model_outputs import penultimate_features
 from methods.state_averaging import average_states
 from models import build_model
 
@@ -74,14 +81,18 @@ def test_fewshot_update_copies_the_base_classifier_and_trains_only_on_the_shots(
     features, labels, weight, bias = _features()
     weight_before, bias_before = weight.clone(), bias.clone()
     opt = FewShotOptimiser(epochs=1, batch_size=100, momentum=0.0, weight_decay=0.0, lr=0.5)
-    w, b = train_fewshot_classifier(
+    result = train_fewshot_classifier(
         features, labels, weight, bias, shots=3, optimiser=opt, generator=torch.Generator().manual_seed(1)
     )
+    w, b = result.weight, result.bias
+    assert (result.shots, result.classes) == (3, 4)
     assert torch.equal(weight, weight_before) and torch.equal(bias, bias_before)  # inputs untouched
     # One full-batch SGD step from the base classifier on the 12 drawn shots, by hand.
     support = draw_shots(labels, torch.ones(4, dtype=torch.bool), 3, torch.Generator().manual_seed(1))
     w0, b0 = weight.clone().requires_grad_(), bias.clone().requires_grad_()
-    F.cross_entropy(F.linear(features[support], w0, b0), labels[support]).backward()
+    loss = F.cross_entropy(F.linear(features[support], w0, b0), labels[support])
+    loss.backward()
+    torch.testing.assert_close(result.loss, loss.detach())  # the mean loss of the one step
     torch.testing.assert_close(w, weight - 0.5 * w0.grad)
     torch.testing.assert_close(b, bias - 0.5 * b0.grad)
 
@@ -102,18 +113,19 @@ def test_resampling_each_epoch_differs_from_one_draw_per_round() -> None:
         generator=torch.Generator().manual_seed(0),
         resample_each_epoch=False,
     )
-    assert not torch.equal(per_epoch[0], per_round[0])
+    assert not torch.equal(per_epoch.weight, per_round.weight)
     again = train_fewshot_classifier(
         features, labels, weight, bias, shots=2, optimiser=opt, generator=torch.Generator().manual_seed(0)
     )
-    assert torch.equal(per_epoch[0], again[0]) and torch.equal(per_epoch[1], again[1])
+    assert torch.equal(per_epoch.weight, again.weight) and torch.equal(per_epoch.bias, again.bias)
 
 
 def test_fewshot_update_lowers_the_loss_on_separable_features() -> None:
     labels = torch.arange(40) % 4
     features = F.one_hot(labels, 4).float() * 3 + 0.1 * torch.randn(40, 4, generator=torch.Generator().manual_seed(0))
     weight, bias = torch.zeros(4, 4), torch.zeros(4)
-    w, b = train_fewshot_classifier(features, labels, weight, bias, generator=torch.Generator().manual_seed(0))
+    result = train_fewshot_classifier(features, labels, weight, bias, generator=torch.Generator().manual_seed(0))
+    w, b = result.weight, result.bias
     assert F.cross_entropy(F.linear(features, w, b), labels) < 0.5 * F.cross_entropy(
         F.linear(features, weight, bias), labels
     )
@@ -132,7 +144,7 @@ def test_composed_global_model_takes_classifier_from_fewshot_and_the_rest_from_r
     torch.manual_seed(0)
     base_t = build_model("wrn-10-1", 3, 10).state_dict()
     base_next = build_model("wrn-10-1", 3, 10).state_dict()  # the newly aggregated base: must not be used
-    keys = final_linear_keys(build_model("wrn-10-1", 3, 10))
+    keys = build_model("wrn-10-1", 3, 10).classifier_keys()
     assert keys == ["stages.head.fc.weight", "stages.head.fc.bias"]
     fewshot = {k: torch.full_like(base_t[k], 7.0) for k in keys}
     composed = compose_global_state(base_t, fewshot)
@@ -171,42 +183,62 @@ def test_fscprox_is_mu_times_the_squared_distance() -> None:
     torch.testing.assert_close(w.grad, torch.tensor([[0.2, 0.4]]))  # 2μ(θ − θ_fs), no ½ as in the text
 
 
-def test_roles_split_the_pool_by_the_fractions_and_change_each_round() -> None:
+def test_stragglers_are_drawn_from_the_rest_of_the_pool_by_the_fraction_and_change_each_round() -> None:
     pool = list(range(100))
-    roles = assign_roles(pool, 0.1, 0.1, seed=0, server_round=2)
-    assert len(roles.full) == 10 and len(roles.fewshot) == 10 and len(roles.dropped) == 80
-    assert sorted(roles.full + roles.fewshot + roles.dropped) == pool
-    assert assign_roles(pool, 0.1, 0.1, seed=0, server_round=2) == roles
-    assert assign_roles(pool, 0.1, 0.1, seed=0, server_round=3).full != roles.full
+    non_stragglers = list(range(0, 100, 10))
+    stragglers = draw_stragglers(pool, non_stragglers, 0.1, seed=0, server_round=2)
+    assert len(stragglers) == 10 and not set(stragglers) & set(non_stragglers)
+    assert draw_stragglers(pool, non_stragglers, 0.1, seed=0, server_round=2) == stragglers
+    assert draw_stragglers(pool, non_stragglers, 0.1, seed=0, server_round=3) != stragglers
+    assert draw_stragglers(pool, non_stragglers, 0.1, seed=1, server_round=2) != stragglers
+    assert sorted(draw_stragglers([4, 9, 11], [9], 0.9, seed=0, server_round=5)) == [4, 11]  # at most the rest
 
 
-def test_first_round_has_no_fewshot_participants() -> None:
-    roles = assign_roles(list(range(20)), 0.25, 0.25, seed=1, server_round=1)
-    assert len(roles.full) == 5 and roles.fewshot == [] and len(roles.dropped) == 15
+def test_roles_of_each_plan() -> None:
+    full, few, both = Role(10, False), Role(0, True), Role(10, True)
+    non_stragglers, stragglers = [3, 1], [7, 5]
+    assert assign_roles(FEDFSC_PLAN, non_stragglers, stragglers, 2, 10, 1) == {3: both, 1: both}
+    assert assign_roles(FEDFSC_PLUS_PLAN, non_stragglers, stragglers, 2, 10, 1) == {3: full, 1: full, 7: few, 5: few}
+    assert assign_roles(FEDFSC_PLUS_BASELINE_PLUS_PLAN, non_stragglers, stragglers, 2, 10, 1) == {
+        3: full,
+        1: full,
+        7: Role(1, True),
+        5: Role(1, True),
+    }
+    reduced = Role(1, False)
+    assert assign_roles(BASELINE_PLUS_PLAN, non_stragglers, stragglers, 2, 10, 1) == {
+        3: full,
+        1: full,
+        7: reduced,
+        5: reduced,
+    }
+    assert list(assign_roles(FEDFSC_PLUS_PLAN, non_stragglers, stragglers, 2, 10, 1)) == [3, 1, 7, 5]
 
 
-def test_small_pools_keep_one_non_straggler() -> None:
-    roles = assign_roles([4, 9, 11], 0.1, 0.3, seed=0, server_round=5)
-    assert len(roles.full) == 1 and len(roles.fewshot) == 1 and len(roles.dropped) == 1
+def test_first_round_has_no_fewshot_updates() -> None:
+    full = Role(10, False)
+    assert assign_roles(FEDFSC_PLAN, [3, 1], [7], 1, 10, 1) == {3: full, 1: full}
+    assert assign_roles(FEDFSC_PLUS_PLAN, [3, 1], [7], 1, 10, 1) == {3: full, 1: full}  # the straggler is idle
+    assert assign_roles(FEDFSC_PLUS_BASELINE_PLUS_PLAN, [3], [7], 1, 10, 1) == {3: full, 7: Role(1, False)}
 
 
 @pytest.mark.parametrize(
     ("f_n", "f_fs", "match"),
     [
-        (0.5, 0.5, f"{NON_STRAGGLER_KEY} \\+ {FEWSHOT_KEY} must be < 1"),
+        (0.5, 0.5, f"'{NON_STRAGGLER_KEY}' \\(f_n\\) \\+ '{FEWSHOT_KEY}' \\(f_fs\\) must be < 1"),
         (0.0, 0.1, NON_STRAGGLER_KEY),
-        (0.2, -0.1, FEWSHOT_KEY),
+        (0.2, 0.0, FEWSHOT_KEY),
     ],
 )
 def test_role_fractions_are_validated_naming_the_keys(f_n: float, f_fs: float, match: str) -> None:
     with pytest.raises(ValueError, match=match):
-        assign_roles(list(range(10)), f_n, f_fs, seed=0, server_round=2)
+        check_role_fractions(f_n, f_fs)
 
 
 def test_uplink_bytes_count_full_model_plus_one_linear_layer() -> None:
     model = build_model("wrn-16-1", 3, 10)
     state = model.state_dict()
-    keys = final_linear_keys(model)
+    keys = model.classifier_keys()
     full = sum(v.numel() * v.element_size() for v in state.values())
     linear = (64 * 10 + 10) * 4
     assert uplink_bytes(state, keys, full=True, fewshot=False) == full

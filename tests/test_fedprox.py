@@ -23,7 +23,7 @@ def test_proximal_term_gradient_is_w_minus_anchor() -> None:
 def proximal_objective(model: torch.nn.Module, mu: float) -> Proximal:
     config = make_config(method="fedprox", proximal_mu=mu)
     params = list(model.parameters())
-    return Proximal(LocalTraining(model, "none", params, model, config, RecordDict()))
+    return Proximal(LocalTraining(model, "none", params, model, config, RecordDict(), lambda x: x))
 
 
 def test_the_objective_is_cross_entropy_plus_mu_times_the_term_from_the_round_start() -> None:

@@ -9,20 +9,36 @@ from methods.model_outputs import (
     eval_mode,
     extract_in_batches,
     feature_map_shapes,
-    final_linear,
-    final_linear_keys,
     forward_with_maps,
+    penultimate_features,
 )
 from models import build_model
 
 
-def test_final_linear_is_the_classifier() -> None:
+def test_classifier_keys_name_the_final_linear_layer() -> None:
     wrn, lenet = build_model("wrn-10-1", 3, 10), build_model("lenet5", 3, 10)
-    assert final_linear(wrn) is wrn.stages["head"].fc
-    assert final_linear(lenet) is lenet.stages["head"]
-    assert final_linear_keys(lenet) == ["stages.head.weight", "stages.head.bias"]
-    with pytest.raises(ValueError, match="no Linear layer"):
-        final_linear(torch.nn.Conv2d(1, 1, 1))
+    assert wrn.classifier_keys() == ["stages.head.fc.weight", "stages.head.fc.bias"]
+    assert lenet.classifier_keys() == ["stages.head.weight", "stages.head.bias"]
+
+
+@pytest.mark.parametrize("level", ["none", "low", "mid", "up"])
+def test_embed_and_classify_from_a_level_continues_the_forward_pass(level: str) -> None:
+    torch.manual_seed(0)
+    model = build_model("wrn-10-1", 3, 10).eval()
+    x = torch.randn(2, 3, 8, 8)
+    embedding, logits = model.embed_and_classify(model.forward_to(x, level), level)
+    torch.testing.assert_close(logits, model(x))
+    torch.testing.assert_close(embedding, model.embed_and_classify(x)[0])
+    assert embedding.shape == (2, 64)
+
+
+def test_penultimate_features_are_read_in_eval_mode_and_leave_the_mode() -> None:
+    torch.manual_seed(0)
+    model = build_model("lenet5", 1, 10).train()
+    x = torch.randn(5, 1, 32, 32)
+    features = penultimate_features(model, x, batch_size=2)
+    assert model.training and features.shape == (5, 84)
+    torch.testing.assert_close(model.eval().stages["head"](features), model(x))
 
 
 def test_forward_with_maps_equals_forward_to_each_level() -> None:

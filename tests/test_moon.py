@@ -1,21 +1,27 @@
-"""MOON's model-contrastive loss against a hand computation, and the representation it reads."""
+"""MOON: the model-contrastive loss against a hand computation, the representation it reads, and the objective
+(positive the received model, negative the client's previous local model kept in its node state)."""
 
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
 import torch
 import torch.nn.functional as F
+from flwr.app import RecordDict
 
+from methods.base import LocalTraining
 from methods.moon import (
+    PREVIOUS_MODEL,
+    Contrastive,
     anchor_representation,
-    check_moon_settings,
-    local_logits_and_representation,
     moon_contrastive_loss,
     moon_loss,
 )
-from models import build_model
+from models import SplitModel, build_model
+from run_config import ConfigError, parse_run_config
+from tests.conftest import make_config
 
 Z = torch.tensor([[1.0, 0.0], [0.0, 2.0]], dtype=torch.float64)
 Z_GLOBAL = torch.tensor([[1.0, 1.0], [0.0, 1.0]], dtype=torch.float64)
@@ -67,7 +73,7 @@ def test_representation_is_the_pooled_feature_entering_the_classifier() -> None:
     torch.manual_seed(0)
     model = build_model("wrn-10-1", in_channels=3, num_classes=10).eval()
     x = torch.randn(3, 3, 8, 8)
-    logits, z = local_logits_and_representation(model, x)
+    z, logits = model.embed_and_classify(x)
     head = model.stages["head"]
     pooled = torch.relu(head.bn(model.forward_to(x, "up"))).mean(dim=(2, 3))
     assert z.shape == (3, 64)
@@ -90,11 +96,107 @@ def test_anchor_representation_runs_in_eval_mode_without_changing_the_model() ->
 
 def test_lenet_representation_is_its_84_dim_feature() -> None:
     model = build_model("lenet5", in_channels=1, num_classes=10)
-    _, z = local_logits_and_representation(model, torch.randn(2, 1, 32, 32))
+    z, _ = model.embed_and_classify(torch.randn(2, 1, 32, 32))
     assert z.shape == (2, 84)
 
 
-@pytest.mark.parametrize(("mu", "tau", "key"), [(-0.1, 0.5, "moon-mu"), (1.0, 0.0, "moon-temperature")])
-def test_settings_are_validated_naming_the_key(mu: float, tau: float, key: str) -> None:
-    with pytest.raises(ValueError, match=key):
-        check_moon_settings(mu, tau)
+@pytest.mark.parametrize(("key", "value"), [("moon-mu", -0.1), ("moon-temperature", 0.0)])
+def test_settings_are_validated_naming_the_key(defaults: dict, key: str, value: float) -> None:
+    with pytest.raises(ConfigError, match=key):
+        parse_run_config({**defaults, "method": "moon", key: value})
+
+
+def test_moon_preset_is_fedavg_with_the_contrastive_objective(defaults: dict) -> None:
+    config = parse_run_config({**defaults, "method": "moon"})
+    assert (config.freeze, config.data_selection, config.objective) == ("none", "all", "contrastive")
+
+
+def objective(model: SplitModel, state: RecordDict, level: str = "none", mu: float = 0.5, tau: float = 0.5):
+    config = make_config(method="moon", moon_mu=mu, moon_temperature=tau, freeze=level)
+    model.set_frozen(level)
+    params = model.upper_parameters(level)
+
+    def lower(x: torch.Tensor) -> torch.Tensor:
+        return x if level == "none" else model.forward_to(x, level)
+
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        return model.forward_from(lower(x), level)
+
+    return Contrastive(LocalTraining(model, level, params, forward, config, state, lower))
+
+
+def by_hand(z: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor | None, tau: float) -> torch.Tensor:
+    """ℓ_con per sample, written out: −log(e^{s⁺/τ} / (e^{s⁺/τ} + e^{s⁻/τ}))."""
+    cos = [torch.dot(a, b) / (a.norm() * b.norm()) for a, b in zip(z, positive)]
+    if negative is None:
+        return torch.zeros(len(z))
+    neg = [torch.dot(a, b) / (a.norm() * b.norm()) for a, b in zip(z, negative)]
+    return torch.stack(
+        [-torch.log(torch.exp(p / tau) / (torch.exp(p / tau) + torch.exp(n / tau))) for p, n in zip(cos, neg)]
+    )
+
+
+def test_the_objective_is_ce_alone_at_a_first_participation_then_uses_the_kept_model_as_negative() -> None:
+    torch.manual_seed(0)
+    model = build_model("lenet5", in_channels=1, num_classes=10).double()
+    x, y = torch.randn(6, 1, 32, 32, dtype=torch.float64), torch.tensor([0, 1, 2, 3, 4, 5])
+    state = RecordDict()
+    first = objective(model, state)
+    received = {k: v.clone() for k, v in model.state_dict().items()}
+    torch.testing.assert_close(first.loss(x, y), F.cross_entropy(model(x), y))  # no negative: ℓ_con = 0
+    with torch.no_grad():  # the round's training moves the model
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    first.finish()
+    kept = state.array_records[PREVIOUS_MODEL].to_torch_state_dict()
+    assert all(torch.equal(kept[k], v) for k, v in model.state_dict().items())
+
+    # Next round: the server sends a new global model; the kept one is the negative.
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    global_state = {k: v.clone() for k, v in model.state_dict().items()}
+    second = objective(model, state, mu=0.5, tau=0.5)
+    with torch.no_grad():  # a local step away from the global model
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    z, logits = model.embed_and_classify(x)
+    anchors = {}
+    for name, weights in (("global", global_state), ("previous", kept)):
+        other = build_model("lenet5", in_channels=1, num_classes=10).double()
+        other.load_state_dict(weights)
+        anchors[name] = other.eval().embed_and_classify(x)[0].detach()
+    expected = F.cross_entropy(logits, y) + 0.5 * by_hand(z, anchors["global"], anchors["previous"], 0.5).mean()
+    torch.testing.assert_close(second.loss(x, y), expected)
+    assert not torch.equal(kept["stages.head.weight"], received["stages.head.weight"])
+
+
+def test_with_a_frozen_part_the_representation_and_the_kept_model_are_thetas() -> None:
+    torch.manual_seed(1)
+    model = build_model("wrn-10-1", in_channels=3, num_classes=10, dropout=0.0).double()
+    x, y = torch.randn(4, 3, 8, 8, dtype=torch.float64), torch.tensor([1, 2, 3, 4])
+    state = RecordDict()
+    first = objective(model, state, level="mid")
+    first.finish()
+    kept = state.array_records[PREVIOUS_MODEL]
+    assert sorted(kept.keys()) == sorted(model.upper_state_keys("mid"))
+    with torch.no_grad():
+        for p in model.upper_parameters("mid"):
+            p.add_(0.05 * torch.randn_like(p))
+    received = copy.deepcopy(model)
+    second = objective(model, state, level="mid", mu=2.0, tau=0.3)
+    h = model.forward_to(x, "mid")
+    previous = copy.deepcopy(model)
+    previous.load_state_dict(kept.to_torch_state_dict(), strict=False)
+    z_previous = previous.eval().embed_and_classify(h, "mid")[0]
+    z_global = received.eval().embed_and_classify(h, "mid")[0]
+    z, logits = model.embed_and_classify(h, "mid")  # θ in train mode (batch statistics), as in training
+    expected = F.cross_entropy(logits, y) + 2.0 * by_hand(z, z_global, z_previous, 0.3).mean()
+    torch.testing.assert_close(second.loss(x, y), expected)
+
+
+def test_a_model_kept_for_another_theta_is_not_used_as_the_negative() -> None:
+    model = build_model("lenet5", in_channels=1, num_classes=10)
+    state = RecordDict()
+    objective(model, state, level="up").finish()  # kept: the head only
+    assert objective(model, state, level="none").previous_model is None

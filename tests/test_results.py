@@ -56,3 +56,17 @@ def test_empty_run_name_is_generated(tmp_path: Path) -> None:
     config = make_config(results_dir=str(tmp_path), run_name="")
     path = run_directory(config, now=datetime(2026, 1, 2, 3, 4, 5))
     assert path == tmp_path / "fedft-eds-fashion-mnist-mini-20260102-030405"
+
+
+def test_further_accuracies_a_method_records_get_their_best_in_the_summary(tmp_path: Path) -> None:
+    config = make_config(results_dir=str(tmp_path), run_name="r", method="fedfsc")
+    recorder = RunRecorder(run_directory(config), config)
+    for server_round, (accuracy, base) in enumerate([(0.5, 0.6), (0.7, 0.55), (0.65, 0.58)], start=1):
+        recorder.round_started(server_round, [0], 10)
+        recorder.replies_received(server_round, [stats(0, 10, 1.0)], 10)
+        recorder.evaluated(server_round, 1.0, accuracy, base_accuracy=base, base_loss=2.0)
+    summary = recorder.finish({"w": torch.ones(2)})
+    rounds = [json.loads(line) for line in (tmp_path / "r" / "rounds.jsonl").read_text().splitlines()]
+    assert [r["base_accuracy"] for r in rounds] == [0.6, 0.55, 0.58] and rounds[0]["base_loss"] == 2.0
+    assert summary["best_accuracy"] == 0.7 and summary["best_base_accuracy"] == 0.6
+    assert "best_base_loss" not in summary
