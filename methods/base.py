@@ -13,6 +13,8 @@ selection, SGD; ``client_app/local_update.py``). A method says only what differs
   method through the ``objective`` setting;
 - ``client_train`` / ``strategy``: its client step and its server step (a Flower ``Strategy``), when the shared
   ones (the local update; ``PartialModelFedAvg``) do not fit.
+- ``check``: refuses, when the configuration is parsed, values that its settings' own checks cannot see are wrong
+  (a level the model lacks, a size larger than the model's features).
 
 Client selection (``client-selection``) and the aggregation rule (``aggregation``) are axes of the shared server
 step, so every method composes with FedEntOpt and the robust rules.
@@ -91,4 +93,7 @@ class Method:
     #: Queries the method's server sends besides training (message type "query.<name>" -> the client's answer,
     #: a (Node, Message) -> RecordDict); declare their records in protocol/messages.py.
     queries: Mapping[str, Any] = field(default_factory=dict)
+    #: Cross-checks of its settings against the rest of the configuration (the model's levels and sizes, say), run
+    #: when a configuration naming the method is parsed: a (RunConfig) -> None raising ConfigError naming the key.
+    check: Any = None
     paper: str = ""

@@ -391,7 +391,8 @@ def resolved_axes(values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def parse_run_config(run_config: Mapping[str, Any]) -> RunConfig:
-    """Validate Flower's ``context.run_config`` and return a ``RunConfig``; raise ``ConfigError``."""
+    """Validate Flower's ``context.run_config`` (with the method's ``check``) and return a ``RunConfig``; raise
+    ``ConfigError``."""
     core = declared_settings(RunConfig)
     missing = [s.key for s in core if s.key not in run_config]
     if missing:
@@ -407,6 +408,10 @@ def parse_run_config(run_config: Mapping[str, Any]) -> RunConfig:
     config = dataclasses.replace(parse_settings(RunConfig, run_config, **axes), method_settings=extras)
     if config.resume and not config.run_name:
         raise ConfigError("run config 'resume' = true needs a 'run-name': the run folder holding the checkpoint")
+    from methods.registry import METHODS
+
+    if (check := METHODS[method].check) is not None:
+        check(config)
     return config
 
 

@@ -28,6 +28,10 @@ class CentralEvaluation:
         self.frozen, self.batch_size = frozen, config.eval_batch_size
 
     def __call__(self, theta: ArrayRecord) -> tuple[float, float]:
-        self.model.load_state_dict(merge_state(self.frozen, theta.to_torch_state_dict(), self.order))
+        return self.of_state(merge_state(self.frozen, theta.to_torch_state_dict(), self.order))
+
+    def of_state(self, state: Mapping[str, torch.Tensor]) -> tuple[float, float]:
+        """Test loss and accuracy of a whole model's state (a method's own model, e.g. FedSplit's composed one)."""
+        self.model.load_state_dict(state)
         self.model.eval()
         return evaluate(self.model, self.inputs, self.labels, self.batch_size)

@@ -170,14 +170,10 @@ class FederatedRun:
             done + 1,
         )
 
-    def strategy(self) -> Strategy:
-        """The method's strategy, or the shared one: cohorts by partition id, checked replies, robust
-        aggregation of θ, φ sent once per client."""
-        factory = method(self.config.method).strategy
-        if factory is not None:
-            return factory(self)
+    def strategy_arguments(self) -> dict[str, Any]:
+        """What the shared strategy is built with, for a method's strategy that extends it (its keyword arguments)."""
         config = self.config
-        return PartialModelFedAvg(
+        return dict(
             frozen=ArrayRecord(self.frozen),
             population=self.population,
             label_counts=self.label_counts,
@@ -192,6 +188,14 @@ class FederatedRun:
             expected_examples=expected_examples(config),
             first_round=self.first_round,
         )
+
+    def strategy(self) -> Strategy:
+        """The method's strategy, or the shared one: cohorts by partition id, checked replies, robust
+        aggregation of θ, φ sent once per client."""
+        factory = method(self.config.method).strategy
+        if factory is not None:
+            return factory(self)
+        return PartialModelFedAvg(**self.strategy_arguments())
 
     def rounds(self, grid: Grid) -> ArrayRecord:
         """Step 2: the remaining rounds; returns θ after the last one (unchanged when none aggregated)."""

@@ -75,7 +75,8 @@ def train_metrics(
 
 def train_reply(msg: Message, arrays: dict[str, torch.Tensor], metrics: dict[str, float | int]) -> Message:
     """A training reply carrying ``arrays`` and ``metrics``."""
-    return Message(RecordDict({ARRAYS: ArrayRecord(arrays), METRICS: MetricRecord(metrics)}), reply_to=msg)
+    record = MetricRecord(metrics)  # type: ignore[arg-type]
+    return Message(RecordDict({ARRAYS: ArrayRecord(arrays), METRICS: record}), reply_to=msg)
 
 
 class FakeGrid:

@@ -26,7 +26,7 @@ HANDLERS = {
     LABEL_COUNTS: client.label_counts,
     TRAIN: client.train,
     EVALUATE: client.evaluate,
-    **{message_type: client.method_query(answer) for message_type, answer in QUERIES.items()},
+    **{message_type: client.method_query(answer) for message_type, answer in QUERIES.items()},  # type: ignore[arg-type]
 }
 
 
@@ -92,7 +92,8 @@ def run_in_process(
     grid = InProcessGrid(run_config, num_partitions, kill_at_round)
     threads = torch.get_num_threads()  # the client sets its thread count; keep it from leaking into other tests
     try:
-        server.main(grid, Context(run_id=1, node_id=0, node_config={}, state=RecordDict(), run_config=run_config))
+        context = Context(run_id=1, node_id=0, node_config={}, state=RecordDict(), run_config=run_config)
+        server.main(grid, context)  # type: ignore[arg-type]  # a FakeGrid stands in for Flower's Grid
     finally:
         torch.set_num_threads(threads)
     return grid
