@@ -43,7 +43,7 @@ from methods.fedsplit_meta import MetaTraining
 from methods.model_outputs import feature_map_shapes
 from protocol.feature_metadata import MetadataLimits
 from run_config import ConfigError, RunConfig, build_model_for
-from run_config.settings import positive, setting
+from run_config.settings import one_of, positive, setting
 from server_app.central_evaluation import CentralEvaluation
 from strategies.fedsplit import FedSplitFedAvg, MetadataPlan, composed_summary, meta_seed
 
@@ -56,8 +56,8 @@ if TYPE_CHECKING:
 INIT_ROUND = 0
 
 
-def _nonempty(v: str) -> str | None:
-    return None if v else "must name a split level of the model"
+#: The split levels of the app's models; the configured model must have the one chosen (checked at start).
+LEVELS = ("low", "mid", "up")
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ class FedSplitSettings:
         "low",
         "FedSplit: level l of the feature maps clients send (`low`, `mid` or `up`, a split level of the model); "
         "the server trains the stages above it on them.",
-        _nonempty,
+        one_of(*LEVELS),
     )
     n_com: int = setting(
         200, "FedSplit K-means: PCA components before clustering (at most the map size at `metadata-level`).", positive
