@@ -21,6 +21,11 @@ METRICS: dict[str, tuple[str, float, int]] = {
     "total_bytes_down": ("MB down", 1e-6, 1),
     "total_bytes_up": ("MB up", 1e-6, 1),
 }
+#: Metrics some methods add (FedSplit's composed model and metadata): a column only where some row has a value.
+OPTIONAL_METRICS: dict[str, tuple[str, float, int]] = {
+    "best_composed_accuracy": ("best composed acc. (%)", 100.0, 2),
+    "total_metadata_bytes": ("MB metadata", 1e-6, 1),
+}
 
 
 def mean_std(values: Sequence[float]) -> tuple[float, float | None]:
@@ -53,11 +58,17 @@ def summarise(experiment: Experiment, results: Mapping[Cell, CellResult]) -> lis
     rows = []
     for (point, method), cells in groups.items():
         stats = {}
-        for metric in METRICS:
+        for metric in {**METRICS, **OPTIONAL_METRICS}:
             values = [results[c].summary.get(metric) for c in cells]
             stats[metric] = mean_std([float(v) for v in values if v is not None])
         rows.append(SummaryRow(point, method, tuple(c.seed for c in cells), stats))
     return rows
+
+
+def shown_metrics(rows: Sequence[SummaryRow]) -> dict[str, tuple[str, float, int]]:
+    """The columns of a table of ``rows``: every metric, and the optional ones some row has a value of."""
+    present = {m: spec for m, spec in OPTIONAL_METRICS.items() if any(not math.isnan(r.stats[m][0]) for r in rows)}
+    return {**METRICS, **present}
 
 
 def _fmt(mean: float, std: float | None, factor: float, decimals: int) -> str:
@@ -69,27 +80,27 @@ def _fmt(mean: float, std: float | None, factor: float, decimals: int) -> str:
 
 def markdown_table(experiment: Experiment, rows: Sequence[SummaryRow]) -> str:
     """Grid values, method, number of seeds and every metric as mean ± std."""
-    keys = list(experiment.grid)
-    header = [*keys, "method", "seeds", *(title for title, _, _ in METRICS.values())]
+    keys, metrics = list(experiment.grid), shown_metrics(rows)
+    header = [*keys, "method", "seeds", *(title for title, _, _ in metrics.values())]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
         point = dict(row.point)
         cells = [str(point[k]) for k in keys] + [row.method, str(len(row.seeds))]
-        cells += [_fmt(*row.stats[m], factor, decimals) for m, (_, factor, decimals) in METRICS.items()]
+        cells += [_fmt(*row.stats[m], factor, decimals) for m, (_, factor, decimals) in metrics.items()]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def write_csv(experiment: Experiment, rows: Sequence[SummaryRow], path: Path) -> None:
     """One line per row; each metric as ``<metric>_mean`` and ``<metric>_std`` in summary.json's units."""
-    keys = list(experiment.grid)
+    keys, metrics = list(experiment.grid), shown_metrics(rows)
     with path.open("w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow([*keys, "method", "seeds", *(f"{m}_{s}" for m in METRICS for s in ("mean", "std"))])
+        writer.writerow([*keys, "method", "seeds", *(f"{m}_{s}" for m in metrics for s in ("mean", "std"))])
         for row in rows:
             point = dict(row.point)
             values = []
-            for metric in METRICS:
+            for metric in metrics:
                 mean, std = row.stats[metric]
                 values += ["" if math.isnan(mean) else repr(mean), "" if std is None else repr(std)]
             writer.writerow([*(point[k] for k in keys), row.method, " ".join(map(str, row.seeds)), *values])

@@ -114,3 +114,17 @@ def test_progress_line_and_time_left() -> None:
         left=545.0,
     )
     assert line == "[2/6 cells] fedft-eds__seed0: round 3/10, accuracy 61.20% | 4m10s elapsed, ≈ 9m05s left"
+
+
+def test_a_method_s_own_metrics_get_columns_only_when_some_row_has_them(tmp_path: Path) -> None:
+    plain = markdown_table(experiment(), summarise(experiment(), results())).splitlines()[0]
+    assert "composed" not in plain and "metadata" not in plain
+    with_split = results()
+    cell = next(iter(with_split))
+    with_split[cell].summary.update(best_composed_accuracy=0.55, total_metadata_bytes=3e6)
+    rows = summarise(experiment(), with_split)
+    table = markdown_table(experiment(), rows).splitlines()
+    assert table[0].endswith("| best composed acc. (%) | MB metadata |")
+    assert table[2].endswith("| 55.00 | 3.0 |") and table[3].endswith("| – | – |")
+    write_csv(experiment(), rows, tmp_path / "s.csv")
+    assert float(next(csv.DictReader((tmp_path / "s.csv").open()))["best_composed_accuracy_mean"]) == 0.55
