@@ -15,8 +15,8 @@ The server (``strategies/fedsplit.py``) refuses replies whose metadata is unsoun
 FedAvg's the accepted models into w_g^{t+1} (what the next round distributes; rounds.jsonl's ``accuracy``), trains
 θ (the stages above l) from the same fresh initialisation θ_g^ini every round on the union of the metadata for
 ``meta-epochs`` of plain SGD (``meta-learning-rate``, ``meta-batch-size``; eq. 6.5; ``methods/fedsplit_meta.py``),
-and evaluates the composed model {θ_meta^t, φ_g^t} (``composed_accuracy``). The metadata's bytes count in
-``bytes_up``.
+and evaluates the composed model {θ_meta^t, φ_g^t} (``composed_accuracy``), in every round or, to save server
+time, every ``meta-every``-th round and the last. The metadata's bytes count in ``bytes_up``.
 
 Decisions where the thesis is silent (THESIS-METHODS §4.2, §10): PCA per client over all its maps, K-means++
 seeding drawn from (seed, round, partition); meta-training batch 50 (the thesis's local batch), no momentum or
@@ -82,6 +82,12 @@ class FedSplitSettings:
         0.1, "FedSplit: SGD learning rate of the server's metadata training (no momentum or weight decay).", positive
     )
     meta_batch_size: int = setting(50, "FedSplit: mini-batch size of the server's metadata training.", positive)
+    meta_every: int = setting(
+        1,
+        "FedSplit: the server trains θ on the metadata and evaluates the composed model every n-th round and in the "
+        "last (1: every round, as the thesis; more saves server time, clients are unchanged).",
+        positive,
+    )
 
 
 def metadata_map_shape(config: RunConfig) -> tuple[int, ...]:
@@ -149,14 +155,16 @@ def server_strategy(kmeans: bool) -> Callable[[FederatedRun], Strategy]:
         )
         training = MetaTraining(settings.meta_epochs, settings.meta_learning_rate, settings.meta_batch_size)
         plan = MetadataPlan(
-            settings.metadata_level,
-            limits,
-            training,
-            fresh_model,
-            evaluation.of_state,
-            run.device,
-            config.seed,
-            run.directory,
+            level=settings.metadata_level,
+            limits=limits,
+            training=training,
+            fresh_model=fresh_model,
+            evaluate=evaluation.of_state,
+            device=run.device,
+            seed=config.seed,
+            directory=run.directory,
+            every=settings.meta_every,
+            last_round=config.num_server_rounds,
         )
         run.recorder.add_summary(composed_summary)
         return FedSplitFedAvg(plan=plan, **run.strategy_arguments())

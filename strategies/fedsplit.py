@@ -8,7 +8,8 @@ metadata (``methods/fedsplit_meta.py``). rounds.jsonl gains ``composed_accuracy`
 composed model {θ_meta^t, φ_g^t} on the test set), ``meta_train_loss``, ``meta_train_seconds``, ``metadata_maps``
 (maps trained on), ``metadata_bytes`` (their records as received, labels included; part of ``bytes_up``) and
 ``metadata_map_bytes`` (the maps alone as float32, the thesis's unit); the latest composed model is written to
-``composed_model.pt``.
+``composed_model.pt``. With ``meta-every`` n > 1, θ_meta is trained (and those fields reported) only every n-th
+round and in the last, to save server time; the clients' work and the metadata sent do not change.
 """
 
 from __future__ import annotations
@@ -53,6 +54,12 @@ class MetadataPlan:
     device: torch.device
     seed: int
     directory: Path | None = None  # where composed_model.pt goes (None: not written)
+    every: int = 1  # θ_meta is trained in every ``every``-th round and in ``last_round`` (the thesis: every round)
+    last_round: int = 0
+
+    def trains_in(self, server_round: int) -> bool:
+        """Whether round ``server_round`` trains θ_meta and evaluates the composed model."""
+        return server_round % self.every == 0 or server_round == self.last_round
 
 
 def meta_seed(seed: int, server_round: int) -> int:
@@ -91,11 +98,14 @@ class FedSplitFedAvg(PartialModelFedAvg):
         self._metadata[partition_id] = read_feature_metadata(record, identity, self.limits_for(partition_id))
 
     def aggregate_arrays(self, contents: list[RecordDict], partition_ids: list[int]) -> tuple[ArrayRecord, dict]:
-        """FedAvg of the models as usual; then θ_meta on the same replies' metadata, reported with the rule's report."""
+        """FedAvg of the models as usual; then, in the plan's rounds, θ_meta on the same replies' metadata; reported
+        with the rule's report."""
         arrays, report = super().aggregate_arrays(contents, partition_ids)
-        metadata = [self._metadata[pid] for pid in partition_ids]
         received = sum(content.array_records[FEATURE_METADATA].count_bytes() for content in contents)
-        return arrays, {**report, **self.metadata_round(metadata), "metadata_bytes": received}
+        report = {**report, "metadata_bytes": received}
+        if self.plan.trains_in(self._round):
+            report.update(self.metadata_round([self._metadata[pid] for pid in partition_ids]))
+        return arrays, report
 
     def sent_model(self, order: Iterable[str]) -> dict[str, torch.Tensor]:
         """w_g^t, the global model this round sent: its φ_g^t is what the clients extracted their maps with."""
@@ -112,7 +122,7 @@ class FedSplitFedAvg(PartialModelFedAvg):
         synchronize(plan.device)
         seconds = time.perf_counter() - tick
         state = {key: value.cpu() for key, value in model.state_dict().items()}
-        composed = compose(self.sent_model(state), state, model.upper_state_keys(plan.level))
+        composed = compose(self.sent_model(state.keys()), state, model.upper_state_keys(plan.level))
         composed_loss, composed_accuracy = plan.evaluate(composed)
         if plan.directory is not None:
             replace_file(plan.directory / COMPOSED_MODEL_FILE, lambda handle: torch.save(composed, handle))

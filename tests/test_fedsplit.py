@@ -182,11 +182,15 @@ def test_fedsplit_is_fedavg_plus_a_composed_model_built_on_the_round_s_phi(tmp_p
     assert not any(torch.equal(composed[k], first_round[k]) for k in upper if composed[k].is_floating_point())
 
 
-def test_all_metadata_runs_and_sends_every_samples_map(tmp_path: Path) -> None:
-    run_in_process(fedsplit_config(tmp_path, "fedsplit-all", **{"num-server-rounds": 1, "metadata-level": "up"}))
-    (record,) = rounds_of(tmp_path / "results" / "run")
-    assert record["metadata_maps"] == record["num_examples"] and record["rejected"] == []
-    assert record["metadata_map_bytes"] == record["num_examples"] * 84 * 4
+def test_all_metadata_sends_every_samples_map_and_meta_every_trains_in_its_rounds_and_the_last(tmp_path: Path) -> None:
+    overrides = {"num-server-rounds": 3, "metadata-level": "up", "meta-every": 2}
+    run_in_process(fedsplit_config(tmp_path, "fedsplit-all", **overrides))
+    rounds = rounds_of(tmp_path / "results" / "run")
+    assert [r.get("composed_accuracy") is not None for r in rounds] == [False, True, True]
+    assert all(r["metadata_bytes"] > r["num_examples"] * 84 * 4 and r["rejected"] == [] for r in rounds)
+    for record in rounds[1:]:
+        assert record["metadata_maps"] == record["num_examples"]
+        assert record["metadata_map_bytes"] == record["num_examples"] * 84 * 4
 
 
 def test_a_client_with_unsound_metadata_is_refused_whole_and_the_others_count(
