@@ -21,9 +21,12 @@ METRICS: dict[str, tuple[str, float, int]] = {
     "total_bytes_down": ("MB down", 1e-6, 1),
     "total_bytes_up": ("MB up", 1e-6, 1),
 }
-#: Columns shown only when some row has them: the base model of a FedFSC-family cell (its base trainer's model).
+#: Columns shown only when some row has them: a method's own metrics (the base model of a FedFSC-family cell;
+#: FedSplit's composed model and metadata), placed after the best accuracy.
 OPTIONAL_METRICS: dict[str, tuple[str, float, int]] = {
     "best_base_accuracy": ("best base acc. (%)", 100.0, 2),
+    "best_composed_accuracy": ("best composed acc. (%)", 100.0, 2),
+    "total_metadata_bytes": ("MB metadata", 1e-6, 1),
 }
 
 
@@ -80,8 +83,7 @@ def _fmt(mean: float, std: float | None, factor: float, decimals: int) -> str:
 
 def markdown_table(experiment: Experiment, rows: Sequence[SummaryRow]) -> str:
     """Grid values, method, number of seeds and every metric as mean ± std."""
-    keys = list(experiment.grid)
-    metrics = shown_metrics(rows)
+    keys, metrics = list(experiment.grid), shown_metrics(rows)
     header = [*keys, "method", "seeds", *(title for title, _, _ in metrics.values())]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
@@ -94,8 +96,7 @@ def markdown_table(experiment: Experiment, rows: Sequence[SummaryRow]) -> str:
 
 def write_csv(experiment: Experiment, rows: Sequence[SummaryRow], path: Path) -> None:
     """One line per row; each metric as ``<metric>_mean`` and ``<metric>_std`` in summary.json's units."""
-    keys = list(experiment.grid)
-    metrics = shown_metrics(rows)
+    keys, metrics = list(experiment.grid), shown_metrics(rows)
     with path.open("w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow([*keys, "method", "seeds", *(f"{m}_{s}" for m in metrics for s in ("mean", "std"))])

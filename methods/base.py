@@ -14,7 +14,8 @@ selection, SGD; ``client_app/local_update.py``). A method says only what differs
 - ``client_train`` / ``strategy``: its client step and its server step (a Flower ``Strategy``), when the shared
   ones (the local update; ``PartialModelFedAvg``) do not fit;
 - ``queries``: messages its server sends besides training (KAFAL's end-of-cycle query);
-- ``check``: what its settings must satisfy together, and against the clients' data at start.
+- ``check``: what its settings must satisfy together (a level the model lacks, a size larger than the model's
+  features), and against the clients' data at start.
 
 Client selection (``client-selection``) and the aggregation rule (``aggregation``) are axes of the shared server
 step, so every method composes with FedEntOpt and the robust rules.

@@ -157,3 +157,10 @@ FEWSHOT_ONLY_METRICS = (
     Number(TRAIN_SECONDS, float, 0.0, MAX_SECONDS),
     Number(THREADS, int, 1, 4096),
 )
+# FedSplit (methods/fedsplit.py): a training reply also carries the client's metadata D_k,meta, the feature maps of
+# its selected samples (all of them under ``fedsplit-all``) at ``metadata-level``, with their labels.
+FEATURE_METADATA = "feature-metadata"  # ArrayRecord holding exactly FEATURE_MAPS and MAP_LABELS
+FEATURE_MAPS = "feature-maps"  # float32, S × (the model's map shape at metadata-level), S ≥ 1
+MAP_LABELS = "labels"  # int64, S, each in [0, classes)
+METADATA_SECONDS = "metadata-seconds"  # extracting the maps and selecting among them, apart from train-seconds
+FEDSPLIT_TRAIN_METRICS = (*TRAIN_METRICS, Number(METADATA_SECONDS, float, 0.0, MAX_SECONDS))

@@ -401,7 +401,8 @@ def resolved_axes(values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def parse_run_config(run_config: Mapping[str, Any]) -> RunConfig:
-    """Validate Flower's ``context.run_config`` and return a ``RunConfig``; raise ``ConfigError``."""
+    """Validate Flower's ``context.run_config`` (with the method's ``check``) and return a ``RunConfig``; raise
+    ``ConfigError``."""
     core = declared_settings(RunConfig)
     missing = [s.key for s in core if s.key not in run_config]
     if missing:

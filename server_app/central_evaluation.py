@@ -46,8 +46,7 @@ class CentralEvaluation:
             and len(self.labels)
             and self._feature_bytes() <= MAX_CACHED_FEATURES_BYTES
         ):
-            self.features = self._frozen_features()
-            del self.inputs  # φ(x) replaces the images
+            self.features = self._frozen_features()  # the images stay for ``of_state``
 
     def _feature_bytes(self) -> int:
         with torch.no_grad():
@@ -59,6 +58,13 @@ class CentralEvaluation:
         self.model.load_state_dict(self.frozen, strict=False)  # φ's entries; θ's do not enter forward_to
         self.model.eval()
         return predict_logits(lambda x: self.model.forward_to(x, self.level), self.inputs, self.batch_size)
+
+    def of_state(self, state: Mapping[str, torch.Tensor]) -> tuple[float, float]:
+        """Test loss and accuracy of a whole model's state (a method's own model, e.g. FedSplit's composed one),
+        run on the images: its φ may not be the run's."""
+        self.model.load_state_dict(state)
+        self.model.eval()
+        return evaluate(self.model, self.inputs, self.labels, self.batch_size)
 
     def _load(self, theta: ArrayRecord) -> None:
         self.model.load_state_dict(merge_state(self.frozen, theta.to_torch_state_dict(), self.order))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from datetime import datetime
 from logging import ERROR, INFO
 from pathlib import Path
@@ -29,6 +30,8 @@ from server_app.run_plot import write_cycles_plot, write_run_plot
 CONFIG_FILE, ROUNDS_FILE, SUMMARY_FILE, MODEL_FILE = "config.json", "rounds.jsonl", "summary.json", "model.pt"
 CYCLES_FILE = "cycles.jsonl"
 LABEL_COUNTS_FILE = "label_counts.json"
+#: A method's own summary fields, from the rounds recorded (e.g. the best accuracy of a model it adds).
+SummaryFields = Callable[[list[dict[str, Any]]], dict[str, Any]]
 
 
 def run_directory(config: RunConfig, now: datetime | None = None, method: str | None = None) -> Path:
@@ -102,11 +105,16 @@ class RunRecorder:
         self._pending_cycle: dict[str, Any] | None = None
         self._round_start = 0.0
         self.finished = False
+        self.method_summaries: list[SummaryFields] = []
         directory.mkdir(parents=True, exist_ok=True)
         replace_text(directory / ROUNDS_FILE, "".join(_json_line(r) for r in self.rounds))
         replace_text(directory / CONFIG_FILE, json.dumps(config.to_dict(), indent=2) + "\n")
         if self.cycles:
             replace_text(directory / CYCLES_FILE, "".join(_json_line(c) for c in self.cycles))
+
+    def add_summary(self, fields: SummaryFields) -> None:
+        """Have summary.json also hold ``fields(rounds)`` (a method reporting more than the global model)."""
+        self.method_summaries.append(fields)
 
     def state(self) -> dict[str, Any]:
         """What a checkpoint keeps of the results so far."""
@@ -231,6 +239,7 @@ class RunRecorder:
             "mean_last10_accuracy": _mean(r["accuracy"] for r in self.rounds[-10:]),
             **({"cycles": [_cycle_summary(c) for c in self.cycles]} if self.cycles else {}),
             **best_other_accuracies(self.rounds),
+            **{key: value for fields in self.method_summaries for key, value in fields(self.rounds).items()},
         }
 
     def write_label_counts(self, counts: dict[str, list[float]]) -> None:

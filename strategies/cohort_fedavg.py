@@ -391,8 +391,11 @@ class CohortFedAvg(FedAvg):
     def aggregate_arrays(self, contents: list[RecordDict], partition_ids: list[int]) -> tuple[ArrayRecord, dict]:
         """The new global arrays from the accepted replies (in partition-id order), and the rule's report for
         rounds.jsonl (who was clipped, capped or kept)."""
-        if self.aggregation.rule == MEAN:  # FedAvg exactly as Flower computes it
-            return conform_to(aggregate_arrayrecords(contents, self.weighted_by_key), self._expected), {}
+        if self.aggregation.rule == MEAN:  # FedAvg exactly as Flower computes it, over θ alone (not reply_records)
+            models = [
+                RecordDict({ARRAYS: c.array_records[ARRAYS], METRICS: c.metric_records[METRICS]}) for c in contents
+            ]
+            return conform_to(aggregate_arrayrecords(models, self.weighted_by_key), self._expected), {}
         client_arrays = [{k: a.numpy() for k, a in c.array_records[ARRAYS].items()} for c in contents]
         weights = [float(c.metric_records[METRICS][NUM_EXAMPLES]) for c in contents]  # type: ignore[arg-type]
         sent = {key: array.numpy() for key, array in self._sent.items()}

@@ -250,6 +250,22 @@ def test_mean_is_bitwise_flowers_weighted_mean_in_partition_order() -> None:
     assert observer.reply_fields[0] == {"aggregated": True, "failed": [], "rejected": [], "timed_out": []}
 
 
+@pytest.mark.parametrize("rule", ["mean", "clipped-mean"])
+def test_a_methods_extra_reply_records_are_not_averaged_into_theta(rule: str) -> None:
+    """A strategy declaring more reply records (FedSplit's metadata) still aggregates θ alone."""
+    observer = Observer()
+    strategy, messages = four_client_round(observer, aggregation=AggregationSettings(rule))
+    strategy.reply_records = {"extra": ArrayRecord}
+    replies = []
+    for m in messages:
+        pid = NODES[m.metadata.dst_node_id]
+        reply = train_reply(m, {"w": torch.full((2,), float(pid))}, sound_metrics(pid, 100))
+        reply.content["extra"] = ArrayRecord({"maps": torch.ones(pid + 1, 3)})  # a different shape per client
+        replies.append(reply)
+    arrays, _ = strategy.aggregate_train(1, replies)
+    assert list(arrays.keys()) == ["w"] and arrays["w"].numpy().shape == (2,)
+
+
 def test_a_round_with_fewer_updates_than_krum_needs_is_skipped() -> None:
     observer = Observer()
     strategy, messages = four_client_round(observer, aggregation=AggregationSettings("krum", byzantine_clients=1))

@@ -126,3 +126,21 @@ def test_the_base_accuracy_column_appears_only_when_a_cell_records_it() -> None:
     header, _, first, second = table.splitlines()[:4]
     assert header.split(" | ")[3:5] == ["best acc. (%)", "best base acc. (%)"]
     assert "| 55.00 |" in first + second and "| – |" in table  # fedft-eds has none
+
+
+def test_a_method_s_own_metrics_get_columns_only_when_some_row_has_them(tmp_path: Path) -> None:
+    plain = markdown_table(experiment(), summarise(experiment(), results())).splitlines()[0]
+    assert "composed" not in plain and "metadata" not in plain
+    with_split = results()
+    cell = next(iter(with_split))
+    with_split[cell].summary.update(best_composed_accuracy=0.55, total_metadata_bytes=3e6)
+    rows = summarise(experiment(), with_split)
+    table = [
+        [c.strip() for c in line.strip("|").split("|")] for line in markdown_table(experiment(), rows).splitlines()
+    ]
+    composed, metadata = table[0].index("best composed acc. (%)"), table[0].index("MB metadata")
+    assert metadata == composed + 1 == table[0].index("best acc. (%)") + 2  # after the best accuracy
+    assert (table[2][composed], table[2][metadata]) == ("55.00", "3.0")
+    assert (table[3][composed], table[3][metadata]) == ("–", "–")
+    write_csv(experiment(), rows, tmp_path / "s.csv")
+    assert float(next(csv.DictReader((tmp_path / "s.csv").open()))["best_composed_accuracy_mean"]) == 0.55

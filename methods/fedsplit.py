@@ -1,0 +1,199 @@
+"""FedSplit with K-means feature-map selection (Shi thesis §6.2-6.3, Algorithm 5; THESIS-METHODS §4).
+
+Each round t, every client k
+1. receives w_g^t = {φ_g^t, θ_g^t} and, with it in eval mode and *before* training, computes the feature maps of
+   all its samples at ``metadata-level`` l (``low``, ``mid``, ``up``: the model's split levels; eq. 6.3);
+2. selects metadata (eq. 6.4; ``methods/fedsplit_kmeans.py``): flattens the maps, projects them with PCA (fitted on
+   all its maps) to ``n-com`` dimensions, runs K-means with ``k-means-clusters`` clusters on each class apart, and
+   keeps the real sample nearest each centroid, as its original (unprojected) map with its label; a class with no
+   more samples than clusters keeps all of them. ``fedsplit-all`` keeps every map (the thesis's "all metadata");
+3. trains the whole model as FedAvg does (the shared local update, ``local-epochs`` of SGD on all its data);
+4. replies with w_k^{t+1} and the metadata (``feature-metadata``; ``protocol/messages.py``), plus
+   ``metadata-seconds``, the time steps 1-2 took (apart from ``train-seconds``).
+
+The server (``strategies/fedsplit.py``) refuses replies whose metadata is unsound (``protocol/feature_metadata.py``),
+FedAvg's the accepted models into w_g^{t+1} (what the next round distributes; rounds.jsonl's ``accuracy``), trains
+θ (the stages above l) from the same fresh initialisation θ_g^ini every round on the union of the metadata for
+``meta-epochs`` of plain SGD (``meta-learning-rate``, ``meta-batch-size``; eq. 6.5; ``methods/fedsplit_meta.py``),
+and evaluates the composed model {θ_meta^t, φ_g^t} (``composed_accuracy``), in every round or, to save server
+time, every ``meta-every``-th round and the last. The metadata's bytes count in ``bytes_up``.
+
+Decisions where the thesis is silent (THESIS-METHODS §4.2, §10): PCA per client over all its maps, K-means++
+seeding drawn from (seed, round, partition); meta-training batch 50 (the thesis's local batch), no momentum or
+weight decay ("SGD with a learning rate of 0.1"); θ_g^ini drawn once per run from the seed. Settings that cannot
+fit the model (a level it lacks, ``n-com`` above the flattened map size at that level) stop the run at start.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+from flwr.app import Message, RecordDict
+from flwr.serverapp.strategy import Strategy
+
+from data.catalog import DATASETS
+from methods.base import Method
+from methods.fedsplit_kmeans import LEVEL_KEY, N_COM_KEY
+from methods.fedsplit_meta import MetaTraining
+from methods.model_outputs import feature_map_shapes
+from protocol.feature_metadata import MetadataLimits
+from run_config import ConfigError, RunConfig, build_model_for
+from run_config.settings import one_of, positive, setting
+from server_app.central_evaluation import CentralEvaluation
+from strategies.fedsplit import FedSplitFedAvg, MetadataPlan, composed_summary, meta_seed
+
+if TYPE_CHECKING:
+    from client_app.node import Node
+    from models.split_model import SplitModel
+    from server_app.lifecycle import FederatedRun
+
+#: The seed stream θ_g^ini is drawn from (round 0 of the meta-training seeds: no round uses it for batches).
+INIT_ROUND = 0
+
+
+#: The split levels of the app's models; the configured model must have the one chosen (checked at start).
+LEVELS = ("low", "mid", "up")
+
+
+@dataclass(frozen=True)
+class FedSplitSettings:
+    metadata_level: str = setting(
+        "low",
+        "FedSplit: level l of the feature maps clients send (`low`, `mid` or `up`, a split level of the model); "
+        "the server trains the stages above it on them.",
+        one_of(*LEVELS),
+    )
+    n_com: int = setting(
+        200, "FedSplit K-means: PCA components before clustering (at most the map size at `metadata-level`).", positive
+    )
+    k_means_clusters: int = setting(
+        20,
+        "FedSplit K-means: clusters per class; the sample nearest each centroid is sent (a class with no more "
+        "samples than clusters sends all).",
+        positive,
+    )
+    meta_epochs: int = setting(100, "FedSplit: epochs of the server's training of θ from scratch each round.", positive)
+    meta_learning_rate: float = setting(
+        0.1, "FedSplit: SGD learning rate of the server's metadata training (no momentum or weight decay).", positive
+    )
+    meta_batch_size: int = setting(50, "FedSplit: mini-batch size of the server's metadata training.", positive)
+    meta_every: int = setting(
+        1,
+        "FedSplit: the server trains θ on the metadata and evaluates the composed model every n-th round and in the "
+        "last (1: every round, as the thesis; more saves server time, clients are unchanged).",
+        positive,
+    )
+
+
+def metadata_map_shape(config: RunConfig) -> tuple[int, ...]:
+    """The per-sample shape of the configured model's feature maps at ``metadata-level``; ``ConfigError`` naming the
+    key when the model has no such level. Builds the model without touching the global random state."""
+    level = config.settings(FedSplitSettings).metadata_level
+    with torch.random.fork_rng(devices=[]):
+        model = build_model_for(config)
+    if level not in model.levels:
+        raise ConfigError(
+            f"run config '{LEVEL_KEY}' = {level!r} is invalid: {config.model} splits at {', '.join(model.levels)}"
+        )
+    info = DATASETS[config.dataset]
+    return feature_map_shapes(model, (info.channels, 32, 32), [level])[level]
+
+
+def check_all_metadata(config: RunConfig, client_sizes: Mapping[int, int] | None = None) -> None:
+    """``fedsplit-all``: the metadata level must be one of the model's (the clients' sizes play no part)."""
+    metadata_map_shape(config)
+
+
+def check_kmeans_selection(config: RunConfig, client_sizes: Mapping[int, int] | None = None) -> None:
+    """``fedsplit-kmeans``: the level must be the model's, and ``n-com`` at most the flattened map size there.
+    More clusters than a class has samples is no error: that class sends all its samples."""
+    size = math.prod(metadata_map_shape(config))
+    settings = config.settings(FedSplitSettings)
+    if settings.n_com > size:
+        raise ConfigError(
+            f"run config '{N_COM_KEY}' = {settings.n_com} is invalid: it is larger than the {size} values of a "
+            f"{config.model} feature map at {LEVEL_KEY} {settings.metadata_level!r}; choose at most {size}"
+        )
+
+
+def client_step(kmeans: bool) -> Callable[[Node, Message], RecordDict]:
+    """The client's round: metadata (K-means-selected, or all of it), then the shared local update."""
+
+    def step(node: Node, msg: Message) -> RecordDict:
+        # Imported when called: the client step builds on the shared local update, which imports the method registry.
+        from client_app.fedsplit_step import fedsplit_train
+
+        return fedsplit_train(node, msg, kmeans=kmeans)
+
+    return step
+
+
+def server_strategy(kmeans: bool) -> Callable[[FederatedRun], Strategy]:
+    """The server's step: the shared strategy, plus the metadata checks, θ_meta and the composed model."""
+
+    def build(run: FederatedRun) -> Strategy:
+        config = run.config
+        settings = config.settings(FedSplitSettings)
+        with torch.random.fork_rng(devices=[]):  # models initialise on the CPU generator: seed it alone
+            torch.default_generator.manual_seed(meta_seed(config.seed, INIT_ROUND))
+            template = build_model_for(config)
+
+        def fresh_model() -> SplitModel:
+            return copy.deepcopy(template)
+
+        evaluation = CentralEvaluation(config, {}, run.device)
+        limits = MetadataLimits(
+            map_shape=metadata_map_shape(config),
+            num_classes=DATASETS[config.dataset].num_classes,
+            per_class=settings.k_means_clusters if kmeans else None,
+            every_sample=not kmeans,
+        )
+        training = MetaTraining(settings.meta_epochs, settings.meta_learning_rate, settings.meta_batch_size)
+        plan = MetadataPlan(
+            level=settings.metadata_level,
+            limits=limits,
+            training=training,
+            fresh_model=fresh_model,
+            evaluate=evaluation.of_state,
+            device=run.device,
+            seed=config.seed,
+            directory=run.directory,
+            every=settings.meta_every,
+            last_round=config.num_server_rounds,
+        )
+        run.recorder.add_summary(composed_summary)
+        return FedSplitFedAvg(plan=plan, **run.strategy_arguments())
+
+    return build
+
+
+#: Every run of these methods trains the whole model on all local data, as FedAvg does.
+_FEDAVG_AXES = {"freeze": "none", "data-selection": "all", "selection-fraction": 1.0}
+
+FEDSPLIT_KMEANS = Method(
+    "fedsplit-kmeans",
+    "FedSplit: FedAvg, plus θ above `metadata-level` trained on the server from scratch on the feature maps "
+    "nearest each client's per-class K-means centroids; evaluated composed with the round's φ.",
+    presets=_FEDAVG_AXES,
+    settings=(FedSplitSettings,),
+    client_train=client_step(kmeans=True),
+    strategy=server_strategy(kmeans=True),
+    check=check_kmeans_selection,
+    paper="Shi thesis, Algorithm 5",
+)
+FEDSPLIT_ALL = Method(
+    "fedsplit-all",
+    "FedSplit with all metadata: every client sends the feature maps of all its samples (no selection).",
+    presets=_FEDAVG_AXES,
+    settings=(FedSplitSettings,),
+    client_train=client_step(kmeans=False),
+    strategy=server_strategy(kmeans=False),
+    check=check_all_metadata,
+    paper="Shi thesis, Table 6.3 (all meta)",
+)
+METHODS = (FEDSPLIT_KMEANS, FEDSPLIT_ALL)
