@@ -3,6 +3,7 @@ round's numbers). Methods whose client does something else give ``Method.client_
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import torch
@@ -52,7 +53,7 @@ def train_metrics(partition_id: int, result: UpdateResult) -> MetricRecord:
 
 def shared_train(node: Node, msg: Message) -> RecordDict:
     """Select local data, train θ under the configured objective, reply with θ and the round's numbers."""
-    config = node.config
+    config = dataclasses.replace(node.config, local_epochs=node.local_epochs(msg))
     fault = parse_fail_partitions(config.fail_partitions).get(node.partition_id)
     fault_injection.before_training(fault, config.round_timeout)
     data = fault_injection.training_data(node.data(), fault, DATASETS[config.dataset].num_classes)

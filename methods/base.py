@@ -12,7 +12,9 @@ selection, SGD; ``client_app/local_update.py``). A method says only what differs
 - ``objectives``: local objectives it brings (FedProx's proximal term, MOON's contrastive loss), selectable by any
   method through the ``objective`` setting;
 - ``client_train`` / ``strategy``: its client step and its server step (a Flower ``Strategy``), when the shared
-  ones (the local update; ``PartialModelFedAvg``) do not fit.
+  ones (the local update; ``PartialModelFedAvg``) do not fit;
+- ``check_run``: checks of its settings that need data or the number of clients, run when the run starts (a
+  refused value stops the run before any training, naming the key).
 
 Client selection (``client-selection``) and the aggregation rule (``aggregation``) are axes of the shared server
 step, so every method composes with FedEntOpt and the robust rules.
@@ -91,4 +93,6 @@ class Method:
     #: Queries the method's server sends besides training (message type "query.<name>" -> the client's answer,
     #: a (Node, Message) -> RecordDict); declare their records in protocol/messages.py.
     queries: Mapping[str, Any] = field(default_factory=dict)
+    #: (RunConfig, number of clients) -> None, raising ConfigError naming the key; run by FederatedRun.start.
+    check_run: Any = None
     paper: str = ""

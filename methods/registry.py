@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from methods import fedavg, fedft, fedprox
+from methods import fedat_method, fedavg, fedft, fedkad_method, fedprox
 from methods.base import CrossEntropy, Method, ObjectiveFactory
 
-_MODULES = (fedavg, fedprox, fedft)
+_MODULES = (fedavg, fedprox, fedft, fedat_method, fedkad_method)
 
 METHODS: Mapping[str, Method] = {m.name: m for module in _MODULES for m in module.METHODS}
 OBJECTIVES: Mapping[str, ObjectiveFactory] = {

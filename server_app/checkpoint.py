@@ -2,7 +2,8 @@
 
 A checkpoint holds everything the next rounds depend on: the global model (φ and θ), the number of the
 last finished round, the selection policy's state (FedEntOpt's buffer and random generator) and the
-results so far. Everything else a round uses is derived from the seed and the round number (cohorts of
+results so far, and the strategy's own state where it keeps one (a custom-size method's client models). Everything
+else a round uses is derived from the seed and the round number (cohorts of
 random selection, each client's data selection and SGD order), so a resumed run repeats an
 uninterrupted one. It is written to a temporary file and renamed over the old one: a kill mid-write
 leaves the previous checkpoint intact.
@@ -10,7 +11,7 @@ leaves the previous checkpoint intact.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,7 @@ class Checkpoint:
     selection: dict[str, Any]  # the cohort policy's state (empty for stateless random selection)
     results: dict[str, Any]  # RunRecorder.state()
     config: dict[str, Any]  # the run config it was written under
+    strategy: dict[str, Any] = field(default_factory=dict)  # the strategy's state_dict() (empty: it keeps none)
 
 
 def save_checkpoint(path: Path, checkpoint: Checkpoint) -> None:

@@ -1,7 +1,8 @@
 """A federated run from start to finish, as a story in named steps.
 
 1. ``FederatedRun.start``: validate the settings, lock the run folder, wait for the clients, check the settings
-   against them, resume from a checkpoint or pretrain, split the model into φ (frozen) and θ (trained).
+   against them (and the method's own ``check_run``), resume from a checkpoint or pretrain, split the model into
+   φ (frozen) and θ (trained).
 2. ``FederatedRun.rounds``: the method's strategy (``Method.strategy``, by default ``PartialModelFedAvg``) runs the
    rounds with Flower's ``Strategy.start``. In each round it *selects* a cohort and *configures* the clients'
    messages (``configure_train``), *collects and validates* their replies and *aggregates* the sound ones
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from logging import ERROR, INFO
 from pathlib import Path
 from typing import Any
@@ -106,6 +107,8 @@ class FederatedRun:
     trained: dict[str, torch.Tensor]  # θ at the start (pretrained, or from the checkpoint)
     order: list[str]  # the model's state-dict keys
     first_round: int  # 1, or the round after the checkpoint's
+    resumed_strategy: dict[str, Any] = field(default_factory=dict)  # the checkpoint's strategy state
+    running: Strategy | None = None  # the strategy running the rounds (its state is checkpointed)
 
     @classmethod
     def start(cls, grid: Grid, context: Context, held: ExitStack) -> FederatedRun:
@@ -121,6 +124,8 @@ class FederatedRun:
             connected = population.available(grid)
             sizes = partition_sizes(split, population.expected)
             check_population(config, population.expected)  # before pretraining: an impossible run costs nothing
+            if (check_run := method(config.method).check_run) is not None:
+                check_run(config, population.expected)
             checkpoint = resume_point(directory, config)
             recorder = RunRecorder(directory, config, resume_from=checkpoint.results if checkpoint else None)
             state = checkpoint.model if checkpoint else initial_state(config, device)
@@ -168,7 +173,29 @@ class FederatedRun:
             trained,
             list(state),
             done + 1,
+            checkpoint.strategy if checkpoint else {},
         )
+
+    def cohort_arguments(self) -> dict[str, Any]:
+        """What every ``CohortFedAvg`` of this run is built with: cohorts, checks, stragglers, aggregation, reports."""
+        config = self.config
+        return {
+            "population": self.population,
+            "label_counts": self.label_counts,
+            "select": self.select,
+            "observer": self.recorder,
+            "round_config": learning_rate_schedule(config),
+            "fraction_evaluate": config.fraction_evaluate,
+            "min_train_nodes": config.min_train_nodes,
+            "straggler_fraction": config.straggler_fraction,
+            "straggler_mode": config.straggler_mode,
+            "straggler_work": config.straggler_work,
+            "local_epochs": config.local_epochs,
+            "seed": config.seed,
+            "aggregation": aggregation_settings(config),
+            "expected_examples": expected_examples(config),
+            "first_round": self.first_round,
+        }
 
     def strategy(self) -> Strategy:
         """The method's strategy, or the shared one: cohorts by partition id, checked replies, robust
@@ -176,22 +203,7 @@ class FederatedRun:
         factory = method(self.config.method).strategy
         if factory is not None:
             return factory(self)
-        config = self.config
-        return PartialModelFedAvg(
-            frozen=ArrayRecord(self.frozen),
-            population=self.population,
-            label_counts=self.label_counts,
-            select=self.select,
-            observer=self.recorder,
-            round_config=learning_rate_schedule(config),
-            fraction_evaluate=config.fraction_evaluate,
-            min_train_nodes=config.min_train_nodes,
-            straggler_fraction=config.straggler_fraction,
-            seed=config.seed,
-            aggregation=aggregation_settings(config),
-            expected_examples=expected_examples(config),
-            first_round=self.first_round,
-        )
+        return PartialModelFedAvg(frozen=ArrayRecord(self.frozen), **self.cohort_arguments())
 
     def rounds(self, grid: Grid) -> ArrayRecord:
         """Step 2: the remaining rounds; returns θ after the last one (unchanged when none aggregated)."""
@@ -201,8 +213,11 @@ class FederatedRun:
             return arrays
         evaluate = CentralEvaluation(self.config, self.frozen, self.device)
         add_exit_handler(self.interrupted)  # how Flower stops a ServerApp on SIGTERM
+        self.running = self.strategy()
+        if self.resumed_strategy:
+            self.running.load_state_dict(self.resumed_strategy)  # type: ignore[attr-defined]
         try:
-            result = self.strategy().start(
+            result = self.running.start(
                 grid=grid,
                 initial_arrays=arrays,
                 num_rounds=remaining,
@@ -240,7 +255,15 @@ class FederatedRun:
         model = merge_state(self.frozen, theta.to_torch_state_dict(), self.order)
         state_dict = getattr(self.select, "state_dict", None)
         selection = state_dict() if state_dict else {}
-        checkpoint = Checkpoint(server_round, model, selection, self.recorder.state(), self.config.to_dict())
+        strategy_state = getattr(self.running, "state_dict", None)
+        checkpoint = Checkpoint(
+            server_round,
+            model,
+            selection,
+            self.recorder.state(),
+            self.config.to_dict(),
+            strategy_state() if strategy_state else {},
+        )
         save_checkpoint(self.directory / CHECKPOINT_FILE, checkpoint)
 
     def finish(self, theta: ArrayRecord) -> dict[str, Any]:

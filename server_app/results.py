@@ -170,6 +170,10 @@ class RunRecorder:
             "total_bytes_up": sum(r["bytes_up"] for r in self.rounds),
             "mean_cohort_label_entropy": _mean(r.get("cohort_label_entropy") for r in self.rounds),
             "mean_last10_accuracy": _mean(r["accuracy"] for r in self.rounds[-10:]),
+            "best_client_accuracy_mean": max(
+                (r["client_accuracy_mean"] for r in self.rounds if r.get("client_accuracy_mean") is not None),
+                default=None,
+            ),
         }
 
     def write_label_counts(self, counts: dict[str, list[float]]) -> None:

@@ -6,7 +6,9 @@ population, pick partition ids, address their nodes) and ``aggregate_train`` (so
 accepted, failed, rejected and timed out, aggregate the accepted ones under the ``aggregation`` rule
 (``strategies/robust_aggregation.py``; ``mean`` is Flower's FedAvg mean unchanged) and report it all to an
 observer); Flower's ``Strategy.start`` runs the rounds unchanged. What each client receives
-goes through one hook, ``records_for``; a resumed run numbers its rounds on from ``first_round``.
+goes through hooks: ``records_for`` (its arrays), ``train_records_for`` (a training message's arrays: a method with
+per-client models sends each client its own) and ``config_for`` (its config: a straggler's shortened epochs); a
+resumed run numbers its rounds on from ``first_round``.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from protocol.messages import (
     EVAL_LOSS,
     EVALUATE,
     LEARNING_RATE,
+    LOCAL_EPOCHS,
     METRICS,
     NUM_EXAMPLES,
     SERVER_ROUND,
@@ -51,7 +54,7 @@ from strategies.robust_aggregation import (
     min_clients,
     robust_aggregate,
 )
-from strategies.stragglers import select_stragglers
+from strategies.stragglers import partial_epochs, round_stragglers
 
 #: (available partition ids, server round) -> the cohort, in selection order
 SelectCohort = Callable[[list[int], int], list[int]]
@@ -121,6 +124,9 @@ class CohortFedAvg(FedAvg):
         fraction_evaluate: float = 0.0,
         min_train_nodes: int = 1,
         straggler_fraction: float = 0.0,
+        straggler_mode: str = "redraw",
+        straggler_work: str = "none",
+        local_epochs: int = 1,
         seed: int = 0,
         aggregation: AggregationSettings = DEFAULT_AGGREGATION,
         expected_examples: ExpectedExamples = lambda num_local: None,
@@ -142,6 +148,8 @@ class CohortFedAvg(FedAvg):
         self.round_config = round_config or (lambda server_round: {})
         self.seed = seed
         self.straggler_fraction = straggler_fraction
+        self.straggler_mode, self.straggler_work, self.local_epochs = straggler_mode, straggler_work, local_epochs
+        self._epochs_of: dict[int, int] = {}  # partition id -> shortened epochs this round (partial-work stragglers)
         self.aggregation = aggregation
         self.expected_examples = expected_examples
         self.first_round = first_round  # the run's number for Flower's round 1 (a resumed run goes on)
@@ -155,12 +163,27 @@ class CohortFedAvg(FedAvg):
         """The array records sent to one client (subclasses add to it)."""
         return {self.arrayrecord_key: arrays}
 
+    def train_records_for(self, partition_id: int, arrays: ArrayRecord) -> dict[str, ArrayRecord]:
+        """The array records of one client's training message (a method with per-client models sends its own)."""
+        return self.records_for(partition_id, arrays)
+
+    def config_for(self, partition_id: int, config: ConfigRecord) -> ConfigRecord:
+        """The config sent to one client (subclasses add to it): the round's, with a partial-work straggler's
+        epochs."""
+        if partition_id in self._epochs_of:
+            return ConfigRecord({**config, LOCAL_EPOCHS: self._epochs_of[partition_id]})
+        return config
+
     def _messages(
         self, cohort: list[int], arrays: ArrayRecord, config: ConfigRecord, message_type: str
     ) -> list[Message]:
         messages = []
         for pid in cohort:
-            content = RecordDict({**self.records_for(pid, arrays), self.configrecord_key: config})
+            training = message_type == TRAIN
+            records = self.train_records_for(pid, arrays) if training else self.records_for(pid, arrays)
+            content = RecordDict(
+                {**records, self.configrecord_key: self.config_for(pid, config) if training else config}
+            )
             messages.append(
                 Message(content=content, message_type=message_type, dst_node_id=self.population.node_of(pid))
             )
@@ -180,10 +203,17 @@ class CohortFedAvg(FedAvg):
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
         """Wait for the clients, select a cohort by partition id and send the arrays to those of it that
-        do not drop out this round (``straggler_fraction``)."""
+        do not drop out this round (``straggler_fraction``; stragglers doing partial work get fewer epochs)."""
         server_round += self.first_round - 1
         selected = self.select(self.available(grid), server_round)
-        dropped = select_stragglers(selected, self.straggler_fraction, self.seed, server_round)
+        slow = round_stragglers(
+            selected, self.straggler_fraction, self.straggler_mode, self.seed, server_round, self.population.expected
+        )
+        partial = self.straggler_work == "partial"
+        dropped = [] if partial else slow
+        self._epochs_of = (
+            {pid: partial_epochs(self.local_epochs, self.seed, server_round, pid) for pid in slow} if partial else {}
+        )
         cohort = [pid for pid in selected if pid not in dropped]
         self._cohort, self._expected, self._sent = cohort, array_specs(arrays), arrays
         round_config = ConfigRecord({**config, **self.round_config(server_round), SERVER_ROUND: server_round})
@@ -200,6 +230,7 @@ class CohortFedAvg(FedAvg):
             cohort_labels_covered=labels_covered(cohort_counts),
             learning_rate=float(round_config[LEARNING_RATE]) if LEARNING_RATE in round_config else None,  # type: ignore[arg-type]
             dropped=dropped,
+            **({"partial_epochs": {str(pid): e for pid, e in self._epochs_of.items()}} if partial else {}),
         )
         return messages
 
