@@ -116,7 +116,7 @@ def metadata_rows(num_local: int, share: float, seed: int, server_round: int, pa
     """Which local samples a client sends maps of: all, in order, or a seeded ⌈share·n⌉ of them, sorted."""
     if share >= 1.0:
         return torch.arange(num_local)
-    generator = torch.Generator().manual_seed(step_seed(seed, server_round, partition_id))
+    generator = torch.Generator().manual_seed(step_seed(seed, server_round, ROUND, partition_id))
     return torch.randperm(num_local, generator=generator)[: selection_size(num_local, share)].sort().values
 
 
@@ -137,9 +137,13 @@ def fedat_train(node: Node, msg: Message) -> RecordDict:
     return own_model_reply(node, model, result, **{METADATA: metadata})
 
 
-def step_seed(seed: int, server_round: int, partition_id: int) -> int:
-    """The seed of one client's server steps in one round (batch order, dropout), reproducible."""
-    return int(np.random.SeedSequence([seed, server_round, partition_id, 0xFEDA]).generate_state(1)[0])
+#: What a server-side seed is for: one client's copy of the global model, a client model's refinement, the round.
+GLOBAL_COPY, CLIENT_MODEL_UPDATE, ROUND = 0, 1, 2
+
+
+def step_seed(seed: int, server_round: int, role: int, partition_id: int = 0) -> int:
+    """The seed of one server-side training (batch order, dropout) in one round, reproducible."""
+    return int(np.random.SeedSequence([seed, server_round, role, partition_id, 0xFEDA]).generate_state(1)[0])
 
 
 class FedATStrategy(ClientModelFedAvg):
@@ -193,7 +197,7 @@ class FedATStrategy(ClientModelFedAvg):
         global_model = self.global_model().to(device)
         copies, sizes, clients = [], [], {}
         for content, pid in zip(contents, partition_ids, strict=True):
-            seed = step_seed(self.seed, self.current_round, pid)
+            seed = step_seed(self.seed, self.current_round, GLOBAL_COPY, pid)
             torch.manual_seed(seed)  # dropout
             client = self.client_model(pid, content.array_records[ARRAYS].to_torch_state_dict()).to(device)
             maps, labels = self.read_client_metadata(pid, content)
@@ -230,7 +234,9 @@ class FedATStrategy(ClientModelFedAvg):
                 lr=s.at_learning_rate,
                 beta=s.at_beta,
                 form=s.at_form,  # type: ignore[arg-type]
-                generator=torch.Generator().manual_seed(step_seed(self.seed, self.current_round, -1 - pid)),
+                generator=torch.Generator().manual_seed(
+                    step_seed(self.seed, self.current_round, CLIENT_MODEL_UPDATE, pid)
+                ),
                 **self._sgd(),
             )
             self.keep_client_model(pid, client)

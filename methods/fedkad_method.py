@@ -39,7 +39,14 @@ from methods.client_models import (
     check_client_models,
     client_model_query,
 )
-from methods.fedat_method import CUSTOM_SIZE_PRESETS, client_model_arguments, input_shape, step_seed
+from methods.fedat_method import (
+    CLIENT_MODEL_UPDATE,
+    CUSTOM_SIZE_PRESETS,
+    ROUND,
+    client_model_arguments,
+    input_shape,
+    step_seed,
+)
 from methods.fedkad import (
     DEFAULT_BETA,
     DEFAULT_GENERIC_SAMPLES,
@@ -173,7 +180,7 @@ class DistillationStrategy(ClientModelFedAvg):
         """Alg. 4 lines 11–15 (FedMD: without the prototypes) over the accepted replies, in partition-id order."""
         tick = time.perf_counter()
         s, t, device = self.settings, self.training, self.device
-        round_seed = step_seed(self.seed, self.current_round, -1)
+        round_seed = step_seed(self.seed, self.current_round, ROUND)
         draw = draw_generic_indices(len(self.generic), s.generic_samples, torch.Generator().manual_seed(round_seed))
         inputs = self.generic_inputs[draw.to(device)]
         clients = {
@@ -206,7 +213,7 @@ class DistillationStrategy(ClientModelFedAvg):
             **sgd,
         )
         for pid, client in clients.items():
-            seed = step_seed(self.seed, self.current_round, pid)
+            seed = step_seed(self.seed, self.current_round, CLIENT_MODEL_UPDATE, pid)
             torch.manual_seed(seed)
             distil(client, inputs, consensus, prototypes, held, generator=torch.Generator().manual_seed(seed), **sgd)
             self.keep_client_model(pid, client)
