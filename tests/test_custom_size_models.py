@@ -10,18 +10,30 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from flwr.app import Message
+from flwr.app import ArrayRecord, ConfigRecord, Message, RecordDict
 
 import methods.fedat as fedat
 from data.federated import _client_indices
 from data.generic import GenericDataSettings, generic_positions, parse_classes
 from methods.client_models import architecture_of, parse_client_models
 from models import build_model
-from protocol.messages import ARRAYS, CONFIG, FEATURE_MAPS, METADATA, MODEL_NAME, TRAIN
+from protocol.messages import (
+    ARRAYS,
+    CLASS_MAPS,
+    CLASS_PRESENT,
+    CLIENT_MODEL_RECORD,
+    CONFIG,
+    FEATURE_MAPS,
+    MAP_LABELS,
+    METADATA,
+    MODEL_NAME,
+    TRAIN,
+)
+from protocol.replies import Refused, read_client_model, read_metadata, read_prototypes
 from run_config import ConfigError, federated_split, parse_run_config
 from server_app.checkpoint import CHECKPOINT_FILE
 from server_app.run_errors import RunSetupError
-from tests.in_process import run_in_process, small_run_config
+from tests.in_process import ServerKilled, run_in_process, small_run_config
 
 NUM_CLIENTS = 3
 #: Client 0 trains a WRN-16-1, the others the global WRN-10-1 (a bigger client is fine and keeps the tests fast).
@@ -199,3 +211,71 @@ def test_metadata_travels_as_declared(tmp_path: Path, monkeypatch: pytest.Monkey
     maps = replies[0].content[METADATA][FEATURE_MAPS]
     assert maps.shape[1:] == (16, 32, 32)  # level low
     assert _rounds(tmp_path)[0]["rejected"] == []
+
+
+def test_a_killed_fedmd_run_resumes_with_its_client_models(tmp_path: Path) -> None:
+    config = _config(tmp_path, method="fedmd", **{"num-server-rounds": 2, "client-init-epochs": 1})
+    run_in_process(config, num_partitions=NUM_CLIENTS)
+    whole = _rounds(tmp_path)
+    killed = {**config, "run-name": "killed"}
+    with pytest.raises(ServerKilled):
+        run_in_process(killed, num_partitions=NUM_CLIENTS, kill_at_round=2)
+    run_in_process({**killed, "resume": True}, num_partitions=NUM_CLIENTS)
+    resumed = [json.loads(line) for line in (tmp_path / "results" / "killed" / "rounds.jsonl").read_text().splitlines()]
+    keys = ("accuracy", "client_accuracies", "bytes_down", "bytes_up")
+    # Round 2 needs round 1's client models, and the clients initialised in round 1 are not initialised again.
+    assert [{k: r[k] for k in keys} for r in resumed] == [{k: r[k] for k in keys} for r in whole]
+
+
+def _metadata(maps: Any, labels: Any) -> ArrayRecord:
+    return ArrayRecord({FEATURE_MAPS: torch.as_tensor(maps), MAP_LABELS: torch.as_tensor(labels)})
+
+
+def test_metadata_replies_are_read_at_the_boundary() -> None:
+    maps, labels = torch.zeros(3, 2, 4, 4), torch.tensor([0, 2, 2])
+    counts = np.array([1, 0, 2])
+    got_maps, got_labels = read_metadata(_metadata(maps, labels), 3, (2, 4, 4), 3, counts)
+    assert got_maps.shape == (3, 2, 4, 4) and got_labels.tolist() == [0, 2, 2]
+    for record, why in [
+        (_metadata(torch.zeros(2, 2, 4, 4), labels[:2]), "shape"),
+        (_metadata(torch.zeros(3, 2, 4, 2), labels), "shape"),
+        (_metadata(maps.double(), labels), "dtype"),
+        (_metadata(torch.full((3, 2, 4, 4), float("nan")), labels), "NaN"),
+        (_metadata(maps, torch.tensor([0, 2, 3])), "lie in"),
+        (_metadata(maps, torch.tensor([0, 0, 2])), "label counts"),
+        (ArrayRecord({FEATURE_MAPS: maps}), "exactly"),
+    ]:
+        with pytest.raises(Refused, match=why):
+            read_metadata(record, 3, (2, 4, 4), 3, counts)
+
+
+def test_prototype_replies_are_read_at_the_boundary() -> None:
+    maps = torch.zeros(3, 2, 2)
+    maps[0], maps[2] = 1.0, 2.0
+    present = torch.tensor([1, 0, 1], dtype=torch.uint8)
+    counts = np.array([4, 0, 1])
+    _, got = read_prototypes(ArrayRecord({CLASS_MAPS: maps, CLASS_PRESENT: present}), 3, (2, 2), counts)
+    assert got.tolist() == [True, False, True]
+    leaky = maps.clone()
+    leaky[1] = 0.5
+    for record, why in [
+        (ArrayRecord({CLASS_MAPS: leaky, CLASS_PRESENT: present}), "not zero"),
+        (ArrayRecord({CLASS_MAPS: maps, CLASS_PRESENT: torch.tensor([1, 1, 1], dtype=torch.uint8)}), "label counts"),
+        (ArrayRecord({CLASS_MAPS: maps, CLASS_PRESENT: torch.tensor([1, 0, 2], dtype=torch.uint8)}), "0 or 1"),
+        (ArrayRecord({CLASS_MAPS: maps[:2], CLASS_PRESENT: present}), "shape"),
+    ]:
+        with pytest.raises(Refused, match=why):
+            read_prototypes(record, 3, (2, 2), counts)
+
+
+def test_client_model_replies_name_a_usable_architecture() -> None:
+    def usable(name: str) -> None:
+        if name != "wrn-10-1":
+            raise ValueError("cannot pair")
+
+    reply = RecordDict({CLIENT_MODEL_RECORD: ConfigRecord({MODEL_NAME: "wrn-10-1"})})
+    assert read_client_model(reply, usable) == "wrn-10-1"
+    with pytest.raises(Refused, match="cannot pair"):
+        read_client_model(RecordDict({CLIENT_MODEL_RECORD: ConfigRecord({MODEL_NAME: "wrn-16-1"})}), usable)
+    with pytest.raises(Refused, match="not a string"):
+        read_client_model(RecordDict({CLIENT_MODEL_RECORD: ConfigRecord({MODEL_NAME: 3})}), usable)

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from experiments.spec import ExperimentFileError, load_experiment, parse_experiment, select_cells
+from methods.registry import METHODS
 
 EXPERIMENTS = sorted((Path(__file__).resolve().parents[1] / "experiments").glob("*.yaml"))
 VALID = {
@@ -117,8 +118,7 @@ def test_empty_grid_and_empty_lists() -> None:
 
 def test_unknown_method() -> None:
     assert error(methods=["fedsgd"]) == (
-        "exp.yaml: 'methods.fedsgd' is not a method preset and sets no 'method'; presets: fedavg, fedavg-rds, "
-        "fedprox, fedprox-rds, fedft-all, fedft-rds, fedft-eds"
+        "exp.yaml: 'methods.fedsgd' is not a method preset and sets no 'method'; presets: " + ", ".join(METHODS)
     )
     assert "'methods.mine.method' = 'fedsgd' is unknown; allowed: fedavg" in error(
         methods={"mine": {"method": "fedsgd"}}
