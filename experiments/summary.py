@@ -20,7 +20,16 @@ METRICS: dict[str, tuple[str, float, int]] = {
     "total_client_train_seconds": ("client seconds", 1.0, 1),
     "total_bytes_down": ("MB down", 1e-6, 1),
     "total_bytes_up": ("MB up", 1e-6, 1),
+    "best_client_accuracy_mean": ("best client-mean acc. (%)", 100.0, 2),
 }
+#: Metrics only some methods report (the clients' mean accuracy of custom-size methods): a table shows them only
+#: when a row has them.
+OPTIONAL_METRICS = ("best_client_accuracy_mean",)
+
+
+def shown_metrics(rows: Sequence[SummaryRow]) -> list[str]:
+    """The metrics a table shows: every one, less the optional ones no row reports."""
+    return [m for m in METRICS if m not in OPTIONAL_METRICS or any(not math.isnan(row.stats[m][0]) for row in rows)]
 
 
 def mean_std(values: Sequence[float]) -> tuple[float, float | None]:
@@ -69,27 +78,27 @@ def _fmt(mean: float, std: float | None, factor: float, decimals: int) -> str:
 
 def markdown_table(experiment: Experiment, rows: Sequence[SummaryRow]) -> str:
     """Grid values, method, number of seeds and every metric as mean ± std."""
-    keys = list(experiment.grid)
-    header = [*keys, "method", "seeds", *(title for title, _, _ in METRICS.values())]
+    keys, metrics = list(experiment.grid), shown_metrics(rows)
+    header = [*keys, "method", "seeds", *(METRICS[m][0] for m in metrics)]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
         point = dict(row.point)
         cells = [str(point[k]) for k in keys] + [row.method, str(len(row.seeds))]
-        cells += [_fmt(*row.stats[m], factor, decimals) for m, (_, factor, decimals) in METRICS.items()]
+        cells += [_fmt(*row.stats[m], *METRICS[m][1:]) for m in metrics]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def write_csv(experiment: Experiment, rows: Sequence[SummaryRow], path: Path) -> None:
     """One line per row; each metric as ``<metric>_mean`` and ``<metric>_std`` in summary.json's units."""
-    keys = list(experiment.grid)
+    keys, metrics = list(experiment.grid), shown_metrics(rows)
     with path.open("w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow([*keys, "method", "seeds", *(f"{m}_{s}" for m in METRICS for s in ("mean", "std"))])
+        writer.writerow([*keys, "method", "seeds", *(f"{m}_{s}" for m in metrics for s in ("mean", "std"))])
         for row in rows:
             point = dict(row.point)
             values = []
-            for metric in METRICS:
+            for metric in metrics:
                 mean, std = row.stats[metric]
                 values += ["" if math.isnan(mean) else repr(mean), "" if std is None else repr(std)]
             writer.writerow([*(point[k] for k in keys), row.method, " ".join(map(str, row.seeds)), *values])
