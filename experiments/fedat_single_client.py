@@ -31,7 +31,7 @@ from models import SplitModel, build_model
 from models.training import cross_entropy_of, evaluate, train_epochs
 
 #: The thesis's server steps: SGD lr 0.1; AT 2 epochs, metadata 2 epochs; β = 1,000.
-STEP = {"lr": 0.1, "batch_size": 64, "momentum": 0.9, "weight_decay": 5e-4}
+STEP: dict[str, Any] = {"lr": 0.1, "batch_size": 64, "momentum": 0.9, "weight_decay": 5e-4}
 AT_EPOCHS, METADATA_EPOCHS = 2, 2
 
 

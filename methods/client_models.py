@@ -16,19 +16,24 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 from flwr.app import Message, RecordDict
 
 from data.catalog import DATASETS
+from data.federated import load_test_set
+from data.transforms import to_model_input
 from models import SplitModel, build_model
 from models.registry import parse_model_name
-from run_config import ConfigError, RunConfig
+from run_config import ConfigError, RunConfig, federated_split
 from run_config.settings import below_one, non_negative, positive, setting
+from strategies.client_models import ClientEvaluation
 
 if TYPE_CHECKING:
     from client_app.node import Node
+    from server_app.lifecycle import FederatedRun
 
 CLIENT_MODELS_KEY = "client-models"
 WILDCARD = "*"
@@ -73,6 +78,45 @@ class ServerTrainingSettings:
     server_batch_size: int = setting(64, "FedAT/FedKAD server-side training: mini-batch size.", positive)
     server_momentum: float = setting(0.9, "FedAT/FedKAD server-side training: SGD momentum.", below_one)
     server_weight_decay: float = setting(5e-4, "FedAT/FedKAD server-side training: SGD weight decay.", non_negative)
+
+
+def input_shape(config: RunConfig) -> tuple[int, int, int]:
+    return (DATASETS[config.dataset].channels, 32, 32)
+
+
+#: Every custom-size method trains the whole model on all local data.
+CUSTOM_SIZE_PRESETS = {"freeze": "none", "data-selection": "all", "selection-fraction": 1.0}
+#: What a server-side seed is for: one client's copy of the global model, a client model's refinement, the round.
+GLOBAL_COPY, CLIENT_MODEL_UPDATE, ROUND = 0, 1, 2
+
+
+def step_seed(seed: int, server_round: int, role: int, partition_id: int = 0) -> int:
+    """The seed of one server-side training (batch order, dropout) in one round, reproducible."""
+    return int(np.random.SeedSequence([seed, server_round, role, partition_id, 0xFEDA]).generate_state(1)[0])
+
+
+def client_evaluation(config: RunConfig, device: torch.device) -> ClientEvaluation | None:
+    """Scoring of client models on ``client-eval-samples`` test images (None when 0)."""
+    samples = config.settings(ClientModelSettings).client_eval_samples
+    if samples == 0:
+        return None
+    split = federated_split(config)
+    test = load_test_set(split)
+    inputs, labels = to_model_input(test.images, split.info), torch.from_numpy(test.labels)
+    return ClientEvaluation(inputs, labels, samples, config.seed, config.eval_batch_size, device)
+
+
+def client_model_arguments(run: FederatedRun, pairs: Callable[[str], None]) -> dict[str, Any]:
+    """What every custom-size method's strategy is built with, besides the cohort's."""
+    config = run.config
+    return {
+        "build": lambda name, seed: build_architecture(config, name, seed),
+        "pairs": pairs,
+        "init_epochs": config.settings(ClientModelSettings).client_init_epochs,
+        "client_evaluation": client_evaluation(config, run.device),
+        "global_name": config.model,
+        **run.cohort_arguments(),
+    }
 
 
 def parse_client_models(text: str) -> list[tuple[int, int, str]]:

@@ -31,16 +31,21 @@ from flwr.app import ArrayRecord, Message, RecordDict
 
 from client_app.data_selection import selection_size
 from data.catalog import DATASETS
-from data.federated import load_test_set
 from data.generic import GenericData, GenericDataSettings, generic_positions, load_generic_data
-from data.transforms import to_model_input
 from methods.base import Method
 from methods.client_models import (
+    CLIENT_MODEL_UPDATE,
+    CUSTOM_SIZE_PRESETS,
+    GLOBAL_COPY,
+    ROUND,
     ClientModelSettings,
     ServerTrainingSettings,
     build_architecture,
     check_client_models,
+    client_model_arguments,
     client_model_query,
+    input_shape,
+    step_seed,
 )
 from methods.fedat import (
     AT_FORMS,
@@ -56,7 +61,7 @@ from protocol.messages import ARRAYS, FEATURE_MAPS, MAP_LABELS, METADATA, METRIC
 from protocol.replies import read_metadata
 from run_config import ConfigError, RunConfig, federated_split
 from run_config.settings import fraction, non_negative, one_of, positive, setting
-from strategies.client_models import ClientEvaluation, ClientModelFedAvg, cpu_state
+from strategies.client_models import ClientModelFedAvg, cpu_state
 
 if TYPE_CHECKING:
     from client_app.node import Node
@@ -83,10 +88,6 @@ class FedATSettings:
     metadata_epochs: int = setting(2, "FedAT: epochs of step 2 on a client's metadata.", positive)
     metadata_learning_rate: float = setting(0.1, "FedAT: learning rate of step 2.", positive)
     step3_attention: bool = setting(True, "FedAT: attention transfer in step 3 (off: Table 5.4's w/o AT).")
-
-
-def input_shape(config: RunConfig) -> tuple[int, int, int]:
-    return (DATASETS[config.dataset].channels, 32, 32)
 
 
 def fedat_pairs(config: RunConfig) -> Callable[[str], None]:
@@ -135,15 +136,6 @@ def fedat_train(node: Node, msg: Message) -> RecordDict:
     metadata = ArrayRecord({FEATURE_MAPS: maps.contiguous(), MAP_LABELS: data.labels[rows].contiguous()})
     result = dataclasses.replace(result, train_seconds=result.train_seconds + time.perf_counter() - tick)
     return own_model_reply(node, model, result, **{METADATA: metadata})
-
-
-#: What a server-side seed is for: one client's copy of the global model, a client model's refinement, the round.
-GLOBAL_COPY, CLIENT_MODEL_UPDATE, ROUND = 0, 1, 2
-
-
-def step_seed(seed: int, server_round: int, role: int, partition_id: int = 0) -> int:
-    """The seed of one server-side training (batch order, dropout) in one round, reproducible."""
-    return int(np.random.SeedSequence([seed, server_round, role, partition_id, 0xFEDA]).generate_state(1)[0])
 
 
 class FedATStrategy(ClientModelFedAvg):
@@ -248,30 +240,6 @@ class FedATStrategy(ClientModelFedAvg):
         return ArrayRecord(new_global), report
 
 
-def client_evaluation(config: RunConfig, device: torch.device) -> ClientEvaluation | None:
-    """Scoring of client models on ``client-eval-samples`` test images (None when 0)."""
-    samples = config.settings(ClientModelSettings).client_eval_samples
-    if samples == 0:
-        return None
-    split = federated_split(config)
-    test = load_test_set(split)
-    inputs, labels = to_model_input(test.images, split.info), torch.from_numpy(test.labels)
-    return ClientEvaluation(inputs, labels, samples, config.seed, config.eval_batch_size, device)
-
-
-def client_model_arguments(run: FederatedRun, pairs: Callable[[str], None]) -> dict[str, Any]:
-    """What every custom-size method's strategy is built with, besides the cohort's."""
-    config = run.config
-    return {
-        "build": lambda name, seed: build_architecture(config, name, seed),
-        "pairs": pairs,
-        "init_epochs": config.settings(ClientModelSettings).client_init_epochs,
-        "client_evaluation": client_evaluation(config, run.device),
-        "global_name": config.model,
-        **run.cohort_arguments(),
-    }
-
-
 def fedat_strategy(run: FederatedRun) -> FedATStrategy:
     config = run.config
     return FedATStrategy(
@@ -282,7 +250,6 @@ def fedat_strategy(run: FederatedRun) -> FedATStrategy:
     )
 
 
-CUSTOM_SIZE_PRESETS = {"freeze": "none", "data-selection": "all", "selection-fraction": 1.0}
 FEDAT = Method(
     "fedat",
     "FedAT: custom-size client models, metadata and attention transfer (thesis Alg. 3); see `client-models`.",

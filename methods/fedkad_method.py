@@ -33,17 +33,15 @@ from data.catalog import DATASETS
 from data.generic import GenericData, GenericDataSettings, generic_positions, load_generic_data
 from methods.base import Method
 from methods.client_models import (
+    CLIENT_MODEL_UPDATE,
+    CUSTOM_SIZE_PRESETS,
+    ROUND,
     ClientModelSettings,
     ServerTrainingSettings,
     build_architecture,
     check_client_models,
-    client_model_query,
-)
-from methods.fedat_method import (
-    CLIENT_MODEL_UPDATE,
-    CUSTOM_SIZE_PRESETS,
-    ROUND,
     client_model_arguments,
+    client_model_query,
     input_shape,
     step_seed,
 )
