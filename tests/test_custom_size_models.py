@@ -14,7 +14,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, RecordDict
 
 import methods.fedat as fedat
 from data.federated import _client_indices
-from data.generic import GenericDataSettings, generic_positions, parse_classes
+from data.generic import GenericDataSettings, generic_positions, load_generic_data, parse_classes
 from methods.client_models import architecture_of, parse_client_models
 from models import build_model
 from protocol.messages import (
@@ -96,6 +96,43 @@ def test_generic_data_never_reaches_a_client(tmp_path: Path) -> None:
     assert parse_classes("") == () and parse_classes("1,2,9") == (1, 2, 9)
 
 
+def test_generic_data_from_another_dataset_is_unlabelled_and_checked(tmp_path: Path) -> None:
+    other = {"generic-source": "dataset", "generic-dataset": "fashion-mnist-mini", "generic-size": 40}
+    config = parse_run_config(_config(tmp_path, **other, **{"generic-classes": "8,9"}))
+    generic = load_generic_data(federated_split(config), config.settings(GenericDataSettings))
+    assert len(generic) == 40 and not generic.labelled and set(generic.labels.tolist()) <= {8, 9}
+    assert tuple(generic.inputs.shape[1:]) == (1, 32, 32)  # padded to the models' input size
+    for overrides, key in [
+        ({"generic-dataset": "synthetic"}, "generic-dataset"),  # the clients' own dataset
+        ({"generic-dataset": "cifar10"}, "generic-dataset"),  # 3 channels for a 1-channel task
+        ({"generic-size": 10**6}, "generic-size"),
+    ]:
+        bad = parse_run_config(_config(tmp_path, **{**other, **overrides}))
+        with pytest.raises(ConfigError, match=key):
+            generic_positions(federated_split(bad), bad.settings(GenericDataSettings))
+
+
+def test_a_node_config_model_overrides_client_models(tmp_path: Path) -> None:
+    from flwr.app import Context
+
+    from client_app.node import Node
+    from client_app.own_model import answer_client_model
+
+    run_config = _config(tmp_path, method="fedmd", **{"client-models": "0-1:wrn-16-1"})
+
+    def answer(pid: int, **own: Any) -> str:
+        node_config = {"partition-id": pid, "num-partitions": NUM_CLIENTS, **own}
+        node = Node(Context(run_id=1, node_id=1, node_config=node_config, state=RecordDict(), run_config=run_config))
+        return str(
+            answer_client_model(node, Message(RecordDict(), dst_node_id=1, message_type="query"))[CLIENT_MODEL_RECORD][
+                MODEL_NAME
+            ]
+        )
+
+    assert [answer(pid) for pid in range(NUM_CLIENTS)] == ["wrn-16-1", "wrn-16-1", "wrn-10-1"]
+    assert answer(0, model="wrn-22-1") == "wrn-22-1" and answer(2, model="wrn-16-1") == "wrn-16-1"
+
+
 def _run_recording(config: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> list[Message]:
     from tests.fake_grid import FakeGrid
 
@@ -139,6 +176,12 @@ def test_fedat_end_to_end_each_client_receives_its_own_model_and_nothing_else(
         assert set(msg.content.keys()) == {ARRAYS, CONFIG}
         assert msg.content[CONFIG][MODEL_NAME] == name
         assert {k: tuple(a.shape) for k, a in msg.content[ARRAYS].items()} == _state_specs(name)
+    # Bytes down are each client's own model, not the global model's size times the cohort.
+    own_bytes = {
+        n: sum(v.numel() * v.element_size() for v in build_model(n, 1, 4).state_dict().values())
+        for n in ("wrn-16-1", "wrn-10-1")
+    }
+    expected_down = own_bytes["wrn-16-1"] + (NUM_CLIENTS - 1) * own_bytes["wrn-10-1"]
     # Per client: step 1 (all), 2 (θ only), 3 (φ only, θ bitwise unchanged); then one refinement per client.
     per_client = [steps[i : i + 3] for i in range(0, 3 * NUM_CLIENTS, 3)]
     for (s1, _, _), (s2, changed2, theta2), (s3, changed3, theta3) in per_client:
@@ -147,6 +190,7 @@ def test_fedat_end_to_end_each_client_receives_its_own_model_and_nothing_else(
         assert changed3 and not changed3 & theta3
     assert [s for s, _, _ in steps[3 * NUM_CLIENTS :]] == [1] * NUM_CLIENTS
     record = _rounds(tmp_path)[0]
+    assert expected_down <= record["bytes_down"] < expected_down + NUM_CLIENTS * 16 * 1024  # plus record overhead
     num_local = sum(s["num_local"] for s in record["client_stats"])
     map_bytes = 32 * 16 * 16 * 4 + 8  # a mid-level map of a WRN-d-1 (float32) and its int64 label
     assert record["metadata_bytes_up"] >= num_local * map_bytes  # every local sample's map travels
