@@ -15,6 +15,7 @@ from client_app.node import Node
 from client_app.train_step import shared_train
 from methods.fedsplit import FedSplitSettings
 from methods.fedsplit_kmeans import feature_maps_at, select_metadata
+from methods.metadata_level import MetadataLevelSettings
 from models.split_model import SplitModel
 from protocol.messages import FEATURE_MAPS, FEATURE_METADATA, MAP_LABELS, METADATA_SECONDS, METRICS
 from run_config import RunConfig
@@ -28,7 +29,9 @@ def client_metadata(
     is kept."""
     settings = config.settings(FedSplitSettings)
     model.to(device)
-    maps = feature_maps_at(model, data.inputs(device), settings.metadata_level, config.eval_batch_size)
+    maps = feature_maps_at(
+        model, data.inputs(device), config.settings(MetadataLevelSettings).metadata_level, config.eval_batch_size
+    )
     labels = data.labels.to(device)
     if not kmeans:
         return maps, labels

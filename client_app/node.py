@@ -21,7 +21,7 @@ from data.federated import client_partition_labels
 from data.node_data import read_node_data
 from models import NO_FREEZE, SplitModel
 from models.device import resolve_device
-from protocol.messages import ARRAYS, CONFIG, FROZEN, LEARNING_RATE, SERVER_ROUND
+from protocol.messages import ARRAYS, CONFIG, FROZEN, LEARNING_RATE, LOCAL_EPOCHS, SERVER_ROUND
 from run_config import RunConfig, all_settings, build_model_for, data_cache, federated_split, parse_run_config
 from strategies.partial_model import merge_state
 
@@ -114,3 +114,8 @@ class Node:
         """The server round and the learning rate a training message sets."""
         config = msg.content.config_records[CONFIG]
         return int(config[SERVER_ROUND]), float(config[LEARNING_RATE])  # type: ignore[arg-type]
+
+    def local_epochs(self, msg: Message) -> int:
+        """This round's local epochs: the message's own (a straggler doing partial work), else ``local-epochs``."""
+        config = msg.content.config_records[CONFIG]
+        return int(config[LOCAL_EPOCHS]) if LOCAL_EPOCHS in config else self.config.local_epochs  # type: ignore[arg-type]

@@ -3,6 +3,7 @@ round's numbers). Methods whose client does something else give ``Method.client_
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import torch
@@ -89,8 +90,8 @@ def update_and_report(
 ) -> tuple[dict[str, torch.Tensor], MetricRecord]:
     """The shared local update of the received ``model`` (``config`` replaces the node's, e.g. with fewer epochs;
     ``objective_factory`` the configured objective): θ after training and the round's numbers, as an attacking
-    client (``fail-partitions``) would tamper with them."""
-    config = config or node.config
+    client (``fail-partitions``) would tamper with them. A partial-work straggler's message sets fewer epochs."""
+    config = config or dataclasses.replace(node.config, local_epochs=node.local_epochs(msg))
     server_round, learning_rate = node.round_of(msg)
     cache_dir = Path(config.feature_cache_dir).expanduser() if config.feature_cache_dir else None
     PROCESS_CACHE.configure(config.feature_cache_mb * 2**20, cache_dir)

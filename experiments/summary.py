@@ -22,11 +22,13 @@ METRICS: dict[str, tuple[str, float, int]] = {
     "total_bytes_up": ("MB up", 1e-6, 1),
 }
 #: Columns shown only when some row has them: a method's own metrics (the base model of a FedFSC-family cell;
-#: FedSplit's composed model and metadata), placed after the best accuracy.
+#: FedSplit's composed model and metadata; the clients' mean accuracy of custom-size methods), placed after the
+#: best accuracy.
 OPTIONAL_METRICS: dict[str, tuple[str, float, int]] = {
     "best_base_accuracy": ("best base acc. (%)", 100.0, 2),
     "best_composed_accuracy": ("best composed acc. (%)", 100.0, 2),
     "total_metadata_bytes": ("MB metadata", 1e-6, 1),
+    "best_client_accuracy_mean": ("best client-mean acc. (%)", 100.0, 2),
 }
 
 

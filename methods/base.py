@@ -15,7 +15,9 @@ selection, SGD; ``client_app/local_update.py``). A method says only what differs
   ones (the local update; ``PartialModelFedAvg``) do not fit;
 - ``queries``: messages its server sends besides training (KAFAL's end-of-cycle query);
 - ``check``: what its settings must satisfy together (a level the model lacks, a size larger than the model's
-  features), and against the clients' data at start.
+  features), and against the clients' data at start;
+- ``check_run``: checks that need the population's size (the custom-size methods' client architectures, one per
+  client), run when the run starts (a refused value stops the run before any training, naming the key).
 
 Client selection (``client-selection``) and the aggregation rule (``aggregation``) are axes of the shared server
 step, so every method composes with FedEntOpt and the robust rules.
@@ -101,4 +103,6 @@ class Method:
     #: ``ConfigError``: called with None whenever a configuration is parsed, and at the run's start with the samples
     #: each connected client holds (partition id -> count).
     check: Any = None
+    #: (RunConfig, number of clients in the population) -> None, raising ConfigError naming the key; run at start.
+    check_run: Any = None
     paper: str = ""

@@ -257,3 +257,71 @@ def check_pairing(
             f"the global model's θ expects {global_shapes[metadata_level]}"
         )
     return global_shapes
+
+
+def three_steps(
+    global_model: SplitModel,
+    client_model: SplitModel,
+    generic_inputs: torch.Tensor,
+    generic_labels: torch.Tensor,
+    metadata: torch.Tensor,
+    metadata_labels: torch.Tensor,
+    *,
+    level: str,
+    at_epochs: int,
+    at_lr: float,
+    metadata_epochs: int,
+    metadata_lr: float,
+    batch_size: int,
+    momentum: float = 0.0,
+    weight_decay: float = 0.0,
+    beta: float = DEFAULT_BETA,
+    form: ATForm = "reference",
+    step3_attention: bool = True,
+    generator: torch.Generator,
+) -> SplitModel:
+    """w_{g,s3}^(k): steps 1–3 of Alg. 3 (lines 11–16) for one client on a fresh copy of ``global_model``, which is
+    left unchanged. ``step3_attention=False`` drops AT from step 3 (Table 5.4's "w/o AT")."""
+    copy = global_copy(global_model)
+    common = {"batch_size": batch_size, "momentum": momentum, "weight_decay": weight_decay, "generator": generator}
+    at = {"teacher": client_model, "epochs": at_epochs, "lr": at_lr, "beta": beta, "form": form}
+    train_server_step(copy, 1, level, generic_inputs, generic_labels, **at, **common)  # type: ignore[arg-type]
+    train_server_step(copy, 2, level, metadata, metadata_labels, epochs=metadata_epochs, lr=metadata_lr, **common)  # type: ignore[arg-type]
+    step3_levels = AT_LEVELS if step3_attention else ()
+    train_server_step(copy, 3, level, generic_inputs, generic_labels, at_levels=step3_levels, **at, **common)  # type: ignore[arg-type]
+    return copy
+
+
+def refine_client(
+    client_model: SplitModel,
+    global_model: SplitModel,
+    generic_inputs: torch.Tensor,
+    generic_labels: torch.Tensor,
+    *,
+    epochs: int,
+    lr: float,
+    batch_size: int,
+    momentum: float = 0.0,
+    weight_decay: float = 0.0,
+    beta: float = DEFAULT_BETA,
+    form: ATForm = "reference",
+    generator: torch.Generator,
+) -> None:
+    """w_k^{t+1} (eqs. 5.19–5.20): the client model, from w_{k,E}, trained in place on D_g with CE + β·AT at every
+    level, the new global model as teacher."""
+    train_server_step(
+        client_model,
+        1,
+        AT_LEVELS[-1],
+        generic_inputs,
+        generic_labels,
+        teacher=global_model,
+        epochs=epochs,
+        batch_size=batch_size,
+        lr=lr,
+        momentum=momentum,
+        weight_decay=weight_decay,
+        beta=beta,
+        form=form,
+        generator=generator,
+    )

@@ -158,3 +158,57 @@ def fedmd_distillation_loss(student_logits: torch.Tensor, consensus: torch.Tenso
 def prototype_bytes(num_classes: int, map_shape: Sequence[int], *, value_bytes: int = FLOAT32_BYTES) -> int:
     """Uplink bytes of one client's prototypes (C maps, float32; Table 5.10 counts 20 clients × 10 × 4096 × 4 B)."""
     return feature_map_bytes(num_classes, map_shape, value_bytes=value_bytes)
+
+
+def prototype_logits(model: SplitModel, prototypes: torch.Tensor, level: str = PROTOTYPE_LEVEL) -> torch.Tensor:
+    """θ(F_{g,c}) for every class: the upper part applied to the global prototypes, its BatchNorm in eval mode (a
+    batch of C class means is no sample of the data, so it neither normalises by nor updates the running statistics);
+    gradients flow to θ's weights."""
+    upper = torch.nn.ModuleList(model.upper_stages(level))
+    with eval_mode(upper):
+        return model.forward_from(prototypes, level)
+
+
+@torch.no_grad()
+def model_logits(model: SplitModel, inputs: torch.Tensor, batch_size: int) -> torch.Tensor:
+    """z = f_w(x) for every generic input, in eval mode (eq. 5.22)."""
+    with eval_mode(model):
+        return torch.cat([model(inputs[i : i + batch_size]) for i in range(0, len(inputs), batch_size)])
+
+
+def distil(
+    model: SplitModel,
+    inputs: torch.Tensor,
+    consensus: torch.Tensor,
+    prototypes: torch.Tensor | None,
+    held: torch.Tensor | None,
+    *,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    momentum: float = 0.0,
+    weight_decay: float = 0.0,
+    beta: float = DEFAULT_BETA,
+    generator: torch.Generator,
+) -> float:
+    """Train ``model`` in place on the generic draw: L_KD to the consensus + β·L_θ on the global prototypes (eqs.
+    5.29–5.30); with ``prototypes=None`` just L_KD (FedMD, or FedKAD without prototype regularisation). Returns the
+    mean loss."""
+    use_prototypes = prototypes is not None
+    params = list(model.parameters())
+    sgd = torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
+    model.train()
+    total, steps = torch.zeros((), device=inputs.device), 0
+    for _ in range(epochs):
+        order = torch.randperm(len(inputs), generator=generator).to(inputs.device)
+        for start in range(0, len(order), batch_size):
+            batch = order[start : start + batch_size]
+            proto = prototype_logits(model, prototypes) if prototypes is not None else None
+            loss = fedkad_loss(
+                model(inputs[batch]), consensus[batch], proto, held, beta=beta, use_prototypes=use_prototypes
+            )
+            sgd.zero_grad(set_to_none=True)
+            loss.backward()
+            sgd.step()
+            total, steps = total + loss.detach(), steps + 1
+    return float(total) / max(steps, 1)

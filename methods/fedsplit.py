@@ -40,10 +40,11 @@ from data.catalog import DATASETS
 from methods.base import Method
 from methods.fedsplit_kmeans import LEVEL_KEY, N_COM_KEY
 from methods.fedsplit_meta import MetaTraining
+from methods.metadata_level import MetadataLevelSettings
 from methods.model_outputs import feature_map_shapes
 from protocol.feature_metadata import MetadataLimits
 from run_config import ConfigError, RunConfig, build_model_for
-from run_config.settings import one_of, positive, setting
+from run_config.settings import positive, setting
 from server_app.central_evaluation import CentralEvaluation
 from strategies.fedsplit import FedSplitFedAvg, MetadataPlan, composed_summary, meta_seed
 
@@ -62,12 +63,6 @@ LEVELS = ("low", "mid", "up")
 
 @dataclass(frozen=True)
 class FedSplitSettings:
-    metadata_level: str = setting(
-        "low",
-        "FedSplit: level l of the feature maps clients send (`low`, `mid` or `up`, a split level of the model); "
-        "the server trains the stages above it on them.",
-        one_of(*LEVELS),
-    )
     n_com: int = setting(
         200, "FedSplit K-means: PCA components before clustering (at most the map size at `metadata-level`).", positive
     )
@@ -93,7 +88,7 @@ class FedSplitSettings:
 def metadata_map_shape(config: RunConfig) -> tuple[int, ...]:
     """The per-sample shape of the configured model's feature maps at ``metadata-level``; ``ConfigError`` naming the
     key when the model has no such level. Builds the model without touching the global random state."""
-    level = config.settings(FedSplitSettings).metadata_level
+    level = config.settings(MetadataLevelSettings).metadata_level
     with torch.random.fork_rng(devices=[]):
         model = build_model_for(config)
     if level not in model.levels:
@@ -117,7 +112,8 @@ def check_kmeans_selection(config: RunConfig, client_sizes: Mapping[int, int] | 
     if settings.n_com > size:
         raise ConfigError(
             f"run config '{N_COM_KEY}' = {settings.n_com} is invalid: it is larger than the {size} values of a "
-            f"{config.model} feature map at {LEVEL_KEY} {settings.metadata_level!r}; choose at most {size}"
+            f"{config.model} feature map at {LEVEL_KEY} {config.settings(MetadataLevelSettings).metadata_level!r}; "
+            f"choose at most {size}"
         )
 
 
@@ -155,7 +151,7 @@ def server_strategy(kmeans: bool) -> Callable[[FederatedRun], Strategy]:
         )
         training = MetaTraining(settings.meta_epochs, settings.meta_learning_rate, settings.meta_batch_size)
         plan = MetadataPlan(
-            level=settings.metadata_level,
+            level=config.settings(MetadataLevelSettings).metadata_level,
             limits=limits,
             training=training,
             fresh_model=fresh_model,
@@ -180,7 +176,7 @@ FEDSPLIT_KMEANS = Method(
     "FedSplit: FedAvg, plus θ above `metadata-level` trained on the server from scratch on the feature maps "
     "nearest each client's per-class K-means centroids; evaluated composed with the round's φ.",
     presets=_FEDAVG_AXES,
-    settings=(FedSplitSettings,),
+    settings=(FedSplitSettings, MetadataLevelSettings),
     client_train=client_step(kmeans=True),
     strategy=server_strategy(kmeans=True),
     check=check_kmeans_selection,
@@ -190,7 +186,7 @@ FEDSPLIT_ALL = Method(
     "fedsplit-all",
     "FedSplit with all metadata: every client sends the feature maps of all its samples (no selection).",
     presets=_FEDAVG_AXES,
-    settings=(FedSplitSettings,),
+    settings=(FedSplitSettings, MetadataLevelSettings),
     client_train=client_step(kmeans=False),
     strategy=server_strategy(kmeans=False),
     check=check_all_metadata,

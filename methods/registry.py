@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from methods import fedavg, fedfsc, fedft, fedprox, fedsplit, moon
+from methods import fedat_method, fedavg, fedfsc, fedft, fedkad_method, fedprox, fedsplit, moon
 from methods.base import CrossEntropy, Method, ObjectiveFactory
 from methods.kafal import method as kafal
 
-_MODULES = (fedavg, fedprox, fedft, kafal, moon, fedfsc, fedsplit)
+_MODULES = (fedavg, fedprox, fedft, kafal, moon, fedfsc, fedsplit, fedat_method, fedkad_method)
 
 METHODS: Mapping[str, Method] = {m.name: m for module in _MODULES for m in module.METHODS}
 OBJECTIVES: Mapping[str, ObjectiveFactory] = {

@@ -12,6 +12,7 @@
 
 - FedFSC-family ``train`` (methods/fedfsc.py): the config also says the client's work (``full-epochs``,
   ``fewshot``); replies add the few-shot classifier and its numbers, or hold only those (the block at the end).
+- Custom-size client models (FedAT, FedKAD, FedMD) and stragglers doing partial work: the block at the end.
 
 A method that needs more declares its records and numbers here too, so that both sides read one declaration.
 """
@@ -164,3 +165,21 @@ FEATURE_MAPS = "feature-maps"  # float32, S × (the model's map shape at metadat
 MAP_LABELS = "labels"  # int64, S, each in [0, classes)
 METADATA_SECONDS = "metadata-seconds"  # extracting the maps and selecting among them, apart from train-seconds
 FEDSPLIT_TRAIN_METRICS = (*TRAIN_METRICS, Number(METADATA_SECONDS, float, 0.0, MAX_SECONDS))
+# Custom-size client models (thesis Ch. 5: FedAT, FedKAD, FedMD) and shortened straggler work.
+# - ``query.client_model``: the server sends ``config`` (empty); the client replies ``client-model``: ``model``, the
+#   architecture it trains (its node config's ``model`` in deployment, else the ``client-models`` entry for its
+#   partition).
+# - ``train`` of a custom-size method: ``arrays`` holds that client's own model (every array of it), ``config`` adds
+#   ``model`` (its architecture); a FedAT reply adds ``metadata`` (``feature-maps``: N × C × H × W float32 maps of all
+#   N local samples at the metadata level; ``labels``: their N int64 labels), a FedKAD reply adds ``prototypes``
+#   (``maps``: one mean map per class, zero for an absent class; ``present``: 1 where the client holds the class).
+# - ``local-epochs`` in a train config: this client's epochs this round, when they differ from the run's (a straggler
+#   doing partial work, or a client's first round with the FedMD initialisation).
+CLIENT_MODEL = "query.client_model"
+CLIENT_MODEL_RECORD = "client-model"
+MODEL_NAME = "model"
+LOCAL_EPOCHS = "local-epochs"
+METADATA = "metadata"
+PROTOTYPES = "prototypes"
+CLASS_MAPS = "maps"
+CLASS_PRESENT = "present"

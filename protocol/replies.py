@@ -23,8 +23,12 @@ from protocol.messages import (
     AL_QUERY_FIELDS,
     AL_QUERY_RECORD,
     ARRAYS,
+    CLASS_MAPS,
+    CLASS_PRESENT,
+    CLIENT_MODEL_RECORD,
     COUNTS,
     EVALUATE_METRICS,
+    FEATURE_MAPS,
     FEWSHOT_CLASSES,
     FEWSHOT_CLASSIFIER,
     FEWSHOT_EXAMPLES,
@@ -35,7 +39,9 @@ from protocol.messages import (
     IDENTITY,
     IDENTITY_FIELDS,
     LABEL_COUNTS_RECORD,
+    MAP_LABELS,
     METRICS,
+    MODEL_NAME,
     NUM_EXAMPLES,
     NUM_LABELLED,
     NUM_LOCAL,
@@ -316,3 +322,76 @@ def read_al_query_reply(
     if counts_before is not None and np.any(counts < counts_before):
         raise Refused("labelled counts shrank since the last cycle: a labelled sample cannot become unlabelled")
     return QueryReport(int(numbers[NUM_QUERIED]), labelled, float(numbers[QUERY_SECONDS]), counts)
+
+
+def read_client_model(content: RecordDict, usable: Callable[[str], None]) -> str:
+    """A ``query.client_model`` reply: the name of an architecture that ``usable`` accepts (it raises ValueError
+    for one the app cannot build, or that cannot pair with the global model)."""
+    check_records(content, {CLIENT_MODEL_RECORD: ConfigRecord})
+    record = content[CLIENT_MODEL_RECORD]
+    if set(record.keys()) != {MODEL_NAME}:
+        raise Refused(f"client model must hold only '{MODEL_NAME}', got {_names(record.keys())}")
+    name = record[MODEL_NAME]
+    if not isinstance(name, str):
+        raise Refused(f"client model name is a {type(name).__name__}, not a string")
+    try:
+        usable(name)
+    except ValueError as err:
+        raise Refused(f"client model {name[:60]!r}: {err}") from None
+    return name
+
+
+def _finite_array(record: ArrayRecord, key: str, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    array = record[key]
+    if tuple(array.shape) != shape:
+        raise Refused(f"{key} has shape {tuple(array.shape)}, expected {shape}")
+    if str(array.dtype) != dtype:
+        raise Refused(f"{key} has dtype {array.dtype}, expected {dtype}")
+    values = array.numpy()
+    if values.dtype.kind == "f" and not np.isfinite(values).all():
+        raise Refused(f"{key} holds NaN or infinite values")
+    return values
+
+
+def _check_keys(record: ArrayRecord, keys: set[str], where: str) -> None:
+    if set(record.keys()) != keys:
+        raise Refused(f"{where} must hold exactly {_names(keys)}, got {_names(record.keys())}")
+
+
+def read_metadata(
+    record: ArrayRecord,
+    count: int,
+    map_shape: tuple[int, ...],
+    num_classes: int,
+    label_counts: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """A FedAT reply's metadata: ``count`` finite float32 maps of ``map_shape`` and ``count`` int64 labels of the
+    task's classes; with ``label_counts`` (the client's exact counts, when all its samples are sent) the labels must
+    be exactly its samples'. Returns (maps, labels)."""
+    _check_keys(record, {FEATURE_MAPS, MAP_LABELS}, "metadata")
+    maps = _finite_array(record, FEATURE_MAPS, (count, *map_shape), "float32")
+    labels = _finite_array(record, MAP_LABELS, (count,), "int64")
+    if count and (labels.min() < 0 or labels.max() >= num_classes):
+        raise Refused(f"metadata labels must lie in [0, {num_classes})")
+    if label_counts is not None and not np.array_equal(np.bincount(labels, minlength=num_classes), label_counts):
+        raise Refused("metadata labels do not match the label counts the client reported")
+    return maps, labels
+
+
+def read_prototypes(
+    record: ArrayRecord, num_classes: int, map_shape: tuple[int, ...], label_counts: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """A FedKAD reply's prototypes: one finite float32 map of ``map_shape`` per class and a 0/1 uint8 presence flag
+    per class, absent classes all-zero; with ``label_counts`` (exact) a class is present iff the client holds it.
+    Returns (maps, present as bool)."""
+    _check_keys(record, {CLASS_MAPS, CLASS_PRESENT}, "prototypes")
+    maps = _finite_array(record, CLASS_MAPS, (num_classes, *map_shape), "float32")
+    flags = _finite_array(record, CLASS_PRESENT, (num_classes,), "uint8")
+    if not np.isin(flags, (0, 1)).all():
+        raise Refused("prototype presence flags must be 0 or 1")
+    present = flags.astype(bool)
+    if np.abs(maps[~present]).sum() != 0:
+        raise Refused("a prototype of a class the client does not hold is not zero")
+    if label_counts is not None and not np.array_equal(present, label_counts > 0):
+        raise Refused("prototype presence does not match the label counts the client reported")
+    return maps, present

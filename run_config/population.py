@@ -23,7 +23,8 @@ def aggregation_settings(config: RunConfig) -> AggregationSettings:
 def check_population(config: RunConfig, num_clients: int) -> None:
     """Refuse, naming the keys and what to set, a configuration that cannot run with ``num_clients`` clients."""
     per_round = cohort_size(num_clients, config.fraction_train)
-    delivering = per_round - straggler_count(per_round, config.straggler_fraction)
+    slow = 0 if config.straggler_work == "partial" else straggler_count(per_round, config.straggler_fraction)
+    delivering = per_round - slow
     problem = settings_problem(aggregation_settings(config), delivering)
     if problem:  # Krum needs n ≥ 2f + 3, Bulyan n ≥ 4f + 3, a trimmed mean must trim someone
         raise ConfigError(

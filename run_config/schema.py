@@ -37,6 +37,7 @@ from run_config.settings import (
     setting,
 )
 from strategies.robust_aggregation import AGGREGATION_RULES, MAX_TRIM_FRACTION
+from strategies.stragglers import STRAGGLER_MODES, STRAGGLER_WORK
 
 T = TypeVar("T")
 
@@ -220,6 +221,18 @@ class RunConfig:
         "round, seeded); they get no work and are listed as `dropped`.",
         below_one,
     )
+    straggler_mode: str = setting(
+        "redraw",
+        "Who straggles: `redraw` (a new share of each round's cohort) or `constant` (one fixed set of "
+        "round(`straggler-fraction` · K) clients straggles in every round, as the thesis's Ch. 5 baselines).",
+        one_of(*STRAGGLER_MODES),
+    )
+    straggler_work: str = setting(
+        "none",
+        "What stragglers do: `none` (get no work, listed as `dropped`) or `partial` (deliver after a random 1..E "
+        'local epochs each round: FedProx+ with `method = "fedprox"`).',
+        one_of(*STRAGGLER_WORK),
+    )
     fraction_evaluate: float = setting(
         0.0,
         "Share of the clients that evaluate the global model on their local data each round (0 = off).",
@@ -372,6 +385,8 @@ IMPLIED_BEFORE_IT_EXISTED: dict[str, Any] = {
     "feature-cache-dtype": "float32",
     "server-device": "auto",
     "fewshot-dampening": 0.0,
+    "straggler-mode": "redraw",
+    "straggler-work": "none",
 }
 
 

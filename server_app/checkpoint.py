@@ -2,10 +2,10 @@
 
 A checkpoint holds everything the next rounds depend on: the global model (φ and θ; for FedFSC the base model
 it sends), the number of the last finished round, the selection policy's state (FedEntOpt's buffer and random
-generator), the strategy's own state (FedFSC's few-shot classifier) and the results so far. Everything else a
-round uses is derived from the seed and the round number (cohorts of random selection, each client's data
-selection and SGD order), so a resumed run repeats an uninterrupted one. It is written to a temporary file and
-renamed over the old one: a kill mid-write leaves the previous checkpoint intact.
+generator), the strategy's own state (FedFSC's few-shot classifier, a custom-size method's client models) and the
+results so far. Everything else a round uses is derived from the seed and the round number (cohorts of random
+selection, each client's data selection and SGD order), so a resumed run repeats an uninterrupted one. It is
+written to a temporary file and renamed over the old one: a kill mid-write leaves the previous checkpoint intact.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """A federated run from start to finish, as a story in named steps.
 
 1. ``FederatedRun.start``: validate the settings, lock the run folder, wait for the clients, check the settings
-   against them, resume from a checkpoint or pretrain, split the model into φ (frozen) and θ (trained).
+   against them (and the method's own ``check`` and ``check_run``), resume from a checkpoint or pretrain, split the
+   model into φ (frozen) and θ (trained).
 2. ``FederatedRun.rounds``: the method's strategy (``Method.strategy``, by default ``PartialModelFedAvg``) runs the
    rounds with Flower's ``Strategy.start``. In each round it *selects* a cohort and *configures* the clients'
    messages (``configure_train``), *collects and validates* their replies and *aggregates* the sound ones
@@ -130,6 +131,8 @@ class FederatedRun:
             sizes = partition_sizes(split, population.expected, data_cache(config))
             check_population(config, population.expected)  # before pretraining: an impossible run costs nothing
             check_method(config, {pid: population.identity_of(pid).num_examples for pid in connected})
+            if (check_run := method(config.method).check_run) is not None:
+                check_run(config, population.expected)
             checkpoint = resume_point(directory, config)
             recorder = RunRecorder(directory, config, resume_from=checkpoint.results if checkpoint else None)
             with span(PRETRAINING):
@@ -181,11 +184,10 @@ class FederatedRun:
             checkpoint.strategy if checkpoint else {},
         )
 
-    def strategy_arguments(self) -> dict[str, Any]:
-        """The shared server step's arguments (``PartialModelFedAvg``), for a method's strategy to extend."""
+    def cohort_arguments(self) -> dict[str, Any]:
+        """What every ``CohortFedAvg`` of this run is built with: cohorts, checks, stragglers, aggregation, reports."""
         config = self.config
         return {
-            "frozen": ArrayRecord(self.frozen),
             "population": self.population,
             "label_counts": self.label_counts,
             "select": self.select,
@@ -194,11 +196,18 @@ class FederatedRun:
             "fraction_evaluate": config.fraction_evaluate,
             "min_train_nodes": config.min_train_nodes,
             "straggler_fraction": config.straggler_fraction,
+            "straggler_mode": config.straggler_mode,
+            "straggler_work": config.straggler_work,
+            "local_epochs": config.local_epochs,
             "seed": config.seed,
             "aggregation": aggregation_settings(config),
             "expected_examples": expected_examples(config),
             "first_round": self.first_round,
         }
+
+    def strategy_arguments(self) -> dict[str, Any]:
+        """The shared server step's arguments (``PartialModelFedAvg``), for a method's strategy to extend."""
+        return {"frozen": ArrayRecord(self.frozen), **self.cohort_arguments()}
 
     def strategy(self) -> CohortFedAvg:
         """The method's strategy, or the shared one: cohorts by partition id, checked replies, robust

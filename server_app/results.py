@@ -240,6 +240,10 @@ class RunRecorder:
             **({"cycles": [_cycle_summary(c) for c in self.cycles]} if self.cycles else {}),
             **best_other_accuracies(self.rounds),
             **{key: value for fields in self.method_summaries for key, value in fields(self.rounds).items()},
+            "best_client_accuracy_mean": max(
+                (r["client_accuracy_mean"] for r in self.rounds if r.get("client_accuracy_mean") is not None),
+                default=None,
+            ),
         }
 
     def write_label_counts(self, counts: dict[str, list[float]]) -> None:

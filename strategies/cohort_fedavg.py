@@ -6,10 +6,12 @@ population, pick partition ids, address their nodes) and ``aggregate_train`` (so
 accepted, failed, rejected and timed out, aggregate the accepted ones under the ``aggregation`` rule
 (``strategies/robust_aggregation.py``; ``mean`` is Flower's FedAvg mean unchanged) and report it all to an
 observer); Flower's ``Strategy.start`` runs the rounds unchanged. What each client receives
-goes through one hook, ``records_for`` (``train_content`` for a training message: a method may give each client
-other work); a resumed run numbers its rounds on from ``first_round``. A method whose global model is not the
-arrays it sends (FedFSC) overrides ``global_arrays``, records further evaluations with ``round_evaluation`` and
-keeps its own state through ``state_dict``/``load_state_dict`` (checkpoints).
+goes through hooks: ``records_for`` (its arrays), ``train_records_for`` (a training message's arrays: a method with
+per-client models sends each client its own), ``config_for`` (its config: a straggler's shortened epochs) and
+``train_content`` (the whole training message: a method may give each client other work); a resumed run numbers
+its rounds on from ``first_round``. A method whose global model is not the arrays it sends (FedFSC) overrides
+``global_arrays``, records further evaluations with ``round_evaluation`` and keeps its own state through
+``state_dict``/``load_state_dict`` (checkpoints).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from protocol.messages import (
     EVAL_LOSS,
     EVALUATE,
     LEARNING_RATE,
+    LOCAL_EPOCHS,
     METRICS,
     NUM_EXAMPLES,
     SERVER_ROUND,
@@ -55,7 +58,7 @@ from strategies.robust_aggregation import (
     min_clients,
     robust_aggregate,
 )
-from strategies.stragglers import select_stragglers
+from strategies.stragglers import partial_epochs, round_stragglers
 
 if TYPE_CHECKING:
     from server_app.central_evaluation import CentralEvaluation
@@ -130,6 +133,9 @@ class CohortFedAvg(FedAvg):
         fraction_evaluate: float = 0.0,
         min_train_nodes: int = 1,
         straggler_fraction: float = 0.0,
+        straggler_mode: str = "redraw",
+        straggler_work: str = "none",
+        local_epochs: int = 1,
         seed: int = 0,
         aggregation: AggregationSettings = DEFAULT_AGGREGATION,
         expected_examples: ExpectedExamples = lambda num_local: None,
@@ -151,6 +157,8 @@ class CohortFedAvg(FedAvg):
         self.round_config = round_config or (lambda server_round: {})
         self.seed = seed
         self.straggler_fraction = straggler_fraction
+        self.straggler_mode, self.straggler_work, self.local_epochs = straggler_mode, straggler_work, local_epochs
+        self._epochs_of: dict[int, int] = {}  # partition id -> shortened epochs this round (partial-work stragglers)
         self.aggregation = aggregation
         self.expected_examples = expected_examples
         self.first_round = first_round  # the run's number for Flower's round 1 (a resumed run goes on)
@@ -164,10 +172,26 @@ class CohortFedAvg(FedAvg):
         """The array records sent to one client (subclasses add to it)."""
         return {self.arrayrecord_key: arrays}
 
+    def train_records_for(self, partition_id: int, arrays: ArrayRecord) -> dict[str, ArrayRecord]:
+        """The array records of one client's training message (a method with per-client models sends its own)."""
+        return self.records_for(partition_id, arrays)
+
+    def config_for(self, partition_id: int, config: ConfigRecord) -> ConfigRecord:
+        """The config sent to one client (subclasses add to it): the round's, with a partial-work straggler's
+        epochs."""
+        if partition_id in self._epochs_of:
+            return ConfigRecord({**config, LOCAL_EPOCHS: self._epochs_of[partition_id]})
+        return config
+
     def train_content(self, partition_id: int, arrays: ArrayRecord, config: ConfigRecord) -> RecordDict:
-        """What one client's training message holds: its array records and the round's config (a method that gives
+        """What one client's training message holds: its array records and its config (a method that gives
         clients different work changes it)."""
-        return RecordDict({**self.records_for(partition_id, arrays), self.configrecord_key: config})
+        return RecordDict(
+            {
+                **self.train_records_for(partition_id, arrays),
+                self.configrecord_key: self.config_for(partition_id, config),
+            }
+        )
 
     def _messages(
         self, cohort: list[int], arrays: ArrayRecord, config: ConfigRecord, message_type: str
@@ -200,11 +224,25 @@ class CohortFedAvg(FedAvg):
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
         """Wait for the clients, select a cohort by partition id and send the arrays to those of it that
-        do not drop out this round (``straggler_fraction``)."""
+        do not drop out this round (``straggler_fraction``; stragglers doing partial work get fewer epochs)."""
         server_round += self.first_round - 1
         with span(SAMPLING, round=server_round):
             selected = self.select(self.available(grid), server_round)
-            dropped = select_stragglers(selected, self.straggler_fraction, self.seed, server_round)
+            slow = round_stragglers(
+                selected,
+                self.straggler_fraction,
+                self.straggler_mode,
+                self.seed,
+                server_round,
+                self.population.expected,
+            )
+            partial = self.straggler_work == "partial"
+            dropped = [] if partial else slow
+            self._epochs_of = (
+                {pid: partial_epochs(self.local_epochs, self.seed, server_round, pid) for pid in slow}
+                if partial
+                else {}
+            )
         with span(ENCODE, round=server_round):
             return self._round_messages(server_round, selected, dropped, arrays, config)
 
@@ -234,6 +272,7 @@ class CohortFedAvg(FedAvg):
             cohort_labels_covered=labels_covered(cohort_counts),
             learning_rate=float(round_config[LEARNING_RATE]) if LEARNING_RATE in round_config else None,  # type: ignore[arg-type]
             **fields,
+            **({"partial_epochs": {str(pid): e for pid, e in self._epochs_of.items()}} if self._epochs_of else {}),
         )
         return messages
 

@@ -304,3 +304,19 @@ def test_federated_evaluation_averages_sound_replies_and_names_the_others() -> N
         {"partition_id": 1, "reason": "rejected: 'eval-acc' = 1.5 is outside [0.0, 1.0]"},
         {"partition_id": 2, "reason": "failed: ClientAppException: boom"},
     ]
+
+
+def test_partial_work_stragglers_deliver_after_fewer_epochs() -> None:
+    observer = Observer()
+    strategy = make_strategy(observer)
+    strategy.select = lambda available, rnd: available
+    strategy.straggler_fraction, strategy.straggler_mode, strategy.straggler_work = 0.5, "constant", "partial"
+    strategy.local_epochs = 5
+    grid = FakeGrid(NODES, client_responders(NODES, COUNTS))
+    strategy.population.available(grid)
+    messages = list(strategy.configure_train(1, ArrayRecord({"w": torch.zeros(2)}), ConfigRecord(), grid))
+    assert len(messages) == 4 and observer.fields[0]["dropped"] == []
+    shortened = {NODES[m.metadata.dst_node_id]: m.content["config"].get("local-epochs") for m in messages}
+    partial = observer.fields[0]["partial_epochs"]
+    assert len(partial) == 2 and all(1 <= e <= 5 for e in partial.values())
+    assert {str(pid): e for pid, e in shortened.items() if e is not None} == partial
