@@ -184,7 +184,9 @@ class ClientModelFedAvg(CohortFedAvg):
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Go on from a checkpoint's ``state_dict``."""
+        """Go on from a checkpoint's ``state_dict`` (nothing to restore when the run starts afresh)."""
+        if not state:
+            return
         self.client_states = {int(pid): dict(s) for pid, s in state["client_states"].items()}
         self.architecture = {int(pid): str(name) for pid, name in state["architecture"].items()}
         self.initialised = set(state["initialised"])

@@ -55,12 +55,11 @@ class FewShotClassifierFedAvg(PartialModelFedAvg):
         *,
         plan: RolePlan,
         settings: FedFscSettings,
-        local_epochs: int,
         classifier_keys: list[str],
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
-        self.plan, self.settings, self.local_epochs = plan, settings, local_epochs
+        super().__init__(**kwargs)  # sets local_epochs, the run's E
+        self.plan, self.settings = plan, settings
         self.classifier_keys = classifier_keys
         self._roles: dict[int, Role] = {}
         self._fewshot: State | None = None  # θ_fs of the latest round with few-shot updates (FSCProx's anchor)
@@ -203,7 +202,6 @@ def fewshot_classifier_strategy(run: FederatedRun, plan: RolePlan) -> FewShotCla
     return FewShotClassifierFedAvg(
         plan=plan,
         settings=run.config.settings(FedFscSettings),
-        local_epochs=run.config.local_epochs,
         classifier_keys=build_model_for(run.config).classifier_keys(),
         **run.strategy_arguments(),
     )

@@ -88,7 +88,7 @@ def test_generic_data_never_reaches_a_client(tmp_path: Path) -> None:
     config = parse_run_config(_config(tmp_path, **{"generic-classes": "1,3", "generic-size": 30}))
     split = federated_split(config)
     generic = generic_positions(split, config.settings(GenericDataSettings))
-    clients = np.concatenate([_client_indices(split, pid, NUM_CLIENTS) for pid in range(NUM_CLIENTS)])
+    clients = np.concatenate([_client_indices(split, pid, NUM_CLIENTS, None) for pid in range(NUM_CLIENTS)])
     assert len(generic) == 30 and not set(generic) & set(clients)
     from data.loading import load_dataset
 
