@@ -38,8 +38,8 @@ from methods.registry import method
 from models.device import DeviceUnavailableError, resolve_device
 from protocol.messages import LEARNING_RATE
 from run_config import ConfigError, RunConfig, build_model_for, federated_split, parse_run_config
-from run_config.schema import check_method
 from run_config.population import aggregation_settings, check_population
+from run_config.schema import check_method
 from server_app.central_evaluation import CentralEvaluation
 from server_app.checkpoint import CHECKPOINT_FILE, Checkpoint, CheckpointError, resume_point, save_checkpoint
 from server_app.pretraining import check_source, initial_state, pretraining_report
