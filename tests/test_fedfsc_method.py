@@ -356,6 +356,16 @@ def test_fedfsc_trains_fedavgs_model_bit_for_bit_and_adds_the_fewshot_classifier
     assert (tmp_path / "results" / "fedfsc" / "accuracy.png").exists()
 
 
+def test_fedfsc_over_fedft_eds_trains_fedft_eds_model_bit_for_bit(tmp_path: Path) -> None:
+    """Composes with what exists: a frozen φ and entropy-selected data in the base trainer (FedFT-EDS); the
+    few-shot update still tunes the final Linear on the frozen extractor's features."""
+    eds = {"freeze": "mid", "data-selection": "entropy", "selection-fraction": 0.5, "num-server-rounds": 2}
+    fedft = run(tmp_path, "fedft", method="fedft-eds", **eds)
+    fedfsc = run(tmp_path, "fedfsc", method="fedfsc", **eds)
+    assert [r["base_loss"] for r in fedfsc] == [r["loss"] for r in fedft]
+    assert fedfsc[1]["fewshot_updates"] == 4 and fedfsc[1]["loss"] != fedfsc[1]["base_loss"]  # {θ_fs, φ} ≠ base
+
+
 def test_fedfsc_plus_baseline_plus_trains_fedavg_plus_model(tmp_path: Path) -> None:
     plus = run(tmp_path, "plus", method="fedavg-plus", **STRAGGLERS)
     both = run(tmp_path, "both", method="fedfsc-plus-baseline-plus", **STRAGGLERS)

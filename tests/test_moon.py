@@ -200,3 +200,35 @@ def test_a_model_kept_for_another_theta_is_not_used_as_the_negative() -> None:
     state = RecordDict()
     objective(model, state, level="up").finish()  # kept: the head only
     assert objective(model, state, level="none").previous_model is None
+
+
+@pytest.mark.parametrize(("name", "channels", "size"), [("lenet5", 1, 32), ("resnet8", 3, 32), ("mlp-2nn", 1, 32)])
+def test_moon_and_the_fewshot_classifier_read_every_model_family_the_same_way(
+    name: str, channels: int, size: int
+) -> None:
+    """Every model family (WRN is covered above): z is what the final Linear (classifier_keys) reads, so MOON's
+    representation and FedFSC's few-shot classifier are defined for it, and the objective matches the hand sum."""
+    torch.manual_seed(2)
+    model = build_model(name, in_channels=channels, num_classes=10).double().eval()
+    x, y = torch.randn(3, channels, size, size, dtype=torch.float64), torch.tensor([0, 4, 9])
+    z, logits = model.embed_and_classify(x)
+    weight, bias = (model.state_dict()[key] for key in model.classifier_keys())
+    torch.testing.assert_close(logits, model(x))
+    torch.testing.assert_close(logits, F.linear(z, weight, bias))
+
+    model.train()  # as in local training: BN layers use batch statistics, the anchors run in eval mode
+    state = RecordDict()
+    objective(model, state).finish()  # first participation: keeps this model as the next negative
+    previous = copy.deepcopy(model).eval()
+    with torch.no_grad():  # the next round's global model
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    moon = objective(model, state, mu=0.7, tau=0.5)
+    z_global = copy.deepcopy(model).eval().embed_and_classify(x)[0]
+    z_previous = previous.embed_and_classify(x)[0]
+    with torch.no_grad():  # a local step away from the global model
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    z, logits = model.embed_and_classify(x)
+    expected = F.cross_entropy(logits, y) + 0.7 * by_hand(z, z_global, z_previous, 0.5).mean()
+    torch.testing.assert_close(moon.loss(x, y), expected)
