@@ -15,6 +15,7 @@ from sklearn.cluster import KMeans
 from sklearn.decomposition import PCA
 
 import methods.fedsplit as fedsplit_module
+import strategies.fedsplit
 import tests.in_process as in_process
 from client_app.fedsplit_step import fedsplit_train
 from client_app.local_update import round_seed
@@ -145,9 +146,21 @@ def rounds_of(run: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (run / "rounds.jsonl").read_text().splitlines()]
 
 
-def test_fedsplit_is_fedavg_plus_a_composed_model_built_on_the_round_s_phi(tmp_path: Path) -> None:
+def test_fedsplit_is_fedavg_plus_a_composed_model_built_on_the_round_s_phi(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    starts: list[dict[str, torch.Tensor]] = []  # θ as each round's meta-training receives it
+
+    def spy(model: SplitModel, level: str, *args: Any) -> float:
+        starts.append({k: v.clone() for k, v in model.state_dict().items() if k in model.upper_state_keys(level)})
+        return meta_train(model, level, *args)
+
+    monkeypatch.setattr(strategies.fedsplit, "meta_train", spy)
     config = fedsplit_config(tmp_path / "split", **{"num-server-rounds": 2})
     run_in_process(config)
+    monkeypatch.undo()
+    # θ_meta is trained from scratch: both rounds start from the same θ_g^ini, not from round 1's θ_meta.
+    assert len(starts) == 2 and all(torch.equal(starts[0][k], starts[1][k]) for k in starts[0])
     run_in_process({**config, "method": "fedavg", "results-dir": str(tmp_path / "avg" / "results")})
     split, avg = tmp_path / "split" / "results" / "run", tmp_path / "avg" / "results" / "run"
     rounds, summary = rounds_of(split), json.loads((split / "summary.json").read_text())
@@ -177,6 +190,10 @@ def test_fedsplit_is_fedavg_plus_a_composed_model_built_on_the_round_s_phi(tmp_p
     assert accuracy == rounds[-1]["composed_accuracy"]
     one_round = fedsplit_config(tmp_path / "one", **{"num-server-rounds": 1})
     run_in_process(one_round)
+    # Round 2's φ is that of the model round 2 sent (round 1's FedAvg result), not of the model round 2 produced.
+    sent_in_round_2 = torch.load(tmp_path / "one" / "results" / "run" / "model.pt")
+    assert all(torch.equal(composed[k], sent_in_round_2[k]) for k in composed if k not in upper)
+    assert not all(torch.equal(composed[k], final[k]) for k in composed if k not in upper)
     composed = torch.load(tmp_path / "one" / "results" / "run" / COMPOSED_MODEL_FILE)
     assert all(torch.equal(composed[k], first_round[k]) for k in composed if k not in upper)
     assert not any(torch.equal(composed[k], first_round[k]) for k in upper if composed[k].is_floating_point())
