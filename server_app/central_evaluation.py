@@ -38,7 +38,12 @@ class CentralEvaluation:
         self.frozen, self.batch_size = frozen, config.eval_batch_size
         self.level = config.freeze
         self.features: torch.Tensor | None = None  # φ(x) of the test set
-        if self.level != NO_FREEZE and len(frozen) and len(self.labels) and self._feature_bytes() <= MAX_CACHED_FEATURES_BYTES:
+        if (
+            self.level != NO_FREEZE
+            and len(frozen)
+            and len(self.labels)
+            and self._feature_bytes() <= MAX_CACHED_FEATURES_BYTES
+        ):
             self.features = self._frozen_features()
             del self.inputs  # φ(x) replaces the images
 
