@@ -47,8 +47,8 @@ def phase_table(result: Profile) -> list[str]:
     later_totals = [result.round_seconds(r) for r in later]
     later_overheads = [result.overhead(r) for r in later]
     round_cells = [sum(result.start.values()), sum(first.values()), _median(later_totals), sum(result.end.values())]
-    joined = " | ".join(f"{c:.2f}" for c in round_cells)
-    rows.append(f"| **all phases** | {joined} | {result.phase_total():.2f} |")
+    round_text = " | ".join(f"{c:.2f}" for c in round_cells)
+    rows.append(f"| **all phases** | {round_text} | {result.phase_total():.2f} |")
     overhead_1 = sum(first.values()) - first.get(CLIENT_COMPUTE, 0.0)
     rows.append(f"| **outside client compute** | – | {overhead_1:.2f} | {_median(later_overheads):.2f} | – | – |")
     return rows

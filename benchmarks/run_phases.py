@@ -8,7 +8,9 @@ message), else ``client-other`` (the rest of a client's handling: its reply, Flo
 (no client busy: messages queued, moving between processes, or waiting for a poll). An exchange inside
 ``node-wait`` or ``label-counts`` (the start-up queries) counts as that query phase. Instants inside the ServerApp
 that no step claims are ``other`` (Flower's round loop, logging); the launcher's time before the ServerApp starts
-is ``startup`` (SuperLink, Flower, Ray, the app's imports) and after it ends ``shutdown``.
+is ``startup`` (SuperLink, Flower, Ray, the app's imports) and after it ends ``shutdown``. The server pretrains in a
+background thread while it waits for its clients: the spans overlap, the instants they share count as ``node-wait``
+(the later, innermost span) and what pretraining takes beyond the wait as ``pretraining``.
 
 Round r runs from the start of its ``sampling`` to the start of round r + 1's (the last round ends where
 ``finish`` starts); what comes before round 1 is the run's ``start``, what comes after the last round its ``end``.

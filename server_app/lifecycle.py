@@ -1,8 +1,8 @@
 """A federated run from start to finish, as a story in named steps.
 
-1. ``FederatedRun.start``: validate the settings, lock the run folder, wait for the clients, check the settings
-   against them (and the method's own ``check`` and ``check_run``), resume from a checkpoint or pretrain, split the
-   model into φ (frozen) and θ (trained).
+1. ``FederatedRun.start``: validate the settings, lock the run folder, wait for the clients (pretraining or reading
+   the checkpoint meanwhile, in the background), check the settings against them (and the method's own ``check``
+   and ``check_run``), split the model into φ (frozen) and θ (trained).
 2. ``FederatedRun.rounds``: the method's strategy (``Method.strategy``, by default ``PartialModelFedAvg``) runs the
    rounds with Flower's ``Strategy.start``. In each round it *selects* a cohort and *configures* the clients'
    messages (``configure_train``), *collects and validates* their replies and *aggregates* the sound ones
@@ -16,6 +16,7 @@ Flower numbers the rounds of each ``start`` from 1; a resumed run goes on from `
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ from protocol.messages import LEARNING_RATE
 from run_config import ConfigError, RunConfig, build_model_for, data_cache, federated_split, parse_run_config
 from run_config.population import aggregation_settings, check_population
 from run_config.schema import check_method
+from server_app.background import Background
 from server_app.central_evaluation import CentralEvaluation
 from server_app.checkpoint import CHECKPOINT_FILE, Checkpoint, CheckpointError, resume_point, save_checkpoint
 from server_app.pretraining import check_source, initial_state, pretraining_report
@@ -78,6 +80,19 @@ def cohort_policy(config: RunConfig, label_counts: LabelCountRegistry, num_clien
     return FedEntOptSelector(
         label_counts.counts, size, buffer_capacity(config.fedentopt_buffer, num_clients), config.seed
     )
+
+
+#: How long a failed start waits for the pretraining it cancelled to stop (at its next mini-batch), so that the
+#: ServerApp's process does not end with torch computing in a thread (which aborts the interpreter).
+CANCEL_WAIT_SECONDS = 30.0
+
+
+def _initial_model(
+    config: RunConfig, device: torch.device, checkpoint: Checkpoint | None, stop: threading.Event
+) -> dict[str, torch.Tensor]:
+    """The model the rounds start from: the checkpoint's, else the pretrained (or cached, or initial) one."""
+    with span(PRETRAINING):
+        return checkpoint.model if checkpoint else initial_state(config, device, stop)
 
 
 def learning_rate_schedule(config: RunConfig) -> Callable[[int], dict[str, Any]]:
@@ -125,18 +140,22 @@ class FederatedRun:
             held.enter_context(lock_run_folder(directory, config.results_dir, config.resume))
             check_source(config)
             split = federated_split(config)
+            checkpoint = resume_point(directory, config)
+            # Pretraining overlaps the clients' start (Ray, their imports, their data). The population check needs
+            # the clients' answers, so it comes after: an impossible run is refused as soon as they have answered,
+            # as before, and its pretraining is cancelled (at its next mini-batch) when the start fails.
+            initial = Background(lambda stop: _initial_model(config, device, checkpoint, stop), "pretraining")
+            held.callback(initial.cancel, CANCEL_WAIT_SECONDS)  # a no-op once it is done
             population = ClientPopulation(wait_seconds=config.node_wait_seconds)
-            with span(NODE_WAIT):
-                connected = population.available(grid)
+            with span(NODE_WAIT):  # a failed pretraining ends the wait at once (initial.check)
+                connected = population.available(grid, while_waiting=initial.check)
             sizes = partition_sizes(split, population.expected, data_cache(config))
-            check_population(config, population.expected)  # before pretraining: an impossible run costs nothing
+            check_population(config, population.expected)  # before any round: an impossible run stops here
             check_method(config, {pid: population.identity_of(pid).num_examples for pid in connected})
             if (check_run := method(config.method).check_run) is not None:
                 check_run(config, population.expected)
-            checkpoint = resume_point(directory, config)
             recorder = RunRecorder(directory, config, resume_from=checkpoint.results if checkpoint else None)
-            with span(PRETRAINING):
-                state = checkpoint.model if checkpoint else initial_state(config, device)
+            state = initial.result()
             frozen, trained = split_state(state, build_model_for(config).upper_state_keys(config.freeze))
             label_counts = LabelCountRegistry(split.info.num_classes, noisy=config.label_dp_epsilon > 0)
             select = cohort_policy(config, label_counts, population.expected)

@@ -22,6 +22,7 @@ import hashlib
 import json
 import math
 import os
+import threading
 import time
 from logging import INFO, WARNING
 from pathlib import Path
@@ -40,6 +41,7 @@ from data.transforms import to_model_input
 from models import SplitModel, build_model
 from models.training import cross_entropy_of, evaluate, sgd, train_epochs
 from run_config import ConfigError, RunConfig, build_model_for, data_cache, federated_split
+from server_app.background import Cancelled
 from server_app.torch_files import load_state_dict
 
 CPU = torch.device("cpu")
@@ -134,10 +136,16 @@ def recompute_batchnorm_statistics(model: torch.nn.Module, inputs: torch.Tensor,
 
 
 def pretrain(
-    model: SplitModel, data: ImageData, dataset: str, config: RunConfig, device: torch.device
+    model: SplitModel,
+    data: ImageData,
+    dataset: str,
+    config: RunConfig,
+    device: torch.device,
+    stop: threading.Event | None = None,
 ) -> dict[str, Any]:
     """Train the whole model on ``data`` with the pretraining recipe (in place, on ``device``); keep the epoch
-    that scores best on a held-out slice. Returns what happened (best epoch, its validation accuracy, ...)."""
+    that scores best on a held-out slice. Returns what happened (best epoch, its validation accuracy, ...).
+    ``stop``, once set, ends the training at its next mini-batch with ``Cancelled``."""
     info = DATASETS[dataset]
     fit_rows, validation_rows = split_public(data.labels, VALIDATION_FRACTION, config.seed)
     inputs = to_model_input(data.images, info).to(device)
@@ -152,13 +160,20 @@ def pretrain(
     optimizer = sgd(params, config.pretrain_learning_rate, PRETRAIN_MOMENTUM, PRETRAIN_WEIGHT_DECAY)
     best: dict[str, Any] = {"best_epoch": 0, "validation_loss": math.inf}
     best_state: dict[str, torch.Tensor] = {}
+    cross_entropy = cross_entropy_of(model)
+
+    def loss_fn(inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        if stop is not None and stop.is_set():
+            raise Cancelled("pretraining cancelled")
+        return cross_entropy(inputs, labels)
+
     tick = time.perf_counter()
     for epoch in range(1, config.pretrain_epochs + 1):
         for group in optimizer.param_groups:
             group["lr"] = learning_rate_at(epoch, config.pretrain_epochs, config.pretrain_learning_rate)
         model.train()
         loss = train_epochs(
-            cross_entropy_of(model),
+            loss_fn,
             params,
             fit_inputs,
             fit_labels,
@@ -201,11 +216,11 @@ def pretrain(
 
 
 def _pretrained_from_source(
-    config: RunConfig, target: SplitModel, device: torch.device
+    config: RunConfig, target: SplitModel, device: torch.device, stop: threading.Event | None
 ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     if config.pretrain == "public":
         public = load_public_split(federated_split(config), data_cache(config))
-        report = pretrain(target, public, config.dataset, config, device)
+        report = pretrain(target, public, config.dataset, config, device, stop)
         return target.state_dict(), report
     source_info = DATASETS[config.pretrain_dataset]
     torch.manual_seed(config.seed)
@@ -216,7 +231,7 @@ def _pretrained_from_source(
         raise ConfigError(
             f"run config 'pretrain-dataset' = {config.pretrain_dataset!r} cannot be loaded: {err}"
         ) from None
-    report = pretrain(source_model, source, config.pretrain_dataset, config, device)
+    report = pretrain(source_model, source, config.pretrain_dataset, config, device, stop)
     head = set(target.classifier_keys())
     state = target.state_dict()  # the seeded fresh classifier stays
     state.update({k: v for k, v in source_model.state_dict().items() if k not in head})
@@ -243,9 +258,11 @@ def _write_atomically(path: Path, write) -> None:
     partial.replace(path)  # concurrent runs never read a half-written file
 
 
-def initial_state(config: RunConfig, device: torch.device = CPU) -> dict[str, torch.Tensor]:
+def initial_state(
+    config: RunConfig, device: torch.device = CPU, stop: threading.Event | None = None
+) -> dict[str, torch.Tensor]:
     """The initial global model for this run (pretrained as configured on ``device``, cached), on the CPU: the
-    cache does not depend on the device that made it."""
+    cache does not depend on the device that made it. ``stop`` (set) cancels pretraining (see ``pretrain``)."""
     model = build_model_for(config, seed=config.seed)
     if config.pretrain == "none":
         return model.state_dict()
@@ -268,7 +285,7 @@ def initial_state(config: RunConfig, device: torch.device = CPU) -> dict[str, to
         except ValueError as err:
             log(WARNING, "ignoring the pretraining cache: %s; pretraining again", err)
     tick = time.perf_counter()
-    state, report = _pretrained_from_source(config, model, device)
+    state, report = _pretrained_from_source(config, model, device, stop)
     state = {k: v.detach().cpu() for k, v in state.items()}
     log(INFO, "pretraining took %.1f s on %s; caching it at %s", time.perf_counter() - tick, device, path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from logging import INFO, WARNING
 
@@ -114,14 +114,16 @@ class ClientPopulation:
         log(WARNING, "node %s is refused: %s", node, why)
         self.refused[node] = why
 
-    def available(self, grid: Grid, minimum: int = 1) -> list[int]:
+    def available(self, grid: Grid, minimum: int = 1, while_waiting: Callable[[], None] | None = None) -> list[int]:
         """Partition ids of the connected clients, sorted; waits for the whole population first.
 
         Waits until every client the population reports is known, or ``wait_seconds`` have passed and at
-        least ``minimum`` are known.
+        least ``minimum`` are known. ``while_waiting`` is called at every poll (what it raises ends the wait).
         """
         deadline = time.monotonic() + self.wait_seconds
         while True:
+            if while_waiting is not None:
+                while_waiting()
             connected = list(grid.get_node_ids())
             self.identify_new(grid, connected)
             online = set(connected)

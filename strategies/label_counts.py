@@ -56,13 +56,13 @@ class LabelCountRegistry:
         ]
         partition_of = {node: pid for pid, node in todo.items()}
         for reply in send_in_batches(grid, messages, timeout=self.reply_timeout):
-            pid = partition_of.get(reply.metadata.src_node_id)
-            if pid is None:
+            asked = partition_of.get(reply.metadata.src_node_id)
+            if asked is None:
                 continue  # not asked: ignored
             if reply.has_error():
-                self._refuse(pid, f"error reply: {error_summary(reply.error.reason or '')}")
+                self._refuse(asked, f"error reply: {error_summary(reply.error.reason or '')}")
                 continue
-            self._read(pid, reply.content, identities[pid])
+            self._read(asked, reply.content, identities[asked])
 
     def _read(self, pid: int, content: RecordDict, identity: Identity) -> None:
         counts, reason = refusal(read_label_counts, content, self.num_classes, identity, self.noisy)

@@ -1,0 +1,46 @@
+"""The staged copy of the app packs into the FAB Flower packs from the project itself."""
+
+from __future__ import annotations
+
+import zipfile
+from io import BytesIO
+from pathlib import Path
+
+import pytest
+from flwr.cli.build import build_fab_from_disk
+
+from simulation.app_files import stage_app
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def fab_files(app: Path) -> dict[str, bytes]:
+    with zipfile.ZipFile(BytesIO(build_fab_from_disk(app))) as fab:
+        return {name: fab.read(name) for name in fab.namelist() if name != ".info/CONTENT"}
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # Flower builds its path specs with a deprecated name
+def test_the_staged_copy_packs_into_the_same_fab(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    files = {
+        "pyproject.toml": (ROOT / "pyproject.toml").read_text(),
+        ".gitignore": (ROOT / ".gitignore").read_text(),
+        "server_app/app.py": "x = 1\n",
+        "data/assets/set.json": "{}",
+        "data/assets/LICENSE-set.md": "text",
+        "README.md": "# readme",
+        "experiments/a.yaml": "a: 1",
+        "measurements/benchmarks/r.json": "{}",
+        "results/run/summary.json": "{}",
+        ".venv/lib/site.py": "y = 2\n",
+        ".flwr-home/run-1/config.toml": "",
+        "client_app/__pycache__/app.cpython-311.pyc": "",
+        "notes.txt": "not packed",
+    }
+    for name, text in files.items():
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / name).write_text(text)
+    staged = stage_app(project, project / ".flwr-home" / "run-1" / "app")
+    assert not (staged / ".venv").exists() and not (staged / "results").exists() and not (staged / "notes.txt").exists()
+    assert fab_files(staged) == fab_files(project)
+    assert "server_app/app.py" in fab_files(staged)
