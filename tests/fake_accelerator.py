@@ -8,12 +8,16 @@ real CPU tensors with real values that the mode remembers as "on the accelerator
 arguments on one device, and no accelerator indices into a CPU tensor. A violation raises ``DeviceMismatch``
 where the real GPU would have raised, e.g. labels left on the host and indexed by indices computed on the device.
 
+A torch function mode is thread-local, so threads started inside the mode (the ServerApp pretrains in one while its
+clients connect) run under it too: ``Thread.run`` is wrapped while the mode is on.
+
 Gradients made by autograd are marked when read through ``.grad`` of a parameter on the accelerator. Storages
 marked once are kept alive for the mode's lifetime (so their addresses are never reused): meant for small tests.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -73,6 +77,25 @@ class FakeAccelerator(TorchFunctionMode):
     def __init__(self) -> None:
         super().__init__()
         self._on_device: dict[int, torch.Tensor] = {}  # storage address -> a tensor keeping that storage alive
+
+    def __enter__(self) -> FakeAccelerator:
+        mode, run = self, threading.Thread.run
+        self._thread_run = run
+
+        def run_under_the_mode(thread: threading.Thread) -> None:
+            TorchFunctionMode.__enter__(mode)  # the same mode (and its record of what is on the device)
+            try:
+                run(thread)
+            finally:
+                TorchFunctionMode.__exit__(mode, None, None, None)
+
+        threading.Thread.run = run_under_the_mode  # type: ignore[method-assign, assignment]
+        super().__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        threading.Thread.run = self._thread_run  # type: ignore[method-assign]
+        super().__exit__(*exc)
 
     def on_device(self, tensor: torch.Tensor) -> bool:
         """Whether ``tensor`` lives on the fake accelerator."""
