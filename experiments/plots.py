@@ -4,7 +4,9 @@ label entropy per round, and the hardened-softmax entropy histograms of the pape
 Every figure draws every method and grid point the experiment file asks for: a method keeps its colour and
 marker in every panel and figure (experiments/method_styles.py), one legend sits beside the panels, and what
 has no results yet is marked "not run" instead of being left out. Accuracy curves start at the initial
-(pretrained) model, round 0 and 0 s; the client-seconds axis is logarithmic beyond its first decade.
+(pretrained) model, round 0 and 0 s; the client-seconds axis is logarithmic beyond its first decade. A method
+that evaluates a model of its own beside the global one (FedSplit's composed model) adds it to the accuracy
+figures, dashed in the method's colour.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from server_app.run_plot import set_seconds_scale  # noqa: E402
 
 NOT_RUN = "not run"
 NOT_RUN_COLOUR = "grey"
+COMPOSED_LABEL = "dashed: the method's\ncomposed model\n(FedSplit's {θ_meta, φ_g})"
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,8 @@ class Curve:
     client_seconds: np.ndarray  # cumulative
     cohort_entropy: np.ndarray  # NaN where not recorded
     initial_accuracy: float = math.nan
+    #: A method's own composed model (FedSplit's {θ_meta, φ_g}) where recorded, NaN elsewhere; None: never recorded.
+    composed_accuracy: np.ndarray | None = None
 
 
 def _round_values(rounds: Sequence[dict], key: str) -> np.ndarray:
@@ -97,6 +102,7 @@ def mean_curves(experiment: Experiment, results: Mapping[Cell, CellResult]) -> d
             accuracy = np.array([_round_values(r, "accuracy") for r in per_seed])
             seconds = np.array([np.cumsum(_round_values(r, "client_train_seconds")) for r in per_seed])
             entropy = np.array([_round_values(r, "cohort_label_entropy") for r in per_seed])
+            composed = np.array([_round_values(r, "composed_accuracy") for r in per_seed])
             curves.setdefault(point, {})[method] = Curve(
                 rounds=np.arange(1, length + 1),
                 accuracy=accuracy.mean(axis=0),
@@ -104,6 +110,7 @@ def mean_curves(experiment: Experiment, results: Mapping[Cell, CellResult]) -> d
                 client_seconds=seconds.mean(axis=0),
                 cohort_entropy=entropy.mean(axis=0),
                 initial_accuracy=_initial_accuracy(cells),
+                composed_accuracy=composed.mean(axis=0) if np.isfinite(composed).any() else None,
             )
     return curves
 
@@ -196,7 +203,21 @@ def _start_and_curve(curve: Curve, against_seconds: bool) -> tuple[np.ndarray, n
 
 
 def _draw_accuracy(ax, method: str, curve: Curve, style: MethodStyle, against_seconds: bool) -> None:
-    """One method's mean accuracy (± std shaded); the initial model as a larger hollow marker at x = 0."""
+    """One method's mean accuracy (± std shaded); the initial model as a larger hollow marker at x = 0; a method's
+    composed model, where it has one, dashed in the same colour with hollow markers at the rounds it was judged."""
+    if curve.composed_accuracy is not None:
+        at = np.isfinite(curve.composed_accuracy)
+        x_composed = (curve.client_seconds if against_seconds else curve.rounds)[at]
+        ax.plot(
+            x_composed,
+            100 * curve.composed_accuracy[at],
+            color=style.colour,
+            linestyle="--",
+            marker=style.marker,
+            markersize=4,
+            markerfacecolor="white",
+            label=f"_{method} composed",
+        )
     x, accuracy, std = _start_and_curve(curve, against_seconds)
     ax.plot(x, 100 * accuracy, color=style.colour, marker=style.marker, markersize=3.5, label=method)
     ax.fill_between(x, 100 * (accuracy - std), 100 * (accuracy + std), color=style.colour, alpha=0.15, linewidth=0)
@@ -297,12 +318,16 @@ def accuracy_figure(curves: Mapping[str, Mapping[str, Curve]], plan: Planned, ag
         markeredgecolor="black",
         label="initial model\n(round 0, 0 s)",
     )
+    composed = [
+        Line2D([], [], color="black", linestyle="--", marker="o", markerfacecolor="white", label=COMPOSED_LABEL)
+        for _ in range(any(c.composed_accuracy is not None for methods in curves.values() for c in methods.values()))
+    ]
     _method_legend(
         figure,
         plan,
         styles,
         {m for methods in curves.values() for m in methods},
-        [start],
+        [start, *composed],
         hidden=hidden_under(curves, plan, lambda c: np.concatenate(_start_and_curve(c, against_seconds))),
     )
     return figure

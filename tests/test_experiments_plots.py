@@ -188,3 +188,23 @@ def test_a_run_without_a_learning_efficiency_is_not_called_not_run() -> None:
         cells[cell] = CellResult({**cells[cell].summary, "learning_efficiency": None}, cells[cell].rounds, {})
     ax = learning_efficiency_figure(summarise(experiment(), cells), planned(experiment())).axes[0]
     assert texts(ax).count("no value") == 1 and texts(ax).count(NOT_RUN) == 1
+
+
+def test_a_composed_model_is_drawn_dashed_at_the_rounds_it_was_judged_and_named_in_the_legend() -> None:
+    methods = {"fedavg": {}, "fedsplit-all": {}}
+    one = parse_experiment({"description": "d", "cost": "c", "methods": methods, "seeds": [0, 1]}, Path("x.yaml"))
+    cells = {cell: result(10.0, [0.5, 0.6, 0.7]) for cell in one.cells}
+    for cell, composed in zip(
+        [c for c in one.cells if c.method == "fedsplit-all"], ([None, 0.8, 0.9], [None, 0.6, 0.8])
+    ):
+        for record, value in zip(cells[cell].rounds, composed):
+            record["composed_accuracy"] = value
+    figure = accuracy_figure(mean_curves(one, cells), planned(one))
+    dashed = [line for line in figure.axes[0].get_lines() if line.get_linestyle() == "--"]
+    (line,) = dashed  # FedSplit's alone: FedAvg has no composed model
+    assert list(line.get_xdata()) == [2, 3] and list(line.get_ydata()) == pytest.approx([70.0, 85.0])
+    assert to_hex(line.get_color()) == colours(figure.axes[0])["fedsplit-all"]
+    legend = [t.get_text() for t in figure.legends[0].get_texts()]
+    assert legend[-1].startswith("dashed: the method's")
+    plain = accuracy_figure(mean_curves(experiment(), results()), planned(experiment()))
+    assert not any(t.get_text().startswith("dashed") for t in plain.legends[0].get_texts())
