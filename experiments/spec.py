@@ -377,10 +377,28 @@ def parse_experiment(raw: Any, path: Path) -> Experiment:
     )
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (plain YAML keeps the last one silently); a
+    key that overrides one merged in with ``<<`` is no repetition."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # ``<<: *base``: its keys may be overridden
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} is given twice in one mapping", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_experiment(path: Path) -> Experiment:
-    """Read and validate an experiment file."""
+    """Read and validate an experiment file (a key given twice in one mapping is an error)."""
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
     except OSError as err:
         raise ExperimentFileError(f"{path}: cannot be read: {err.strerror}") from None
     except yaml.YAMLError as err:

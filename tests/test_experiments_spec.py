@@ -202,3 +202,10 @@ def test_a_file_whose_stem_is_no_safe_name_must_set_one() -> None:
     with pytest.raises(ExperimentFileError, match=r"'name' = 'my exp' names the results folder and .*; set 'name'"):
         parse_experiment(VALID, Path("my exp.yaml"))
     assert parse_experiment({**VALID, "name": "my-exp"}, Path("my exp.yaml")).name == "my-exp"
+
+
+def test_a_key_given_twice_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "twice.yaml"
+    path.write_text("name: twice\nmethods: [fedavg]\nbase:\n  public-fraction: 0.1\n  public-fraction: 0.0\n")
+    with pytest.raises(ExperimentFileError, match="key 'public-fraction' is given twice in one mapping"):
+        load_experiment(path)
