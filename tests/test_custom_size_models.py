@@ -201,13 +201,20 @@ def test_fedat_end_to_end_each_client_receives_its_own_model_and_nothing_else(
     assert {k: tuple(v.shape) for k, v in kept["client_states"]["0"].items()} == _state_specs("wrn-16-1")
 
 
-@pytest.mark.parametrize("method", ["fedkad", "fedmd"])
-def test_distillation_presets_end_to_end(tmp_path: Path, method: str) -> None:
-    run_in_process(_config(tmp_path, method=method, **{"client-init-epochs": 1}), num_partitions=NUM_CLIENTS)
+@pytest.mark.parametrize(
+    ("method", "overrides", "prototypes"),
+    [("fedkad", {}, True), ("fedmd", {}, False), ("fedkad", {"prototype-regularisation": False}, False)],
+    ids=["fedkad", "fedmd", "fedkad-no-prototypes"],
+)
+def test_distillation_presets_end_to_end(
+    tmp_path: Path, method: str, overrides: dict[str, Any], prototypes: bool
+) -> None:
+    config = _config(tmp_path, method=method, **{"client-init-epochs": 1, **overrides})
+    run_in_process(config, num_partitions=NUM_CLIENTS)
     assert _summary(tmp_path)["status"] == "completed"
     record = _rounds(tmp_path)[0]
     assert record["client_accuracy_mean"] is not None and len(record["client_accuracies"]) == NUM_CLIENTS
-    if method == "fedkad":
+    if prototypes:
         values = NUM_CLIENTS * (4 * 64 * 8 * 8 * 4 + 4)  # C float32 maps and C flags per client
         assert values <= record["prototype_bytes_up"] < values + NUM_CLIENTS * 1024  # plus the records' own overhead
     else:
