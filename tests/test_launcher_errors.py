@@ -10,7 +10,10 @@ import pytest
 from simulation.local_run import PROJECT_DIR
 
 CASES = [
-    ("temprature=0.5", "error: 'temprature' is not a run-config key; did you mean 'temperature'?"),
+    (
+        "temprature=0.5",
+        "error: 'temprature' is not a run-config key; did you mean 'temperature' or 'moon-temperature'?",
+    ),
     ("temperature=-1", "error: run config 'temperature' = -1.0 is invalid: it must be > 0"),
     ("dataset=fashon-mnist", "error: run config 'dataset' = 'fashon-mnist' is invalid: it must be one of"),
     (
@@ -43,4 +46,4 @@ def test_make_run_passes_the_error_through(tmp_path) -> None:
         text=True,
         timeout=600,
     )
-    assert done.returncode != 0 and "did you mean 'temperature'?" in done.stderr
+    assert done.returncode != 0 and "did you mean 'temperature' or 'moon-temperature'?" in done.stderr
