@@ -311,7 +311,8 @@ class FedFscSettings:
     )
     straggler_epochs: int = setting(
         1,
-        "E_r: epochs of the normal update a straggler runs in the baseline+ variants (below `local-epochs`).",
+        "FedFSC family: E_r, epochs of the normal update a straggler runs in the baseline+ variants (below "
+        "`local-epochs`).",
         positive,
     )
     fscprox: str = setting(
