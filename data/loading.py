@@ -211,8 +211,19 @@ def dataset_source(name: str, data_dir: str = "") -> dict | None:
         return None
     if name == "synthetic":
         return {"generator": "make_synthetic"}
-    files = [MINI_FILE] if name == "fashion-mnist-mini" else [_find(name, data_dir) / f for f in _LAYOUTS[name].files]
+    files = [MINI_FILE] if name == "fashion-mnist-mini" else _source_files(name, data_dir)
     return {"files": [[str(f), f.stat().st_size, f.stat().st_mtime_ns] for f in files]}
+
+
+def _source_files(name: str, data_dir: str) -> list[Path]:
+    """The files ``_load_files`` reads the dataset from: MNIST's pickle where its IDX files are not found."""
+    try:
+        return [_find(name, data_dir) / f for f in _LAYOUTS[name].files]
+    except DataNotFoundError:
+        pickle_path = next((p for p in mnist_pickle_paths(data_dir) if p.is_file()), None) if name == "mnist" else None
+        if pickle_path is None:
+            raise
+        return [pickle_path]
 
 
 @functools.lru_cache(maxsize=2)
