@@ -108,3 +108,23 @@ def test_kafal_cells_run_in_process_and_are_reported(tmp_path: Path) -> None:
     assert "| random | 1 |" in (tmp_path / "out" / TABLE_FILE).read_text()
     rows = (tmp_path / "out" / "rounds_to_reach.md").read_text()
     assert re.search(r"\| kafal \| ([12]) \| \1\.0 \|", rows) and "| random |" in rows  # the reference: by round 2
+
+
+def test_mnist_from_the_pickle_goes_through_the_shared_data_cache(tmp_path: Path) -> None:
+    """With ``data-cache-dir`` set (the default in simulation) MNIST's pickle is the cached dataset's source: the
+    cache is keyed by that file and holds what reading the pickle gives."""
+    from data.loading import shared_dataset
+
+    rng = np.random.default_rng(1)
+
+    def part(n: int) -> tuple[np.ndarray, np.ndarray]:
+        return (rng.integers(0, 256, size=(n, 784)) / 256).astype(np.float32), rng.integers(0, 10, n).astype(np.int64)
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    write_pickle(folder / "mnist.pkl.gz", (part(6), part(2), part(3)))
+    shared = shared_dataset("mnist", str(folder), tmp_path / "cache")
+    direct_train, direct_test = read_mnist_pickle(folder / "mnist.pkl.gz", DATASETS["mnist"])
+    assert np.array_equal(shared.train.images, direct_train.images)
+    assert np.array_equal(shared.test.labels, direct_test.labels)
+    assert any((tmp_path / "cache").iterdir())  # decoded once into the cache
