@@ -46,7 +46,8 @@ class CentralEvaluation:
             and len(self.labels)
             and self._feature_bytes() <= MAX_CACHED_FEATURES_BYTES
         ):
-            self.features = self._frozen_features()  # the images stay for ``of_state``
+            self.features = self._frozen_features()
+            del self.inputs  # φ(x) replaces the images
 
     def _feature_bytes(self) -> int:
         with torch.no_grad():
@@ -61,7 +62,10 @@ class CentralEvaluation:
 
     def of_state(self, state: Mapping[str, torch.Tensor]) -> tuple[float, float]:
         """Test loss and accuracy of a whole model's state (a method's own model, e.g. FedSplit's composed one),
-        run on the images: its φ may not be the run's."""
+        run on the images: its φ may not be the run's. Only for an evaluator built without a frozen part, which keeps
+        the images (one built with φ keeps φ(x) instead)."""
+        if self.features is not None:
+            raise RuntimeError("of_state needs the test images; build this CentralEvaluation with frozen = {}")
         self.model.load_state_dict(state)
         self.model.eval()
         return evaluate(self.model, self.inputs, self.labels, self.batch_size)
