@@ -87,9 +87,11 @@ class FedSplitSettings:
 
 def metadata_map_shape(config: RunConfig) -> tuple[int, ...]:
     """The per-sample shape of the configured model's feature maps at ``metadata-level``; ``ConfigError`` naming the
-    key when the model has no such level. Builds the model without touching the global random state."""
+    key when the model has no such level. The model is built on the meta device: shapes only, no weights drawn, so
+    torch's global generator, which another thread may be drawing a seeded model from, is left alone (saving and
+    restoring it, as ``fork_rng`` does, is not safe across threads)."""
     level = config.settings(MetadataLevelSettings).metadata_level
-    with torch.random.fork_rng(devices=[]):
+    with torch.device("meta"):
         model = build_model_for(config)
     if level not in model.levels:
         raise ConfigError(

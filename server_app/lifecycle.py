@@ -151,11 +151,14 @@ class FederatedRun:
                 connected = population.available(grid, while_waiting=initial.check)
             sizes = partition_sizes(split, population.expected, data_cache(config))
             check_population(config, population.expected)  # before any round: an impossible run stops here
+            # The methods' start checks may build models, drawing from torch's global generator, which the
+            # pretraining thread seeds and draws from (initial weights, dropout): they wait for it, so that a run's
+            # initial model does not depend on thread timing.
+            state = initial.result()
             check_method(config, {pid: population.identity_of(pid).num_examples for pid in connected})
             if (check_run := method(config.method).check_run) is not None:
                 check_run(config, population.expected)
             recorder = RunRecorder(directory, config, resume_from=checkpoint.results if checkpoint else None)
-            state = initial.result()
             frozen, trained = split_state(state, build_model_for(config).upper_state_keys(config.freeze))
             label_counts = LabelCountRegistry(split.info.num_classes, noisy=config.label_dp_epsilon > 0)
             select = cohort_policy(config, label_counts, population.expected)
