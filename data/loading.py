@@ -116,15 +116,22 @@ def mnist_pickle_paths(data_dir: str) -> list[Path]:
     return paths
 
 
+def _mnist_pickle_instead(name: str, data_dir: str) -> Path | None:
+    """MNIST's pickle when the dataset is MNIST and its IDX files are not found (then, without a pickle either, the
+    not-found error); None when the IDX files (or the dataset's own files) are there."""
+    try:
+        _find(name, data_dir)
+        return None
+    except DataNotFoundError:
+        pickle_path = next((p for p in mnist_pickle_paths(data_dir) if p.is_file()), None) if name == "mnist" else None
+        if pickle_path is None:
+            raise
+        return pickle_path
+
+
 def _load_files(name: str, data_dir: str) -> DatasetSplits:
-    if name == "mnist":
-        try:
-            _find(name, data_dir)
-        except DataNotFoundError:
-            pickle_path = next((p for p in mnist_pickle_paths(data_dir) if p.is_file()), None)
-            if pickle_path is None:
-                raise
-            return DatasetSplits(*read_mnist_pickle(pickle_path, DATASETS[name]))
+    if (pickle_path := _mnist_pickle_instead(name, data_dir)) is not None:
+        return DatasetSplits(*read_mnist_pickle(pickle_path, DATASETS[name]))
     folder, info = _find(name, data_dir), DATASETS[name]
     if name in ("fashion-mnist", "mnist"):
         train = read_idx_pair(folder / _IDX_FILES[0], folder / _IDX_FILES[1], info)
@@ -217,13 +224,9 @@ def dataset_source(name: str, data_dir: str = "") -> dict | None:
 
 def _source_files(name: str, data_dir: str) -> list[Path]:
     """The files ``_load_files`` reads the dataset from: MNIST's pickle where its IDX files are not found."""
-    try:
-        return [_find(name, data_dir) / f for f in _LAYOUTS[name].files]
-    except DataNotFoundError:
-        pickle_path = next((p for p in mnist_pickle_paths(data_dir) if p.is_file()), None) if name == "mnist" else None
-        if pickle_path is None:
-            raise
+    if (pickle_path := _mnist_pickle_instead(name, data_dir)) is not None:
         return [pickle_path]
+    return [_find(name, data_dir) / f for f in _LAYOUTS[name].files]
 
 
 @functools.lru_cache(maxsize=2)
