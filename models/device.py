@@ -5,10 +5,15 @@ accelerator the node does not have is an error that says what torch does see, ne
 CPU: a run meant for a GPU that quietly trains on the CPU is slower by orders of magnitude and hard to notice.
 The server (``server-device``) and the clients (``device``, or a SuperNode's node config ``device``) resolve
 their own.
+
+A CUDA device is made deterministic when resolved: cuDNN picks deterministic kernels (no benchmarking) and
+torch's deterministic algorithms are requested (a warning, not an error, where an operation has none), so a run
+on a GPU, like one on the CPU, computes the same models every time for its configuration.
 """
 
 from __future__ import annotations
 
+import os
 import re
 
 import torch
@@ -60,7 +65,7 @@ def resolve_device(name: str, key: str = "'device'") -> torch.device:
     if not is_device_name(name):
         raise DeviceUnavailableError(f"{key} = {name!r} is not a device name: use {DEVICE_NAMES_HELP}")
     if name == "auto":
-        return available_devices()[1] if len(available_devices()) > 1 else torch.device("cpu")
+        name = str(available_devices()[1]) if len(available_devices()) > 1 else "cpu"
     device = torch.device(name)
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", 0)
@@ -68,7 +73,19 @@ def resolve_device(name: str, key: str = "'device'") -> torch.device:
         raise DeviceUnavailableError(
             f"{key} = {name!r} but this node has no such device; torch sees: {describe_available()}"
         )
+    if device.type == "cuda":
+        make_cuda_deterministic()
     return device
+
+
+def make_cuda_deterministic() -> None:
+    """Deterministic CUDA kernels for this process: cuDNN without benchmarking, cuBLAS with a fixed workspace
+    (``CUBLAS_WORKSPACE_CONFIG``, read when cuBLAS starts; a value the user set is kept), and torch's
+    deterministic algorithms, warning where an operation has no deterministic version."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    torch.use_deterministic_algorithms(True, warn_only=True)
 
 
 def synchronize(device: torch.device) -> None:

@@ -5,6 +5,7 @@ the wrong device. On a GPU machine the same tests run on each CUDA device too.""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,7 +26,13 @@ from data.transforms import random_crop_flip
 from experiments.cka import cka_matrix
 from experiments.client_similarity import client_models, level_similarity
 from experiments.entropy_histogram import client_entropies
-from models.device import DeviceUnavailableError, available_devices, is_device_name, resolve_device
+from models.device import (
+    DeviceUnavailableError,
+    available_devices,
+    is_device_name,
+    make_cuda_deterministic,
+    resolve_device,
+)
 from models.training import cross_entropy_of, evaluate, train_epochs
 from run_config import build_model_for
 from server_app.pretraining import pretrain
@@ -269,3 +276,21 @@ def test_a_whole_fedft_eds_run_on_the_device_aggregates_every_round(
     summary = json.loads((tmp_path / "results" / "run" / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["rounds_aggregated"] == 2
     assert (tmp_path / "results" / "run" / "accuracy.png").stat().st_size > 10_000  # the run's plot
+
+
+def test_a_cuda_device_is_made_deterministic(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Resolving CUDA asks for deterministic kernels (two runs of a configuration compute the same models); a
+    cuBLAS workspace setting the user chose is kept."""
+    monkeypatch.setattr(torch.backends.cudnn, "deterministic", False)
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", True)
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    try:
+        make_cuda_deterministic()
+        assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
+        assert torch.are_deterministic_algorithms_enabled() and torch.is_deterministic_algorithms_warn_only_enabled()
+        assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+        monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8")
+        make_cuda_deterministic()
+        assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":16:8"
+    finally:
+        torch.use_deterministic_algorithms(False)

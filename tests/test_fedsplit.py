@@ -52,7 +52,10 @@ def fedsplit_config(tmp_path: Path, method: str = "fedsplit-kmeans", **overrides
 
 def client_round(tmp_path: Path, kmeans: bool, **overrides: Any) -> tuple[Node, SplitModel, RecordDict]:
     """Partition 0's FedSplit round on a freshly initialised global model: the node, the model sent, the reply."""
-    run_config = fedsplit_config(tmp_path, "fedsplit-kmeans" if kmeans else "fedsplit-all", **overrides)
+    # On the CPU, where ``maps_of`` recomputes the maps to compare them bit for bit.
+    run_config = fedsplit_config(
+        tmp_path, "fedsplit-kmeans" if kmeans else "fedsplit-all", **{"device": "cpu", **overrides}
+    )
     context = Context(
         run_id=1,
         node_id=101,

@@ -40,6 +40,7 @@ BEFORE_THE_PLUG_INS = {
 def test_a_ported_method_computes_what_it_computed_before(tmp_path: Path, case: str) -> None:
     overrides, accuracies, digest = BEFORE_THE_PLUG_INS[case]
     base = {"pretrain": "none", "aggregation": "mean", "feature-cache-dtype": "float32", "public-fraction": 0.1}
+    base |= {"device": "cpu", "server-device": "cpu"}  # the digests were recorded on the CPU
     run_in_process(small_run_config(tmp_path, **{**base, **overrides}), num_partitions=4)
     run = tmp_path / "results" / "run"
     rounds = [json.loads(line) for line in (run / "rounds.jsonl").read_text().splitlines()]
