@@ -49,7 +49,7 @@ from server_app.pretraining import check_source, initial_state, pretraining_repo
 from server_app.results import RunRecorder, run_directory
 from server_app.run_errors import RunFailedError, RunSetupError
 from server_app.run_lock import RunFolderError, lock_run_folder
-from strategies.client_population import ClientPopulation
+from strategies.client_population import ClientPopulation, NoClientsError
 from strategies.cohort_fedavg import CohortFedAvg, SelectCohort
 from strategies.fedentopt_selection import FedEntOptSelector, buffer_capacity
 from strategies.label_counts import LabelCountRegistry
@@ -59,6 +59,7 @@ from strategies.random_selection import cohort_size, select_random
 
 #: Errors that mean the run cannot start: reported in one line, naming the setting or file.
 SETUP_ERRORS = (
+    NoClientsError,
     ConfigError,
     CheckpointError,
     DataNotFoundError,

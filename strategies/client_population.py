@@ -10,7 +10,9 @@ server keeps what they offer for ``LabelCountRegistry``, so that the start costs
 An identity is bad input like any reply (``protocol.replies.read_identity``). The population size is the
 ``num-partitions`` most of the first identified nodes report, so one node claiming a million partitions cannot
 make the server wait for, or partition the data for, a million clients; a node that disagrees with it, or claims a
-partition a connected node already holds, is refused (logged, and never selected).
+partition a connected node already holds, is refused (logged, and never selected). When every node that connected
+was refused and the wait is over, the run cannot start: ``NoClientsError`` names how many were refused and why (a
+setting no client can work with, such as a split the data cannot make, refuses them all alike).
 """
 
 from __future__ import annotations
@@ -29,6 +31,10 @@ from protocol.messages import CONFIG, IDENTIFY, LABEL_COUNTS_RECORD, WITH_LABEL_
 from protocol.replies import Identity, read_identity, refusal
 from strategies.client_errors import error_summary
 from strategies.query_batches import send_in_batches
+
+
+class NoClientsError(ValueError):
+    """Every node that connected was refused, and the wait for others is over."""
 
 
 @dataclass
@@ -129,9 +135,21 @@ class ClientPopulation:
             online = set(connected)
             known = sorted(identity.partition_id for node, identity in self.identities.items() if node in online)
             complete = self.expected > 0 and len(known) >= self.expected
-            if complete or (time.monotonic() >= deadline and len(known) >= minimum):
+            waited = time.monotonic() >= deadline
+            if complete or (waited and len(known) >= minimum):
                 if not complete:
                     log(WARNING, "proceeding with %d of %d clients connected", len(known), self.expected)
                 return known
+            if waited and not known and connected and online <= self.refused.keys():
+                raise NoClientsError(self._all_refused(connected))
             log(INFO, "waiting for clients: %d of %s connected", len(known), self.expected or "?")
             time.sleep(1.0)
+
+    def _all_refused(self, connected: list[int]) -> str:
+        reasons = Counter(self.refused[node] for node in connected)
+        why, count = reasons.most_common(1)[0]
+        others = f"; {len(connected) - count} for other reasons" if count < len(connected) else ""
+        return (
+            f"no client could join: all {len(connected)} connected nodes were refused after {self.wait_seconds:g} s "
+            f"of waiting ('node-wait-seconds'); {count} with: {why}{others}"
+        )

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from flwr.app import Error, Message, MetricRecord, RecordDict
 
 from protocol.messages import IDENTIFY
-from strategies.client_population import ClientPopulation
+from strategies.client_population import ClientPopulation, NoClientsError
 from tests.fake_grid import FakeGrid, identify_reply
 
 NODES = {101: 2, 205: 0, 333: 1}
@@ -124,3 +125,16 @@ def test_label_counts_offered_with_identities_are_kept_and_queries_go_in_batches
         1: [20.0, 0.0],
         2: [30.0, 0.0],
     }
+
+
+def test_a_run_whose_every_node_is_refused_ends_after_the_wait_saying_why() -> None:
+    grid = FakeGrid([101, 205, 333], claims({101: None, 205: None, 333: identity(0, partitions=3)}))
+    assert ClientPopulation(wait_seconds=0).available(grid) == [0]  # one accepted: the run goes on with it
+    grid = FakeGrid([101, 205], claims({101: None, 205: None}))
+    population = ClientPopulation(wait_seconds=0)
+    with pytest.raises(NoClientsError) as refused:
+        population.available(grid)
+    assert str(refused.value) == (
+        "no client could join: all 2 connected nodes were refused after 0 s of waiting ('node-wait-seconds'); "
+        "2 with: error reply: boom"
+    )

@@ -208,3 +208,15 @@ def test_impossible_aggregation_settings_stop_the_run_at_start(tmp_path: Path) -
     ):
         run_in_process(config, num_partitions=8)
     assert not (tmp_path / "pretrained").exists()  # refused before pretraining
+
+
+def test_a_split_no_client_can_make_ends_the_run_naming_the_reason_instead_of_waiting(tmp_path: Path) -> None:
+    """Each client computes its partition when asked who it is; when none can, every node is refused alike."""
+    config = small_run_config(tmp_path, **{"min-partition-size": 500})
+    with pytest.raises(
+        RunSetupError,
+        match=r"^no client could join: all 4 connected nodes were refused after 0 s of waiting "
+        r"\('node-wait-seconds'\); 4 with: error reply: PartitioningError: min-partition-size = 500 is impossible: "
+        r"4 clients x 500 > 640 training samples$",
+    ):
+        run_in_process(config)
