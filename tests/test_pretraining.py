@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
 import torch
 
+import server_app.pretraining as pretraining
+from data.loading import load_dataset
 from models import LeNet5
 from run_config import ConfigError
 from server_app.pretraining import cache_path, check_source, initial_state
@@ -129,3 +132,29 @@ def test_missing_source_dataset_names_the_key(tmp_path: Path, monkeypatch: pytes
     )
     with pytest.raises(ConfigError, match="'pretrain-dataset' = 'mnist' cannot be loaded"):
         initial_state(config)
+
+
+def scripted_validation(monkeypatch: pytest.MonkeyPatch, losses: list[float]) -> None:
+    """The validation slice scores epoch i with ``losses[i - 1]`` (accuracy 1 - loss)."""
+    scores = iter(losses)
+
+    def evaluate(*_: object) -> tuple[float, float]:
+        loss = next(scores)
+        return loss, 1.0 - loss
+
+    monkeypatch.setattr(pretraining, "evaluate", evaluate)
+
+
+def test_the_kept_epoch_is_the_best_of_the_second_half(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = cfg(tmp_path, pretrain_epochs=4)
+    data = load_dataset("synthetic").train
+    scripted_validation(monkeypatch, [0.1, 0.5, 0.2, 0.3])  # epoch 1 scores best, but mid-flight
+    report = pretraining.pretrain(LeNet5(1, 4), data, "synthetic", config, torch.device("cpu"))
+    assert (report["best_epoch"], report["validation_loss"]) == (3, 0.2)
+
+
+def test_a_pretraining_that_diverges_names_the_learning_rate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = cfg(tmp_path, pretrain_epochs=2)
+    scripted_validation(monkeypatch, [0.3, math.nan])
+    with pytest.raises(ConfigError, match=r"pretraining diverged .* lower 'pretrain-learning-rate' \(now 0.05\)"):
+        pretraining.pretrain(LeNet5(1, 4), load_dataset("synthetic").train, "synthetic", config, torch.device("cpu"))
