@@ -26,6 +26,7 @@ from data.transforms import random_crop_flip
 from experiments.cka import cka_matrix
 from experiments.client_similarity import client_models, level_similarity
 from experiments.entropy_histogram import client_entropies
+from methods.registry import METHODS
 from models.device import (
     DeviceUnavailableError,
     available_devices,
@@ -294,3 +295,55 @@ def test_a_cuda_device_is_made_deterministic(monkeypatch: pytest.MonkeyPatch) ->
         assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":16:8"
     finally:
         torch.use_deterministic_algorithms(False)
+
+
+#: Settings a preset needs beyond ``small_run_config`` to run one or two small rounds (as its own tests set them).
+_CUSTOM_SIZE = {
+    "model": "wrn-10-1",
+    "client-models": "0:wrn-16-1",
+    "public-fraction": 0.2,
+    "generic-size": 24,
+    "generic-samples": 16,
+    "client-eval-samples": 20,
+    "server-batch-size": 16,
+    "at-epochs": 1,
+    "metadata-epochs": 1,
+    "kd-epochs": 1,
+}
+_STRAGGLERS = {"fraction-train": 0.5, "fewshot-fraction": 0.25, "local-epochs": 2}
+PRESET_SETTINGS: dict[str, dict[str, object]] = {
+    "kafal": {
+        "public-fraction": 0.0,
+        "fraction-train": 0.5,
+        "al-initial-fraction": 0.2,
+        "al-budget-fraction": 0.1,
+        "al-cycles": 1,
+        "al-rounds-per-cycle": 1,
+    },
+    "fedfsc-plus": _STRAGGLERS,
+    "fedfsc-plus-baseline-plus": _STRAGGLERS,
+    "fedavg-plus": _STRAGGLERS,
+    "fedprox-plus": _STRAGGLERS,
+    "moon-plus": _STRAGGLERS,
+    "fedsplit-kmeans": {"meta-epochs": 1, "n-com": 8, "k-means-clusters": 2},
+    "fedsplit-all": {"meta-epochs": 1},
+    "fedat": _CUSTOM_SIZE,
+    "fedkad": _CUSTOM_SIZE,
+    "fedmd": _CUSTOM_SIZE,
+}
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_every_preset_runs_on_the_fake_accelerator(method: str, tmp_path: Path, monkeypatch) -> None:
+    """Server and clients on a device that enforces CUDA's placement rules: each method's client update, server
+    step and evaluation keep their tensors together (on a GPU machine tests/ runs these presets on CUDA too)."""
+    monkeypatch.setattr(client_module, "resolve_device", lambda name, key: FAKE)
+    monkeypatch.setattr(server_module, "resolve_device", lambda name, key: FAKE)
+    rounds = 2  # FedFSC's few-shot update starts in round 2; KAFAL: (1 cycle + 1) x 1 round
+    config = small_run_config(
+        tmp_path, method=method, pretrain="none", **{"num-server-rounds": rounds, **PRESET_SETTINGS.get(method, {})}
+    )
+    with FakeAccelerator():
+        run_in_process(config, num_partitions=4)
+    summary = json.loads((tmp_path / "results" / "run" / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["rounds_aggregated"] == rounds
