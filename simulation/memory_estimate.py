@@ -1,0 +1,102 @@
+"""A simulation's peak memory, estimated at start from the dataset, the model, the population and the cohort.
+
+A population or cohort the machine cannot hold should be refused before Ray starts, with the estimate, instead of
+ending in an out-of-memory kill in the middle of a run. The estimate adds what one run holds at its peak:
+
+- fixed processes: the launcher, ``flwr run``, the SuperLink, the SuperExecs, the simulation engine and Ray's
+  daemons (``PLATFORM_BYTES``), plus the simulation engine's and SuperLink's bookkeeping per SuperNode;
+- the ServerApp: a process with torch (``PROCESS_BYTES``), the test set as float tensors, and the global model,
+  its optimiser's copies and the cohort's replies;
+- each ClientApp actor that runs at once (Ray starts as many as the CPUs hold, whatever the population): a process
+  with torch, a few copies of the model (decoded, trained, gradients, momentum, reply), one client's data as float
+  tensors, and the frozen features it caches for the clients it served, up to ``feature-cache-mb``;
+- the decoded dataset, once: every process maps the same cached arrays.
+
+The constants were measured on the 2-core development machine (PSS summed over a run's processes, broken down by
+process: ``python -m benchmarks.cost_model``); RESULTS.md compares the estimate with every measured run.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+MIB = 2**20
+#: Launcher, ``flwr run``, SuperLink, SuperExecs, simulation engine and Ray daemons, without their per-node part.
+PLATFORM_BYTES = 900 * MIB
+#: A Python process that imported torch, Flower and the app (ServerApp or ClientApp actor), before its data.
+PROCESS_BYTES = 330 * MIB
+#: The SuperLink's and the simulation engine's memory per registered SuperNode (node record, context, queues).
+NODE_BYTES = 40 * 2**10
+#: Model-sized buffers an actor holds while training: received, trained, gradients, momentum, reply.
+CLIENT_MODEL_COPIES = 5
+#: Model-sized buffers the ServerApp holds besides the cohort's replies: global, aggregate, checkpoint.
+SERVER_MODEL_COPIES = 3
+FLOAT32_BYTES = 4
+
+
+@dataclass(frozen=True)
+class SimulationSize:
+    """What a simulation's peak memory depends on, all known before it starts."""
+
+    num_supernodes: int
+    clients_per_round: int
+    concurrent_clients: int  # ClientApp actors Ray runs at once
+    rounds: int
+    dataset_bytes: int  # decoded training and test images, shared by every process
+    client_samples: int  # training images spread over the clients
+    test_samples: int
+    sample_values: int  # values of one image as a model reads it (channels × 32 × 32)
+    model_parameters: int
+    feature_bytes_per_sample: int  # cached frozen features of one image; 0 without a feature cache
+    feature_cache_cap_bytes: int  # ``feature-cache-mb`` per process
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """The estimated peak and its parts, in bytes."""
+
+    platform: int
+    per_node: int
+    server: int
+    clients: int
+    dataset: int
+
+    @property
+    def total(self) -> int:
+        return self.platform + self.per_node + self.server + self.clients + self.dataset
+
+
+def actors_at_once(cpus: int, cpus_per_client: int, gpus: int = 0, gpus_per_client: float = 0.0) -> int:
+    """ClientApp actors Ray runs at once on this machine, as Flower sizes its actor pool (CPUs, then GPUs)."""
+    actors = cpus // cpus_per_client
+    if gpus_per_client > 0:
+        actors = min(actors, int(gpus / gpus_per_client))
+    return actors
+
+
+def estimate_peak(size: SimulationSize) -> MemoryEstimate:
+    """The estimated peak memory of the whole simulation (``size``'s numbers, nothing measured now)."""
+    model_bytes = size.model_parameters * FLOAT32_BYTES
+    client_samples = math.ceil(size.client_samples / size.num_supernodes)
+    # Distinct clients an actor serves over the run; their features stay cached up to the cap.
+    served = math.ceil(min(size.num_supernodes, size.rounds * size.clients_per_round) / size.concurrent_clients)
+    features = min(size.feature_cache_cap_bytes, served * client_samples * size.feature_bytes_per_sample)
+    actor = (
+        PROCESS_BYTES
+        + CLIENT_MODEL_COPIES * model_bytes
+        + client_samples * size.sample_values * FLOAT32_BYTES
+        + features
+    )
+    server = (
+        PROCESS_BYTES
+        + (SERVER_MODEL_COPIES + size.clients_per_round) * model_bytes
+        + size.test_samples * size.sample_values * FLOAT32_BYTES
+    )
+    return MemoryEstimate(
+        platform=PLATFORM_BYTES,
+        per_node=size.num_supernodes * NODE_BYTES,
+        server=server,
+        clients=size.concurrent_clients * actor,
+        dataset=size.dataset_bytes,
+    )
