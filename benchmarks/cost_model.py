@@ -3,11 +3,12 @@
     python -m benchmarks.cost_model [--methods fedavg fedft-eds] [--rounds 3]
 
 Whole simulations (``python -m simulation``, as ``benchmarks.scale`` runs them, every process's PSS summed every
-0.5 s): populations 10, 100, 1,000 and 10,000 at 10 clients per round, and 1 and 100 clients per round at a
-population of 100. The workload is small so that the grid fits a 2-core machine: full Fashion-MNIST split IID
-(48,000 training images over the population: a client's data shrinks as the population grows), LeNet-5 from random
-weights, one local epoch. Each run's result is written to ``measurements/benchmarks/cost_model.json`` as soon as it
-ends (with the load average around it), and a Markdown table is printed at the end.
+0.5 s and the peak broken down by process kind): populations 10, 100, 1,000 and 10,000 at 10 clients per round,
+and 1 and 100 clients per round at a population of 100. The workload is small so that the grid fits a 2-core
+machine: full Fashion-MNIST split IID (48,000 training images over the population: a client's data shrinks as the
+population grows), LeNet-5 (``--model``: another) from random weights, one local epoch. Each run is written to
+``measurements/benchmarks/cost_model.json`` as soon as it ends (with the load average around it), and a Markdown
+table is printed at the end.
 """
 
 from __future__ import annotations
@@ -23,31 +24,34 @@ from benchmarks.scale import measure
 
 #: (population, clients per round): the population curve at 10 per round, then the cohort curve at 100.
 GRID = ((10, 10), (100, 10), (1000, 10), (10000, 10), (100, 1), (100, 100))
-WORKLOAD = "dataset='fashion-mnist' partitioner='iid' pretrain='none' model='lenet5' local-epochs=1"
+WORKLOAD = "dataset='fashion-mnist' partitioner='iid' pretrain='none' local-epochs=1"
 
 
-def workload(method: str) -> str:
+def workload(method: str, model: str) -> str:
     """The run-config text of one method's runs."""
-    return f"{WORKLOAD} method='{method}'"
+    return f"{WORKLOAD} model='{model}' method='{method}'"
+
+
+def _cell(run: dict) -> tuple:
+    return run["method"], run.get("model", "lenet5"), run["clients"], run["clients_per_round"]
 
 
 def table(runs: list[dict]) -> str:
     """The runs as a Markdown table."""
     lines = [
-        "| method | clients | per round | round 1 (s) | later rounds, median (s) | whole run (s) | peak PSS (GiB) "
-        "| client actors | load average (1 min) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| method | model | clients | per round | round 1 (s) | later rounds, median (s) | whole run (s) "
+        "| peak PSS (GiB) | client actors | load average (1 min) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in runs:
+        cell = f"| {r['method']} | {r.get('model', 'lenet5')} | {r['clients']:,} | {r['clients_per_round']} "
         if r["exit_code"] != 0 or r["round_1_seconds"] is None:
-            lines.append(
-                f"| {r['method']} | {r['clients']} | {r['clients_per_round']} | failed: exit code {r['exit_code']} |"
-            )
+            lines.append(f"{cell}| failed: exit code {r['exit_code']} |")
             continue
         lines.append(
-            f"| {r['method']} | {r['clients']:,} | {r['clients_per_round']} | {r['round_1_seconds']:.1f} "
-            f"| {r['later_round_seconds_median']:.1f} | {r['total_seconds']:.0f} | {r['peak_memory_gib']:.2f} "
-            f"| {r['peak_actors']} | {r['load_average_before'][0]:.1f} → {r['load_average_after'][0]:.1f} |"
+            f"{cell}| {r['round_1_seconds']:.1f} | {r['later_round_seconds_median']:.1f} | {r['total_seconds']:.0f} "
+            f"| {r['peak_memory_gib']:.2f} | {r['peak_actors']} "
+            f"| {r['load_average_before'][0]:.1f} → {r['load_average_after'][0]:.1f} |"
         )
     return "\n".join(lines)
 
@@ -55,6 +59,7 @@ def table(runs: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--methods", nargs="+", default=["fedavg", "fedft-eds"])
+    parser.add_argument("--model", default="lenet5")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", nargs="*", default=[], help="only these cells, as population/per-round, e.g. 100/1")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR / "cost_model.json")
@@ -65,13 +70,12 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for population, per_round in cells:
             for method in args.methods:
-                name = f"cost-{method}-{population}-{per_round}"
-                result = measure(
-                    population, per_round, args.rounds, 1, Path(tmp), args.out.parent, workload(method), name
-                )
-                runs.append({"method": method, "rounds": args.rounds, "workload": workload(method), **result})
-                done = {(r["method"], r["clients"], r["clients_per_round"]) for r in runs}
-                kept = [r for r in previous if (r["method"], r["clients"], r["clients_per_round"]) not in done]
+                name = f"cost-{method}-{args.model}-{population}-{per_round}"
+                text = workload(method, args.model)
+                result = measure(population, per_round, args.rounds, 1, Path(tmp), args.out.parent, text, name)
+                runs.append({"method": method, "model": args.model, "rounds": args.rounds, "workload": text, **result})
+                done = {_cell(r) for r in runs}
+                kept = [r for r in previous if _cell(r) not in done]
                 args.out.write_text(json.dumps({"cpus": os.cpu_count(), "runs": kept + runs}, indent=1) + "\n")
     print(table(runs))
 

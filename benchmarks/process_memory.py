@@ -85,10 +85,11 @@ class PeakMemory(threading.Thread):
     def run(self) -> None:
         while not self._stopped.wait(self.interval):
             pids = self.find_pids()
+            kinds = [self.kind(pid) for pid in pids]  # before the sizes: a process that ends between is "gone"
             sizes = [self.memory_kib(pid) for pid in pids]
             if sum(sizes) > self.peak_total_kib:
                 self.peak_total_kib = sum(sizes)
-                self.peak_by_kind_kib = by_kind([self.kind(pid) for pid in pids], sizes)
+                self.peak_by_kind_kib = by_kind(kinds, sizes)
             self.peak_largest_kib = max(self.peak_largest_kib, max(sizes, default=0))
             self.peak_processes = max(self.peak_processes, len(pids))
             self.peak_counted = max(self.peak_counted, sum(self.counted(pid) for pid in pids))

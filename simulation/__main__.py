@@ -14,8 +14,8 @@ import sys
 from run_config import ConfigError
 from run_config.overrides import config_with_overrides, parse_overrides
 from run_config.population import check_population
-from simulation.memory_check import check_memory
 from simulation.local_run import Resources, add_placement_arguments, exit_on_sigterm, run_simulation
+from simulation.memory_check import check_memory
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -96,10 +96,11 @@ def refusal(size: SimulationSize, estimate: MemoryEstimate, available: int) -> s
     if estimate.total <= available:
         return None
     actor = estimate.clients / size.concurrent_clients
+    apps = "ClientApp" if size.concurrent_clients == 1 else "ClientApps"
     return (
         f"this simulation needs about {estimate.total / GIB:.1f} GiB at its peak but {available / GIB:.1f} GiB of "
         f"memory is available ({size.num_supernodes:,} clients, {size.clients_per_round} per round, "
-        f"{size.concurrent_clients} ClientApps at once of about {actor / GIB:.2f} GiB each; the server "
+        f"{size.concurrent_clients} {apps} at once of about {actor / GIB:.2f} GiB each; the server "
         f"{estimate.server / GIB:.2f} GiB, per-client bookkeeping {estimate.per_node / GIB:.2f} GiB, Flower and "
         f"Ray {estimate.platform / GIB:.2f} GiB): lower --num-supernodes (NUM_SUPERNODES) or run config "
         f"'fraction-train', or raise --cpus-per-client to run fewer ClientApps at once; {AVAILABLE_ENV} replaces "

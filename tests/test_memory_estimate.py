@@ -1,0 +1,123 @@
+"""The start-time memory estimate: its arithmetic on fixed numbers, the available-memory reading, the refusal's
+wording, and its distance from the peaks measured by ``benchmarks.cost_model``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks import RESULTS_DIR
+from run_config import ConfigError
+from run_config.overrides import config_with_overrides
+from simulation import memory_check
+from simulation.memory_check import available_from, check_memory, refusal, simulation_size
+from simulation.memory_estimate import (
+    MIB,
+    NODE_BYTES,
+    PLATFORM_BYTES,
+    PROCESS_BYTES,
+    MemoryEstimate,
+    SimulationSize,
+    actors_at_once,
+    estimate_peak,
+)
+
+GIB = 2**30
+SIZE = SimulationSize(
+    num_supernodes=1000,
+    clients_per_round=10,
+    concurrent_clients=2,
+    rounds=3,
+    dataset_bytes=55_000_000,
+    client_samples=48_000,
+    test_samples=10_000,
+    sample_values=1024,
+    model_parameters=100_000,
+    feature_bytes_per_sample=16_384,
+    feature_cache_cap_bytes=2048 * MIB,
+)
+
+
+def test_estimate_adds_each_part_from_the_numbers() -> None:
+    estimate = estimate_peak(SIZE)
+    # 48 samples a client; 30 distinct clients over 3 rounds, 15 per actor, each caching 48 × 16 KiB of features.
+    actor = PROCESS_BYTES + 5 * 400_000 + 48 * 1024 * 4 + 15 * 48 * 16_384
+    server = PROCESS_BYTES + (3 + 10) * 400_000 + 10_000 * 1024 * 4
+    assert estimate == MemoryEstimate(PLATFORM_BYTES, 1000 * NODE_BYTES, server, 2 * actor, 55_000_000)
+    assert estimate.total == PLATFORM_BYTES + 1000 * NODE_BYTES + server + 2 * actor + 55_000_000
+
+
+def test_feature_cache_counts_at_most_its_cap() -> None:
+    capped = estimate_peak(SimulationSize(**{**vars(SIZE), "num_supernodes": 10, "feature_cache_cap_bytes": 100 * MIB}))
+    actor = PROCESS_BYTES + 5 * 400_000 + 4800 * 1024 * 4 + 100 * MIB  # 5 clients × 4,800 × 16 KiB > 100 MiB
+    assert capped.clients == 2 * actor
+
+
+@pytest.mark.parametrize(
+    ("cpus", "cpus_per_client", "gpus", "gpus_per_client", "actors"),
+    [(2, 1, 0, 0.0, 2), (16, 3, 0, 0.0, 5), (16, 1, 1, 0.25, 4), (16, 1, 0, 0.5, 0)],
+)
+def test_actors_at_once_as_flower_sizes_its_pool(
+    cpus: int, cpus_per_client: int, gpus: int, gpus_per_client: float, actors: int
+) -> None:
+    assert actors_at_once(cpus, cpus_per_client, gpus, gpus_per_client) == actors
+
+
+MEMINFO = "MemTotal:       24683656 kB\nMemFree:         1000000 kB\nMemAvailable:    2000000 kB\n"
+
+
+def test_available_memory_is_meminfo_or_the_lower_cgroup_headroom() -> None:
+    assert available_from(MEMINFO, None, None) == 2_048_000_000
+    assert available_from(MEMINFO, "max\n", "123\n") == 2_048_000_000
+    assert available_from(MEMINFO, "1073741824\n", "73741824\n") == 1_000_000_000
+    assert available_from(MEMINFO, "4294967296\n", "0\n") == 2_048_000_000
+
+
+def test_refusal_names_the_estimate_the_available_memory_and_what_to_change() -> None:
+    estimate = MemoryEstimate(platform=GIB // 10, per_node=0, server=GIB // 30, clients=GIB, dataset=0)
+    assert refusal(SIZE, estimate, estimate.total) is None
+    assert refusal(SIZE, estimate, 2**30) == (
+        "this simulation needs about 1.1 GiB at its peak but 1.0 GiB of memory is available (1,000 clients, "
+        "10 per round, 2 ClientApps at once of about 0.50 GiB each; the server 0.03 GiB, per-client bookkeeping "
+        "0.00 GiB, Flower and Ray 0.10 GiB): lower --num-supernodes (NUM_SUPERNODES) or run config "
+        "'fraction-train', or raise --cpus-per-client to run fewer ClientApps at once; FEDFT_MEMORY_AVAILABLE_MB "
+        "replaces the available figure"
+    )
+
+
+def test_check_reads_the_available_figure_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    config = config_with_overrides("")
+    monkeypatch.setenv(memory_check.AVAILABLE_ENV, "1000000")
+    check_memory(config, 10, 1)  # a terabyte: passes
+    monkeypatch.setenv(memory_check.AVAILABLE_ENV, "100")
+    with pytest.raises(ConfigError, match=r"^this simulation needs about .* but 0\.1 GiB of memory is available"):
+        check_memory(config, 10, 1)
+    monkeypatch.setenv(memory_check.AVAILABLE_ENV, "lots")
+    with pytest.raises(ConfigError, match="^FEDFT_MEMORY_AVAILABLE_MB='lots' is not a number of megabytes$"):
+        check_memory(config, 10, 1)
+
+
+def test_simulation_size_of_the_default_run() -> None:
+    size = simulation_size(config_with_overrides(""), 10, 2)
+    assert (size.clients_per_round, size.client_samples, size.test_samples) == (10, 4800, 1000)
+    assert size.dataset_bytes == 7000 * (28 * 28 + 8)
+    assert size.model_parameters == 174_778  # WRN-16-1
+    assert size.feature_bytes_per_sample == 32 * 16 * 16 * 2  # its `mid` output, float16
+
+
+def _measured_runs() -> list[dict]:
+    return json.loads((RESULTS_DIR / "cost_model.json").read_text())["runs"]
+
+
+@pytest.mark.parametrize(
+    "run", _measured_runs(), ids=lambda r: f"{r['method']}-{r['clients']}-{r['clients_per_round']}"
+)
+def test_estimate_is_within_a_quarter_of_every_measured_peak(run: dict) -> None:
+    """The constants come from these runs' breakdown; the estimate stays within 25% of each run's peak PSS."""
+    config = config_with_overrides(
+        f"{run['workload']} fraction-train={run['clients_per_round'] / run['clients']} "
+        f"num-server-rounds={run['rounds']}"
+    )
+    estimate = estimate_peak(simulation_size(config, run["clients"], run["peak_actors"])).total
+    assert 0.75 < estimate / (run["peak_memory_gib"] * 2**30) < 1.25
