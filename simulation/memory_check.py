@@ -11,7 +11,11 @@ import math
 import os
 from pathlib import Path
 
+import torch
+
 from data.catalog import DATASETS
+from methods.model_outputs import eval_mode, feature_map_shapes
+from models import SplitModel
 from run_config import ConfigError, RunConfig, build_model_for
 from simulation.memory_estimate import MIB, MemoryEstimate, SimulationSize, actors_at_once, estimate_peak
 from strategies.random_selection import cohort_size
@@ -61,20 +65,34 @@ def machine_available_bytes() -> int:
     )
 
 
-def feature_bytes_per_sample(config: RunConfig) -> int:
+def feature_bytes_per_sample(config: RunConfig, model: SplitModel) -> int:
     """Bytes of the frozen features a client caches per image (0 when it trains the whole model or caches none)."""
     if not config.feature_cache or config.freeze == "none":
         return 0
-    from methods.model_outputs import feature_map_shapes
-
-    shape = feature_map_shapes(build_model_for(config), (DATASETS[config.dataset].channels, 32, 32), [config.freeze])
+    shape = feature_map_shapes(model, (DATASETS[config.dataset].channels, 32, 32), [config.freeze])
     return math.prod(shape[config.freeze]) * (2 if config.feature_cache_dtype == "float16" else 4)
+
+
+def activation_values(model: SplitModel, channels: int) -> tuple[int, int]:
+    """Values every layer of ``model`` outputs for one image, in all and for its largest output (one forward)."""
+    sizes: list[int] = []
+    leaves = [module for module in model.modules() if not list(module.children())]
+    hooks = [leaf.register_forward_hook(lambda module, args, out: sizes.append(out.numel())) for leaf in leaves]
+    try:
+        with torch.no_grad(), eval_mode(model):
+            model(torch.zeros(1, channels, 32, 32))
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return sum(sizes), max(sizes)
 
 
 def simulation_size(config: RunConfig, num_supernodes: int, concurrent_clients: int) -> SimulationSize:
     """What ``estimate_peak`` needs, from the run config and the population (builds the model once)."""
     info = DATASETS[config.dataset]
     train, test = DATASET_SAMPLES[config.dataset]
+    model = build_model_for(config)
+    activations, largest = activation_values(model, info.channels)
     height, width = info.image_size
     return SimulationSize(
         num_supernodes=num_supernodes,
@@ -85,8 +103,12 @@ def simulation_size(config: RunConfig, num_supernodes: int, concurrent_clients: 
         client_samples=round(train * (1 - config.public_fraction)),
         test_samples=test,
         sample_values=info.channels * 32 * 32,
-        model_parameters=sum(p.numel() for p in build_model_for(config).parameters()),
-        feature_bytes_per_sample=feature_bytes_per_sample(config),
+        model_parameters=sum(p.numel() for p in model.parameters()),
+        activation_values=activations,
+        largest_activation=largest,
+        batch_size=config.batch_size,
+        eval_batch_size=config.eval_batch_size,
+        feature_bytes_per_sample=feature_bytes_per_sample(config, model),
         feature_cache_cap_bytes=config.feature_cache_mb * MIB,
     )
 
@@ -110,11 +132,7 @@ def refusal(size: SimulationSize, estimate: MemoryEstimate, available: int) -> s
 
 def check_memory(config: RunConfig, num_supernodes: int, cpus_per_client: int, gpus_per_client: float = 0.0) -> None:
     """ConfigError with the estimate when this machine cannot hold the simulation."""
-    gpus = 0
-    if gpus_per_client > 0:
-        import torch
-
-        gpus = torch.cuda.device_count()
+    gpus = torch.cuda.device_count() if gpus_per_client > 0 else 0
     actors = actors_at_once(os.cpu_count() or 1, cpus_per_client, gpus, gpus_per_client)
     size = simulation_size(config, num_supernodes, max(actors, 1))
     problem = refusal(size, estimate_peak(size), machine_available_bytes())

@@ -5,11 +5,12 @@ ending in an out-of-memory kill in the middle of a run. The estimate adds what o
 
 - fixed processes: the launcher, ``flwr run``, the SuperLink, the SuperExecs, the simulation engine and Ray's
   daemons (``PLATFORM_BYTES``), plus the simulation engine's and SuperLink's bookkeeping per SuperNode;
-- the ServerApp: a process with torch (``PROCESS_BYTES``), the test set as float tensors, and the global model,
-  its optimiser's copies and the cohort's replies;
+- the ServerApp: a process with torch (``PROCESS_BYTES``), the test set as float tensors, the activations of an
+  evaluation batch, and the global model, its copies and the cohort's replies;
 - each ClientApp actor that runs at once (Ray starts as many as the CPUs hold, whatever the population): a process
-  with torch, a few copies of the model (decoded, trained, gradients, momentum, reply), one client's data as float
-  tensors, and the frozen features it caches for the clients it served, up to ``feature-cache-mb``;
+  with torch, a few copies of the model (decoded, trained, gradients, momentum, reply), the activations of a
+  training batch (kept for the backward pass) and of a forward-only batch (``eval-batch-size``), one client's data
+  as float tensors, and the frozen features it caches for the clients it served, up to ``feature-cache-mb``;
 - the decoded dataset, once: every process maps the same cached arrays.
 
 The constants were measured on the 2-core development machine (PSS summed over a run's processes, broken down by
@@ -32,6 +33,12 @@ NODE_BYTES = 40 * 2**10
 CLIENT_MODEL_COPIES = 5
 #: Model-sized buffers the ServerApp holds besides the cohort's replies: global, aggregate, checkpoint.
 SERVER_MODEL_COPIES = 3
+#: Activation-sized buffers of a training step per sample of the batch: the forward's outputs kept for the backward
+#: pass and the backward's gradients (2.0× measured for WRN-16-1 at batch 64 in one process).
+TRAINING_ACTIVATION_COPIES = 2
+#: Largest-layer-sized buffers of a forward-only pass per sample of the batch: a layer's input and output and the
+#: allocator's reuse (2.6× measured for WRN-16-1 at batch 500 in one process).
+FORWARD_ACTIVATION_COPIES = 3
 FLOAT32_BYTES = 4
 
 
@@ -48,6 +55,10 @@ class SimulationSize:
     test_samples: int
     sample_values: int  # values of one image as a model reads it (channels × 32 × 32)
     model_parameters: int
+    activation_values: int  # outputs of every layer of the model for one image
+    largest_activation: int  # values of its largest layer output for one image
+    batch_size: int
+    eval_batch_size: int
     feature_bytes_per_sample: int  # cached frozen features of one image; 0 without a feature cache
     feature_cache_cap_bytes: int  # ``feature-cache-mb`` per process
 
@@ -82,15 +93,20 @@ def estimate_peak(size: SimulationSize) -> MemoryEstimate:
     # Distinct clients an actor serves over the run; their features stay cached up to the cap.
     served = math.ceil(min(size.num_supernodes, size.rounds * size.clients_per_round) / size.concurrent_clients)
     features = min(size.feature_cache_cap_bytes, served * client_samples * size.feature_bytes_per_sample)
+    forward = FORWARD_ACTIVATION_COPIES * size.eval_batch_size * size.largest_activation * FLOAT32_BYTES
+    training = TRAINING_ACTIVATION_COPIES * size.batch_size * size.activation_values * FLOAT32_BYTES
     actor = (
         PROCESS_BYTES
         + CLIENT_MODEL_COPIES * model_bytes
+        + training
+        + forward
         + client_samples * size.sample_values * FLOAT32_BYTES
         + features
     )
     server = (
         PROCESS_BYTES
         + (SERVER_MODEL_COPIES + size.clients_per_round) * model_bytes
+        + forward
         + size.test_samples * size.sample_values * FLOAT32_BYTES
     )
     return MemoryEstimate(

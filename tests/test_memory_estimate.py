@@ -34,6 +34,10 @@ SIZE = SimulationSize(
     test_samples=10_000,
     sample_values=1024,
     model_parameters=100_000,
+    activation_values=300_000,
+    largest_activation=16_000,
+    batch_size=64,
+    eval_batch_size=500,
     feature_bytes_per_sample=16_384,
     feature_cache_cap_bytes=2048 * MIB,
 )
@@ -42,15 +46,18 @@ SIZE = SimulationSize(
 def test_estimate_adds_each_part_from_the_numbers() -> None:
     estimate = estimate_peak(SIZE)
     # 48 samples a client; 30 distinct clients over 3 rounds, 15 per actor, each caching 48 × 16 KiB of features.
-    actor = PROCESS_BYTES + 5 * 400_000 + 48 * 1024 * 4 + 15 * 48 * 16_384
-    server = PROCESS_BYTES + (3 + 10) * 400_000 + 10_000 * 1024 * 4
+    forward = 3 * 500 * 16_000 * 4  # an eval batch through the largest layer
+    training = 2 * 64 * 300_000 * 4  # a training batch's activations and their gradients
+    actor = PROCESS_BYTES + 5 * 400_000 + training + forward + 48 * 1024 * 4 + 15 * 48 * 16_384
+    server = PROCESS_BYTES + (3 + 10) * 400_000 + forward + 10_000 * 1024 * 4
     assert estimate == MemoryEstimate(PLATFORM_BYTES, 1000 * NODE_BYTES, server, 2 * actor, 55_000_000)
     assert estimate.total == PLATFORM_BYTES + 1000 * NODE_BYTES + server + 2 * actor + 55_000_000
 
 
 def test_feature_cache_counts_at_most_its_cap() -> None:
     capped = estimate_peak(SimulationSize(**{**vars(SIZE), "num_supernodes": 10, "feature_cache_cap_bytes": 100 * MIB}))
-    actor = PROCESS_BYTES + 5 * 400_000 + 4800 * 1024 * 4 + 100 * MIB  # 5 clients × 4,800 × 16 KiB > 100 MiB
+    # 5 clients × 4,800 × 16 KiB > 100 MiB
+    actor = PROCESS_BYTES + 5 * 400_000 + 2 * 64 * 300_000 * 4 + 3 * 500 * 16_000 * 4 + 4800 * 1024 * 4 + 100 * MIB
     assert capped.clients == 2 * actor
 
 
@@ -103,6 +110,8 @@ def test_simulation_size_of_the_default_run() -> None:
     assert (size.clients_per_round, size.client_samples, size.test_samples) == (10, 4800, 1000)
     assert size.dataset_bytes == 7000 * (28 * 28 + 8)
     assert size.model_parameters == 174_778  # WRN-16-1
+    assert (size.activation_values, size.largest_activation) == (331_786, 16 * 32 * 32)  # every layer, the largest
+    assert (size.batch_size, size.eval_batch_size) == (64, 500)
     assert size.feature_bytes_per_sample == 32 * 16 * 16 * 2  # its `mid` output, float16
 
 
