@@ -36,21 +36,35 @@ def _cell(run: dict) -> tuple:
     return run["method"], run.get("model", "lenet5"), run["clients"], run["clients_per_round"]
 
 
+#: Training images the clients share (full Fashion-MNIST less the server's public 20%).
+CLIENT_IMAGES = 48_000
+
+
+def _images(count: float) -> str:
+    return f"{count:,.0f}" if count >= 10 else f"{count:.1f}"
+
+
 def table(runs: list[dict]) -> str:
-    """The runs as a Markdown table."""
+    """The runs as a Markdown table, with what the peak is made of: the simulation engine's process (the ServerApp,
+    Ray's driver, every SuperNode's context) and the ClientApp actors."""
     lines = [
-        "| method | model | clients | per round | round 1 (s) | later rounds, median (s) | whole run (s) "
-        "| peak PSS (GiB) | client actors | load average (1 min) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| method | model | clients | per round | images per client | round 1 (s) | later rounds, median (s) "
+        "| whole run (s) | peak PSS (GiB) | of it: engine + ServerApp, actors (GiB) | load average (1 min) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in runs:
-        cell = f"| {r['method']} | {r.get('model', 'lenet5')} | {r['clients']:,} | {r['clients_per_round']} "
+        cell = (
+            f"| {r['method']} | {r.get('model', 'lenet5')} | {r['clients']:,} | {r['clients_per_round']} "
+            f"| {_images(CLIENT_IMAGES / r['clients'])} "
+        )
         if r["exit_code"] != 0 or r["round_1_seconds"] is None:
             lines.append(f"{cell}| failed: exit code {r['exit_code']} |")
             continue
+        parts = r["peak_by_kind_mib"]
         lines.append(
             f"{cell}| {r['round_1_seconds']:.1f} | {r['later_round_seconds_median']:.1f} | {r['total_seconds']:.0f} "
-            f"| {r['peak_memory_gib']:.2f} | {r['peak_actors']} "
+            f"| {r['peak_memory_gib']:.2f} "
+            f"| {parts.get('simulation engine', 0) / 1024:.2f}, {parts.get('client actor', 0) / 1024:.2f} "
             f"| {r['load_average_before'][0]:.1f} → {r['load_average_after'][0]:.1f} |"
         )
     return "\n".join(lines)
@@ -63,7 +77,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", nargs="*", default=[], help="only these cells, as population/per-round, e.g. 100/1")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR / "cost_model.json")
+    parser.add_argument("--table", action="store_true", help="print the table of the recorded runs; run nothing")
     args = parser.parse_args(argv)
+    if args.table:
+        print(table(json.loads(args.out.read_text())["runs"]))
+        return
     cells = [cell for cell in GRID if not args.only or f"{cell[0]}/{cell[1]}" in args.only]
     previous = json.loads(args.out.read_text())["runs"] if args.out.exists() else []
     runs: list[dict] = []

@@ -47,7 +47,7 @@ def recorded_runs() -> list[RecordedRun]:
     """Every recorded run of the current code with a peak and a known configuration."""
     runs = [
         RecordedRun(
-            f"cost_model {r['method']} {r['clients']}/{r['clients_per_round']}",
+            f"cost_model {r['method']} {r.get('model', 'lenet5')} {r['clients']}/{r['clients_per_round']}",
             f"{r['workload']} fraction-train={r['clients_per_round'] / r['clients']} num-server-rounds={r['rounds']}",
             r["clients"],
             r["peak_actors"],

@@ -17,6 +17,7 @@ from data.catalog import DATASETS
 from methods.model_outputs import eval_mode, feature_map_shapes
 from models import SplitModel
 from run_config import ConfigError, RunConfig, build_model_for
+from server_app.central_evaluation import MAX_CACHED_FEATURES_BYTES
 from simulation.memory_estimate import MIB, MemoryEstimate, SimulationSize, actors_at_once, estimate_peak
 from strategies.random_selection import cohort_size
 
@@ -73,6 +74,16 @@ def feature_bytes_per_sample(config: RunConfig, model: SplitModel) -> int:
     return math.prod(shape[config.freeze]) * (2 if config.feature_cache_dtype == "float16" else 4)
 
 
+def server_feature_bytes(config: RunConfig, model: SplitModel, test_samples: int) -> int:
+    """Bytes of the test set's frozen features (float32) the server's central evaluation keeps; 0 when it keeps
+    the images instead (no frozen part, or features over its cap)."""
+    if config.freeze == "none":
+        return 0
+    shape = feature_map_shapes(model, (DATASETS[config.dataset].channels, 32, 32), [config.freeze])
+    size = math.prod(shape[config.freeze]) * 4 * test_samples
+    return size if size <= MAX_CACHED_FEATURES_BYTES else 0
+
+
 def activation_values(model: SplitModel, channels: int) -> tuple[int, int]:
     """Values every layer of ``model`` outputs for one image, in all and for its largest output (one forward)."""
     sizes: list[int] = []
@@ -110,6 +121,7 @@ def simulation_size(config: RunConfig, num_supernodes: int, concurrent_clients: 
         eval_batch_size=config.eval_batch_size,
         feature_bytes_per_sample=feature_bytes_per_sample(config, model),
         feature_cache_cap_bytes=config.feature_cache_mb * MIB,
+        server_feature_bytes=server_feature_bytes(config, model, test),
     )
 
 

@@ -3,14 +3,17 @@
 A population or cohort the machine cannot hold should be refused before Ray starts, with the estimate, instead of
 ending in an out-of-memory kill in the middle of a run. The estimate adds what one run holds at its peak:
 
-- fixed processes: the launcher, ``flwr run``, the SuperLink, the SuperExecs, the simulation engine and Ray's
-  daemons (``PLATFORM_BYTES``), plus the simulation engine's and SuperLink's bookkeeping per SuperNode;
-- the ServerApp: a process with torch (``PROCESS_BYTES``), the test set as float tensors, the activations of an
-  evaluation batch, and the global model, its copies and the cohort's replies;
+- fixed processes: the launcher, ``flwr run``, the SuperLink, the SuperExecs and Ray's daemons
+  (``PLATFORM_BYTES``), plus the simulation engine's and SuperLink's bookkeeping per SuperNode;
+- the ServerApp and the simulation engine, one process (``SERVER_BYTES``): the test set as float tensors, its
+  frozen features when central evaluation caches them (built batch by batch, then joined: twice their size), the
+  activations of an evaluation batch, and the global model, its copies and the cohort's replies;
 - each ClientApp actor that runs at once (Ray starts as many as the CPUs hold, whatever the population): a process
-  with torch, a few copies of the model (decoded, trained, gradients, momentum, reply), the activations of a
-  training batch (kept for the backward pass) and of a forward-only batch (``eval-batch-size``), one client's data
-  as float tensors, and the frozen features it caches for the clients it served, up to ``feature-cache-mb``;
+  with torch (``ACTOR_BYTES``), a few copies of the model (decoded, trained, gradients, momentum, reply), the
+  activations of a training batch (kept for the backward pass) and of a forward-only batch (``eval-batch-size``),
+  one client's data as float tensors (``CLIENT_DATA_COPIES`` of them), and the frozen features it caches for the
+  distinct clients it is expected to serve over the run (Ray hands each training to any free actor), up to
+  ``feature-cache-mb``;
 - the decoded dataset, once: every process maps the same cached arrays.
 
 The constants were measured on the 2-core development machine (PSS summed over a run's processes, broken down by
@@ -25,10 +28,15 @@ from dataclasses import dataclass
 MIB = 2**20
 #: Launcher, ``flwr run``, SuperLink, SuperExecs, simulation engine and Ray daemons, without their per-node part.
 PLATFORM_BYTES = 900 * MIB
-#: A Python process that imported torch, Flower and the app (ServerApp or ClientApp actor), before its data.
-PROCESS_BYTES = 330 * MIB
+#: A ClientApp actor: a Ray worker that imported torch, Flower and the app, before its data and model.
+ACTOR_BYTES = 230 * MIB
+#: The simulation engine's process (Ray's driver, Flower, the ServerApp with torch), before its data and model.
+SERVER_BYTES = 330 * MIB
 #: The SuperLink's and the simulation engine's memory per registered SuperNode (node record, context, queues).
 NODE_BYTES = 40 * 2**10
+#: Float copies of a client's images an actor holds while it trains (normalised, shuffled, batches, freed memory the
+#: allocator keeps).
+CLIENT_DATA_COPIES = 4
 #: Model-sized buffers an actor holds while training: received, trained, gradients, momentum, reply.
 CLIENT_MODEL_COPIES = 5
 #: Model-sized buffers the ServerApp holds besides the cohort's replies: global, aggregate, checkpoint.
@@ -61,6 +69,7 @@ class SimulationSize:
     eval_batch_size: int
     feature_bytes_per_sample: int  # cached frozen features of one image; 0 without a feature cache
     feature_cache_cap_bytes: int  # ``feature-cache-mb`` per process
+    server_feature_bytes: int  # the test set's frozen features as central evaluation caches them; 0 when it does not
 
 
 @dataclass(frozen=True)
@@ -86,28 +95,34 @@ def actors_at_once(cpus: int, cpus_per_client: int, gpus: int = 0, gpus_per_clie
     return actors
 
 
+def clients_served(num_clients: int, trainings: int, actors: int) -> float:
+    """Distinct clients one actor is expected to serve when ``trainings`` trainings, spread evenly over
+    ``num_clients`` clients, each go to one of ``actors`` actors at random: their cached features stay."""
+    return num_clients * (1 - (1 - 1 / actors) ** (trainings / num_clients))
+
+
 def estimate_peak(size: SimulationSize) -> MemoryEstimate:
     """The estimated peak memory of the whole simulation (``size``'s numbers, nothing measured now)."""
     model_bytes = size.model_parameters * FLOAT32_BYTES
     client_samples = math.ceil(size.client_samples / size.num_supernodes)
-    # Distinct clients an actor serves over the run; their features stay cached up to the cap.
-    served = math.ceil(min(size.num_supernodes, size.rounds * size.clients_per_round) / size.concurrent_clients)
-    features = min(size.feature_cache_cap_bytes, served * client_samples * size.feature_bytes_per_sample)
+    served = clients_served(size.num_supernodes, size.rounds * size.clients_per_round, size.concurrent_clients)
+    features = min(size.feature_cache_cap_bytes, round(served * client_samples * size.feature_bytes_per_sample))
     forward = FORWARD_ACTIVATION_COPIES * size.eval_batch_size * size.largest_activation * FLOAT32_BYTES
     training = TRAINING_ACTIVATION_COPIES * size.batch_size * size.activation_values * FLOAT32_BYTES
     actor = (
-        PROCESS_BYTES
+        ACTOR_BYTES
         + CLIENT_MODEL_COPIES * model_bytes
         + training
         + forward
-        + client_samples * size.sample_values * FLOAT32_BYTES
+        + CLIENT_DATA_COPIES * client_samples * size.sample_values * FLOAT32_BYTES
         + features
     )
     server = (
-        PROCESS_BYTES
+        SERVER_BYTES
         + (SERVER_MODEL_COPIES + size.clients_per_round) * model_bytes
         + forward
         + size.test_samples * size.sample_values * FLOAT32_BYTES
+        + 2 * size.server_feature_bytes
     )
     return MemoryEstimate(
         platform=PLATFORM_BYTES,
