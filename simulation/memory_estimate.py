@@ -26,27 +26,34 @@ import math
 from dataclasses import dataclass
 
 MIB = 2**20
-#: Launcher, ``flwr run``, SuperLink, SuperExecs, simulation engine and Ray daemons, without their per-node part.
-PLATFORM_BYTES = 900 * MIB
-#: A ClientApp actor: a Ray worker that imported torch, Flower and the app, before its data and model.
-ACTOR_BYTES = 230 * MIB
-#: The simulation engine's process (Ray's driver, Flower, the ServerApp with torch), before its data and model.
+# Measured per process kind on the 2-core machine (``benchmarks.cost_model`` breaks each run's peak down), then the
+# six constants marked "fitted" set together to the values that keep the estimate closest to the peak of all 30
+# recorded runs (worst 0.85× and 1.18×; ``python -m benchmarks.memory_estimate_check`` lists them).
+#: Launcher, ``flwr run``, SuperLink, SuperExecs and Ray's daemons, without their per-node part (measured 740 to
+#: 890 MiB: 270 launcher, 240 Ray daemons, 140 SuperLink, 90 SuperExecs, sometimes a 120 MiB idle Ray worker).
+PLATFORM_BYTES = 800 * MIB
+#: A ClientApp actor, a Ray worker that imported torch, Flower and the app, before its data and model (fitted; an
+#: actor serving clients of 4.8 images measured 270 to 290 MiB).
+ACTOR_BYTES = 200 * MIB
+#: The simulation engine's process (Ray's driver, Flower and the ServerApp with torch), before its data and model
+#: (fitted; 380 to 430 MiB measured with LeNet-5, test set included).
 SERVER_BYTES = 330 * MIB
-#: The SuperLink's and the simulation engine's memory per registered SuperNode (node record, context, queues).
-NODE_BYTES = 40 * 2**10
-#: Float copies of a client's images an actor holds while it trains (normalised, shuffled, batches, freed memory the
-#: allocator keeps).
-CLIENT_DATA_COPIES = 4
+#: The simulation engine's and Ray's memory per SuperNode (its context and queues): measured 43 KiB from 1,000 to
+#: 10,000 clients with LeNet-5 and WRN-16-1.
+NODE_BYTES = 43 * 2**10
+#: Float copies of a client's images an actor holds while it trains (fitted: normalised, shuffled, batches, and
+#: freed memory the allocator keeps; an actor's memory grew 32 KiB per local image with LeNet-5 FedAvg).
+CLIENT_DATA_COPIES = 10
 #: Model-sized buffers an actor holds while training: received, trained, gradients, momentum, reply.
 CLIENT_MODEL_COPIES = 5
 #: Model-sized buffers the ServerApp holds besides the cohort's replies: global, aggregate, checkpoint.
 SERVER_MODEL_COPIES = 3
-#: Activation-sized buffers of a training step per sample of the batch: the forward's outputs kept for the backward
-#: pass and the backward's gradients (2.0× measured for WRN-16-1 at batch 64 in one process).
-TRAINING_ACTIVATION_COPIES = 2
-#: Largest-layer-sized buffers of a forward-only pass per sample of the batch: a layer's input and output and the
-#: allocator's reuse (2.6× measured for WRN-16-1 at batch 500 in one process).
-FORWARD_ACTIVATION_COPIES = 3
+#: Activation-sized buffers of a training step per image of the batch: the forward's outputs kept for the backward
+#: pass and the backward's gradients (fitted; 2.0× measured for WRN-16-1 at batch 64 alone in one process).
+TRAINING_ACTIVATION_COPIES = 3
+#: Largest-layer-sized buffers of a forward-only pass per image of the batch: a layer's input and output and the
+#: allocator's reuse (fitted; 2.6× measured for WRN-16-1 at batch 500 alone in one process).
+FORWARD_ACTIVATION_COPIES = 4
 FLOAT32_BYTES = 4
 
 
@@ -96,9 +103,9 @@ def actors_at_once(cpus: int, cpus_per_client: int, gpus: int = 0, gpus_per_clie
 
 
 def clients_served(num_clients: int, trainings: int, actors: int) -> float:
-    """Distinct clients one actor is expected to serve when ``trainings`` trainings, spread evenly over
-    ``num_clients`` clients, each go to one of ``actors`` actors at random: their cached features stay."""
-    return num_clients * (1 - (1 - 1 / actors) ** (trainings / num_clients))
+    """Distinct clients one actor is expected to serve (and keep features of) when each of ``trainings`` trainings
+    goes to one of ``num_clients`` clients and one of ``actors`` actors, all equally likely."""
+    return num_clients * (1 - (1 - 1 / (num_clients * actors)) ** trainings)
 
 
 def estimate_peak(size: SimulationSize) -> MemoryEstimate:
