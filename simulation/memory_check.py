@@ -131,14 +131,14 @@ def refusal(size: SimulationSize, estimate: MemoryEstimate, available: int) -> s
         return None
     actor = estimate.clients / size.concurrent_clients
     apps = "ClientApp" if size.concurrent_clients == 1 else "ClientApps"
+    fewer = ", or raise --cpus-per-client to run fewer ClientApps at once" if size.concurrent_clients > 1 else ""
     return (
         f"this simulation needs about {estimate.total / GIB:.1f} GiB at its peak but {available / GIB:.1f} GiB of "
         f"memory is available ({size.num_supernodes:,} clients, {size.clients_per_round} per round, "
         f"{size.concurrent_clients} {apps} at once of about {actor / GIB:.2f} GiB each; the server "
         f"{estimate.server / GIB:.2f} GiB, per-client bookkeeping {estimate.per_node / GIB:.2f} GiB, Flower and "
         f"Ray {estimate.platform / GIB:.2f} GiB): lower --num-supernodes (NUM_SUPERNODES) or run config "
-        f"'fraction-train', or raise --cpus-per-client to run fewer ClientApps at once; {AVAILABLE_ENV} replaces "
-        f"the available figure"
+        f"'fraction-train'{fewer}; {AVAILABLE_ENV} replaces the available figure"
     )
 
 
