@@ -98,6 +98,14 @@ def activation_values(model: SplitModel, channels: int) -> tuple[int, int]:
     return sum(sizes), max(sizes)
 
 
+def frozen_part_bytes(config: RunConfig, model: SplitModel) -> int:
+    """Bytes of φ's weights and buffers, which every client that trained keeps in its context (0 without φ)."""
+    if config.freeze == "none":
+        return 0
+    upper = set(model.upper_state_keys(config.freeze))
+    return sum(t.numel() * t.element_size() for key, t in model.state_dict().items() if key not in upper)
+
+
 def simulation_size(config: RunConfig, num_supernodes: int, concurrent_clients: int) -> SimulationSize:
     """What ``estimate_peak`` needs, from the run config and the population (builds the model once)."""
     info = DATASETS[config.dataset]
@@ -122,6 +130,7 @@ def simulation_size(config: RunConfig, num_supernodes: int, concurrent_clients: 
         feature_bytes_per_sample=feature_bytes_per_sample(config, model),
         feature_cache_cap_bytes=config.feature_cache_mb * MIB,
         server_feature_bytes=server_feature_bytes(config, model, test),
+        node_state_bytes=frozen_part_bytes(config, model),
     )
 
 
@@ -136,7 +145,7 @@ def refusal(size: SimulationSize, estimate: MemoryEstimate, available: int) -> s
         f"this simulation needs about {estimate.total / GIB:.1f} GiB at its peak but {available / GIB:.1f} GiB of "
         f"memory is available ({size.num_supernodes:,} clients, {size.clients_per_round} per round, "
         f"{size.concurrent_clients} {apps} at once of about {actor / GIB:.2f} GiB each; the server "
-        f"{estimate.server / GIB:.2f} GiB, per-client bookkeeping {estimate.per_node / GIB:.2f} GiB, Flower and "
+        f"{estimate.server / GIB:.2f} GiB, the clients' contexts {estimate.per_node / GIB:.2f} GiB, Flower and "
         f"Ray {estimate.platform / GIB:.2f} GiB): lower --num-supernodes (NUM_SUPERNODES) or run config "
         f"'fraction-train'{fewer}; {AVAILABLE_ENV} replaces the available figure"
     )

@@ -4,7 +4,8 @@ A population or cohort the machine cannot hold should be refused before Ray star
 ending in an out-of-memory kill in the middle of a run. The estimate adds what one run holds at its peak:
 
 - fixed processes: the launcher, ``flwr run``, the SuperLink, the SuperExecs and Ray's daemons
-  (``PLATFORM_BYTES``), plus the simulation engine's and SuperLink's bookkeeping per SuperNode;
+  (``PLATFORM_BYTES``), plus the simulation engine's bookkeeping per SuperNode and the state every client that
+  trained keeps in its context there (the frozen part φ it was sent);
 - the ServerApp and the simulation engine, one process (``SERVER_BYTES``): the test set as float tensors, its
   frozen features when central evaluation caches them (built batch by batch, then joined: twice their size), the
   activations of an evaluation batch, and the global model, its copies and the cohort's replies;
@@ -77,6 +78,7 @@ class SimulationSize:
     feature_bytes_per_sample: int  # cached frozen features of one image; 0 without a feature cache
     feature_cache_cap_bytes: int  # ``feature-cache-mb`` per process
     server_feature_bytes: int  # the test set's frozen features as central evaluation caches them; 0 when it does not
+    node_state_bytes: int  # what a client that trained keeps in its context (φ's weights); 0 when nothing
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,12 @@ def clients_served(num_clients: int, trainings: int, actors: int) -> float:
     return num_clients * (1 - (1 - 1 / (num_clients * actors)) ** trainings)
 
 
+def clients_trained(num_clients: int, per_round: int, rounds: int) -> float:
+    """Distinct clients expected to have trained after ``rounds`` rounds of ``per_round`` drawn from
+    ``num_clients`` at random: each keeps its state in its context from then on."""
+    return num_clients * (1 - (1 - per_round / num_clients) ** rounds)
+
+
 def estimate_peak(size: SimulationSize) -> MemoryEstimate:
     """The estimated peak memory of the whole simulation (``size``'s numbers, nothing measured now)."""
     model_bytes = size.model_parameters * FLOAT32_BYTES
@@ -133,7 +141,8 @@ def estimate_peak(size: SimulationSize) -> MemoryEstimate:
     )
     return MemoryEstimate(
         platform=PLATFORM_BYTES,
-        per_node=size.num_supernodes * NODE_BYTES,
+        per_node=size.num_supernodes * NODE_BYTES
+        + round(clients_trained(size.num_supernodes, size.clients_per_round, size.rounds) * size.node_state_bytes),
         server=server,
         clients=size.concurrent_clients * actor,
         dataset=size.dataset_bytes,

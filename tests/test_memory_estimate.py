@@ -20,6 +20,7 @@ from simulation.memory_estimate import (
     SimulationSize,
     actors_at_once,
     clients_served,
+    clients_trained,
     estimate_peak,
 )
 
@@ -41,6 +42,7 @@ SIZE = SimulationSize(
     feature_bytes_per_sample=16_384,
     feature_cache_cap_bytes=2048 * MIB,
     server_feature_bytes=80_000_000,
+    node_state_bytes=200_000,
 )
 
 
@@ -55,8 +57,10 @@ def test_estimate_adds_each_part_from_the_numbers() -> None:
     data = 10 * 48 * 1024 * 4
     actor = ACTOR_BYTES + 5 * 400_000 + training + forward + data + round(served * 48 * 16_384)
     server = SERVER_BYTES + (3 + 10) * 400_000 + forward + 10_000 * 1024 * 4 + 2 * 80_000_000
-    assert estimate == MemoryEstimate(PLATFORM_BYTES, 1000 * NODE_BYTES, server, 2 * actor, 55_000_000)
-    assert estimate.total == PLATFORM_BYTES + 1000 * NODE_BYTES + server + 2 * actor + 55_000_000
+    # 29.7 distinct clients trained in 3 rounds of 10 of 1,000, each keeping 200,000 bytes of φ in its context.
+    contexts = 1000 * NODE_BYTES + 5_940_200
+    assert estimate == MemoryEstimate(PLATFORM_BYTES, contexts, server, 2 * actor, 55_000_000)
+    assert estimate.total == PLATFORM_BYTES + contexts + server + 2 * actor + 55_000_000
 
 
 def test_feature_cache_counts_at_most_its_cap() -> None:
@@ -70,6 +74,12 @@ def test_an_actor_serves_every_client_of_a_small_population_and_a_share_of_a_lar
     assert round(clients_served(10, 100, 2), 3) == 9.941  # 10 clients, 10 rounds of all 10, 2 actors
     assert round(clients_served(10_000, 30, 2), 2) == 14.99  # 30 trainings, nearly all distinct, half to each actor
     assert clients_served(100, 0, 4) == 0
+
+
+def test_clients_keep_state_once_they_trained() -> None:
+    assert round(clients_trained(1000, 10, 3), 3) == 29.701
+    assert round(clients_trained(10_000, 100, 100), 1) == 6339.7  # most of a large population, over a long run
+    assert clients_trained(10, 10, 1) == 10
 
 
 @pytest.mark.parametrize(
@@ -97,7 +107,7 @@ def test_refusal_names_the_estimate_the_available_memory_and_what_to_change() ->
     assert refusal(SIZE, estimate, estimate.total) is None
     assert refusal(SIZE, estimate, 2**30) == (
         "this simulation needs about 1.1 GiB at its peak but 1.0 GiB of memory is available (1,000 clients, "
-        "10 per round, 2 ClientApps at once of about 0.50 GiB each; the server 0.03 GiB, per-client bookkeeping "
+        "10 per round, 2 ClientApps at once of about 0.50 GiB each; the server 0.03 GiB, the clients' contexts "
         "0.00 GiB, Flower and Ray 0.10 GiB): lower --num-supernodes (NUM_SUPERNODES) or run config "
         "'fraction-train', or raise --cpus-per-client to run fewer ClientApps at once; FEDFT_MEMORY_AVAILABLE_MB "
         "replaces the available figure"
@@ -121,6 +131,7 @@ def test_simulation_size_of_the_default_run() -> None:
     assert (size.clients_per_round, size.client_samples, size.test_samples) == (10, 4800, 1000)
     assert size.dataset_bytes == 7000 * (28 * 28 + 8)
     assert size.server_feature_bytes == 1000 * 32 * 16 * 16 * 4  # the test set's φ(x), float32
+    assert size.node_state_bytes == 171_392  # φ's weights and buffers below `mid`, float32
     assert size.model_parameters == 174_778  # WRN-16-1
     assert (size.activation_values, size.largest_activation) == (331_786, 16 * 32 * 32)  # every layer, the largest
     assert (size.batch_size, size.eval_batch_size) == (64, 500)
