@@ -7,7 +7,8 @@ full Fashion-MNIST, Dir(0.5) (the split Dir(0.1) cannot make for 1,000 clients o
 FedFT-EDS from random weights (scale is about the system, not accuracy), ``--per-round`` clients per round.
 Every process of the run carries a marker in its environment; their proportional set size (PSS, shared
 pages divided among the processes sharing them) is summed every 0.5 s, and the peak is reported with the
-peak number of Ray ClientApp actors. Seconds per round come from rounds.jsonl (wall time per round).
+peak number of Ray ClientApp actors, what the peak is made of (per process kind) and the load average before and
+after. Seconds per round come from rounds.jsonl (wall time per round).
 Writes ``measurements/benchmarks/scale.json`` and prints a Markdown table.
 """
 
