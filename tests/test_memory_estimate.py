@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.memory_estimate_check import RecordedRun, recorded_runs
+from data.catalog import DATASETS
 from run_config import ConfigError
 from run_config.overrides import config_with_overrides
 from simulation import memory_check
@@ -143,3 +144,8 @@ def test_estimate_is_within_a_fifth_of_every_measured_peak(run: RecordedRun) -> 
     """Every simulation measured on this code (cost-model grid, scale runs, default runs): the estimate lies within
     0.8× to 1.2× of its peak PSS (0.85× to 1.18× when the constants were fitted)."""
     assert 0.8 < run.estimate_gib() / run.peak_gib < 1.2
+
+
+def test_every_dataset_has_its_image_counts() -> None:
+    """A dataset added to the catalogue without counts here would stop the launcher with a KeyError."""
+    assert set(memory_check.DATASET_SAMPLES) == set(DATASETS)
