@@ -7,7 +7,8 @@ full Fashion-MNIST, Dir(0.5) (the split Dir(0.1) cannot make for 1,000 clients o
 FedFT-EDS from random weights (scale is about the system, not accuracy), ``--per-round`` clients per round.
 Every process of the run carries a marker in its environment; their proportional set size (PSS, shared
 pages divided among the processes sharing them) is summed every 0.5 s, and the peak is reported with the
-peak number of Ray ClientApp actors. Seconds per round come from rounds.jsonl (wall time per round).
+peak number of Ray ClientApp actors, what the peak is made of (per process kind) and the load average before and
+after. Seconds per round come from rounds.jsonl (wall time per round).
 Writes ``measurements/benchmarks/scale.json`` and prints a Markdown table.
 """
 
@@ -25,7 +26,7 @@ import uuid
 from pathlib import Path
 
 from benchmarks import RESULTS_DIR
-from benchmarks.process_memory import PeakMemory, pss_kib
+from benchmarks.process_memory import PeakMemory, pss_kib, simulation_kind
 from simulation.local_run import PROJECT_DIR, processes_marked
 
 MARKER = "FEDFT_SCALE_BENCHMARK"
@@ -38,18 +39,33 @@ def _is_actor(pid: int) -> bool:
         return False
 
 
+#: The scale benchmark's workload (``measure``'s default): full Fashion-MNIST, Dir(0.5), WRN-16-1 FedFT-EDS from
+#: random weights.
+SCALE_WORKLOAD = "dataset='fashion-mnist' dirichlet-alpha=0.5 pretrain='none' method='fedft-eds'"
+
+
 def measure(
-    num_clients: int, per_round: int, rounds: int, cpus_per_client: int, results_dir: Path, log_dir: Path
+    num_clients: int,
+    per_round: int,
+    rounds: int,
+    cpus_per_client: int,
+    results_dir: Path,
+    log_dir: Path,
+    workload: str = SCALE_WORKLOAD,
+    name: str = "",
 ) -> dict:
-    """One simulation; its peak memory, actor count and per-round wall seconds (its log in ``log_dir``)."""
-    name = f"scale-{num_clients}"
+    """One simulation of ``workload`` (run-config text); its peak memory (and what it is made of), actor count
+    and per-round wall seconds (its log in ``log_dir``)."""
+    name = name or f"scale-{num_clients}"
     overrides = (
-        f"dataset='fashion-mnist' dirichlet-alpha=0.5 pretrain='none' method='fedft-eds' "
-        f"fraction-train={per_round / num_clients} num-server-rounds={rounds} results-dir='{results_dir}' "
-        f"run-name='{name}' node-wait-seconds=600.0"
+        f"{workload} fraction-train={per_round / num_clients} num-server-rounds={rounds} "
+        f"results-dir='{results_dir}' run-name='{name}' node-wait-seconds=900.0"
     )
     marker = uuid.uuid4().hex
-    sampler = PeakMemory(lambda: processes_marked(marker, variable=MARKER), pss_kib, counted=_is_actor)
+    sampler = PeakMemory(
+        lambda: processes_marked(marker, variable=MARKER), pss_kib, counted=_is_actor, kind=simulation_kind
+    )
+    load_before = os.getloadavg()
     sampler.start()
     tick = time.perf_counter()
     with (log_dir / f"{name}-{cpus_per_client}cpu.log").open("wb") as log:
@@ -81,12 +97,15 @@ def measure(
         "cpus_per_client": cpus_per_client,
         "exit_code": code,
         "peak_memory_gib": sampler.peak_total_kib / 2**20,
+        "peak_by_kind_mib": {kind: round(kib / 1024, 1) for kind, kib in sampler.peak_by_kind_kib.items()},
         "peak_actors": sampler.peak_counted,
         "peak_processes": sampler.peak_processes,
         "round_1_seconds": records[0]["wall_seconds"] if records else None,
         "later_round_seconds_median": statistics.median(later) if later else None,
         "total_seconds": total,
         "final_accuracy": records[-1]["accuracy"] if records else None,
+        "load_average_before": [round(x, 2) for x in load_before],
+        "load_average_after": [round(x, 2) for x in os.getloadavg()],
     }
 
 

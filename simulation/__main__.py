@@ -1,7 +1,9 @@
 """``python -m simulation [--num-supernodes N] [--run-config "key=value ..."]``: one simulated run.
 
 The run configuration is checked here, before Flower sees it, so a misspelt key or a bad value ends with one line
-naming the key (and, for an unknown key, the closest known ones) and exit code 2.
+naming the key (and, for an unknown key, the closest known ones) and exit code 2. So does a population or cohort
+whose estimated peak memory exceeds what the machine has available (``simulation.memory_check``; not checked on an
+existing Ray cluster, whose memory is elsewhere).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from run_config import ConfigError
 from run_config.overrides import config_with_overrides, parse_overrides
 from run_config.population import check_population
 from simulation.local_run import Resources, add_placement_arguments, exit_on_sigterm, run_simulation
+from simulation.memory_check import check_memory
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,8 +28,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        check_population(config_with_overrides(args.run_config), args.num_supernodes)
+        config = config_with_overrides(args.run_config)
+        check_population(config, args.num_supernodes)
         overrides = parse_overrides(args.run_config)
+        if not args.ray_address:
+            check_memory(config, args.num_supernodes, args.cpus_per_client, args.gpus_per_client)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

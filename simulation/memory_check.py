@@ -1,0 +1,161 @@
+"""Refuse, before Ray starts, a simulation whose estimated peak memory exceeds what this machine has available.
+
+The estimate (``simulation.memory_estimate``) is compared with ``MemAvailable`` from /proc/meminfo, or what the
+cgroup's ``memory.max`` leaves when that is lower. ``FEDFT_MEMORY_AVAILABLE_MB`` replaces the measured figure: set
+it above the estimate to run anyway (memory that other jobs will free, a swap file), or low to see the refusal.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import torch
+
+from data.catalog import DATASETS
+from methods.model_outputs import eval_mode, feature_map_shapes
+from models import SplitModel
+from run_config import ConfigError, RunConfig, build_model_for
+from server_app.central_evaluation import MAX_CACHED_FEATURES_BYTES
+from simulation.memory_estimate import MIB, MemoryEstimate, SimulationSize, actors_at_once, estimate_peak
+from strategies.random_selection import cohort_size
+
+#: Megabytes of memory the check takes as available instead of measuring it.
+AVAILABLE_ENV = "FEDFT_MEMORY_AVAILABLE_MB"
+#: (training, test) images of each dataset, as the loaders give them.
+DATASET_SAMPLES = {
+    "fashion-mnist": (60_000, 10_000),
+    "fashion-mnist-mini": (6_000, 1_000),
+    "mnist": (60_000, 10_000),
+    "cifar10": (50_000, 10_000),
+    "cifar100": (50_000, 10_000),
+    "cifar100-coarse": (50_000, 10_000),
+    "synthetic": (800, 200),
+}
+LABEL_BYTES = 8
+GIB = 2**30
+
+
+def available_from(meminfo: str, cgroup_max: str | None, cgroup_current: str | None) -> int:
+    """Bytes available to new processes: /proc/meminfo's ``MemAvailable``, or the cgroup's headroom
+    (``memory.max`` − ``memory.current``) when a limit is set and lower."""
+    available = next(int(line.split()[1]) * 1024 for line in meminfo.splitlines() if line.startswith("MemAvailable:"))
+    if cgroup_max and cgroup_current and cgroup_max.strip() != "max":
+        available = min(available, int(cgroup_max) - int(cgroup_current))
+    return available
+
+
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return None
+
+
+def machine_available_bytes() -> int:
+    """The memory this machine has available now, or ``FEDFT_MEMORY_AVAILABLE_MB`` when set."""
+    override = os.environ.get(AVAILABLE_ENV)
+    if override:
+        try:
+            return int(float(override) * MIB)
+        except ValueError:
+            raise ConfigError(f"{AVAILABLE_ENV}={override!r} is not a number of megabytes") from None
+    return available_from(
+        Path("/proc/meminfo").read_text(), _read("/sys/fs/cgroup/memory.max"), _read("/sys/fs/cgroup/memory.current")
+    )
+
+
+def feature_bytes_per_sample(config: RunConfig, model: SplitModel) -> int:
+    """Bytes of the frozen features a client caches per image (0 when it trains the whole model or caches none)."""
+    if not config.feature_cache or config.freeze == "none":
+        return 0
+    shape = feature_map_shapes(model, (DATASETS[config.dataset].channels, 32, 32), [config.freeze])
+    return math.prod(shape[config.freeze]) * (2 if config.feature_cache_dtype == "float16" else 4)
+
+
+def server_feature_bytes(config: RunConfig, model: SplitModel, test_samples: int) -> int:
+    """Bytes of the test set's frozen features (float32) the server's central evaluation keeps; 0 when it keeps
+    the images instead (no frozen part, or features over its cap)."""
+    if config.freeze == "none":
+        return 0
+    shape = feature_map_shapes(model, (DATASETS[config.dataset].channels, 32, 32), [config.freeze])
+    size = math.prod(shape[config.freeze]) * 4 * test_samples
+    return size if size <= MAX_CACHED_FEATURES_BYTES else 0
+
+
+def activation_values(model: SplitModel, channels: int) -> tuple[int, int]:
+    """Values every layer of ``model`` outputs for one image, in all and for its largest output (one forward)."""
+    sizes: list[int] = []
+    leaves = [module for module in model.modules() if not list(module.children())]
+    hooks = [leaf.register_forward_hook(lambda module, args, out: sizes.append(out.numel())) for leaf in leaves]
+    try:
+        with torch.no_grad(), eval_mode(model):
+            model(torch.zeros(1, channels, 32, 32))
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return sum(sizes), max(sizes)
+
+
+def frozen_part_bytes(config: RunConfig, model: SplitModel) -> int:
+    """Bytes of φ's weights and buffers, which every client that trained keeps in its context (0 without φ)."""
+    if config.freeze == "none":
+        return 0
+    upper = set(model.upper_state_keys(config.freeze))
+    return sum(t.numel() * t.element_size() for key, t in model.state_dict().items() if key not in upper)
+
+
+def simulation_size(config: RunConfig, num_supernodes: int, concurrent_clients: int) -> SimulationSize:
+    """What ``estimate_peak`` needs, from the run config and the population (builds the model once)."""
+    info = DATASETS[config.dataset]
+    train, test = DATASET_SAMPLES[config.dataset]
+    model = build_model_for(config)
+    activations, largest = activation_values(model, info.channels)
+    height, width = info.image_size
+    return SimulationSize(
+        num_supernodes=num_supernodes,
+        clients_per_round=cohort_size(num_supernodes, config.fraction_train),
+        concurrent_clients=concurrent_clients,
+        rounds=config.num_server_rounds,
+        dataset_bytes=(train + test) * (info.channels * height * width + LABEL_BYTES),
+        client_samples=round(train * (1 - config.public_fraction)),
+        test_samples=test,
+        sample_values=info.channels * 32 * 32,
+        model_parameters=sum(p.numel() for p in model.parameters()),
+        activation_values=activations,
+        largest_activation=largest,
+        batch_size=config.batch_size,
+        eval_batch_size=config.eval_batch_size,
+        feature_bytes_per_sample=feature_bytes_per_sample(config, model),
+        feature_cache_cap_bytes=config.feature_cache_mb * MIB,
+        server_feature_bytes=server_feature_bytes(config, model, test),
+        node_state_bytes=frozen_part_bytes(config, model),
+    )
+
+
+def refusal(size: SimulationSize, estimate: MemoryEstimate, available: int) -> str | None:
+    """The one-line refusal when the estimate exceeds ``available`` bytes, naming what to change; else None."""
+    if estimate.total <= available:
+        return None
+    actor = estimate.clients / size.concurrent_clients
+    apps = "ClientApp" if size.concurrent_clients == 1 else "ClientApps"
+    fewer = ", or raise --cpus-per-client to run fewer ClientApps at once" if size.concurrent_clients > 1 else ""
+    return (
+        f"this simulation needs about {estimate.total / GIB:.1f} GiB at its peak but {available / GIB:.1f} GiB of "
+        f"memory is available ({size.num_supernodes:,} clients, {size.clients_per_round} per round, "
+        f"{size.concurrent_clients} {apps} at once of about {actor / GIB:.2f} GiB each; the server "
+        f"{estimate.server / GIB:.2f} GiB, the clients' contexts {estimate.per_node / GIB:.2f} GiB, Flower and "
+        f"Ray {estimate.platform / GIB:.2f} GiB): lower --num-supernodes (NUM_SUPERNODES) or run config "
+        f"'fraction-train'{fewer}; {AVAILABLE_ENV} replaces the available figure"
+    )
+
+
+def check_memory(config: RunConfig, num_supernodes: int, cpus_per_client: int, gpus_per_client: float = 0.0) -> None:
+    """ConfigError with the estimate when this machine cannot hold the simulation."""
+    gpus = torch.cuda.device_count() if gpus_per_client > 0 else 0
+    actors = actors_at_once(os.cpu_count() or 1, cpus_per_client, gpus, gpus_per_client)
+    size = simulation_size(config, num_supernodes, max(actors, 1))
+    problem = refusal(size, estimate_peak(size), machine_available_bytes())
+    if problem:
+        raise ConfigError(problem)

@@ -1,0 +1,26 @@
+"""What a simulation's peak memory is made of: process kinds from command lines, sizes summed per kind."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from benchmarks.process_memory import by_kind, simulation_kind
+
+
+def test_sizes_are_summed_per_kind_largest_first() -> None:
+    kinds = ["client actor", "SuperLink", "client actor", "Ray daemons"]
+    assert by_kind(kinds, [300, 140, 320, 240]) == {"client actor": 620, "Ray daemons": 240, "SuperLink": 140}
+    assert list(by_kind(kinds, [300, 140, 320, 240])) == ["client actor", "Ray daemons", "SuperLink"]
+
+
+def test_a_process_is_named_by_its_command_line() -> None:
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "ray::ClientAppActor.run"])
+    try:
+        assert simulation_kind(sleeper.pid) == "client actor"
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert simulation_kind(os.getpid()) == "other"  # pytest
+    assert simulation_kind(sleeper.pid) == "gone"
