@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 from benchmarks.process_memory import by_kind, simulation_kind
 
@@ -18,6 +20,10 @@ def test_sizes_are_summed_per_kind_largest_first() -> None:
 def test_a_process_is_named_by_its_command_line() -> None:
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "ray::ClientAppActor.run"])
     try:
+        command_line = Path(f"/proc/{sleeper.pid}/cmdline")
+        deadline = time.monotonic() + 10
+        while b"ray::" not in command_line.read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.01)  # until the child has exec'd: before, it still shows pytest's command line
         assert simulation_kind(sleeper.pid) == "client actor"
     finally:
         sleeper.kill()
