@@ -288,7 +288,7 @@ def _accuracy_panel(
         ax.set_xlabel(f"cumulative client training seconds ({scale})")
     else:
         ax.set_xlabel("round (0 = initial model)")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=6))
 
 
 def accuracy_figure(curves: Mapping[str, Mapping[str, Curve]], plan: Planned, against_seconds: bool = False) -> Figure:
@@ -447,7 +447,7 @@ def cohort_entropy_figure(curves: Mapping[str, Mapping[str, Curve]], plan: Plann
             ax.axhline(value, color="grey", linestyle=linestyle)
         _panel_title(ax, point, plan.not_run(methods), len(plan.methods))
         ax.set_xlabel("round")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=6))
         ax.set_ylabel("cohort label entropy (bits)")
         ax.grid(alpha=0.3)
     _same_x_limits(axes)

@@ -1,0 +1,165 @@
+"""FedAT's first round in the Table 5.7 setting, one server step at a time (a diagnostic, on the CPU):
+
+    python -m experiments.fedat_round_steps CELL_DIR [--set KEY=VALUE ...] [--out FILE.jsonl]
+
+``CELL_DIR`` is a recorded FedAT cell (its ``config.json`` gives the run config). The global model is pretrained as
+the run pretrains it; each client model is built and seeded as the server builds it and trained as the client trains
+it (E epochs of the whole model at the run's learning rate); its metadata are its feature maps at the metadata level.
+Then, on fresh copies of the global model, with the server steps' settings (``methods/fedat.py``): steps 1, 2 and 3
+in order (test accuracy after each), and three controls: step 1 with β = 0 (cross-entropy on D_g alone), step 2
+alone, and step 2 alone on the *global* model's maps of the same samples. Last, the size-weighted mean of the
+three-step copies (the round's new global model, before the client refinement). One JSON line per result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from client_app.local_data import load_local_data
+from data.catalog import DATASETS
+from data.federated import load_public_split
+from data.generic import GenericDataSettings, load_generic_data
+from data.loading import load_dataset
+from data.transforms import to_model_input
+from methods.client_models import ServerTrainingSettings, architecture_of, build_architecture
+from methods.fedat import aggregate_global_copies, global_copy, train_server_step
+from methods.fedat_method import FedATSettings
+from methods.metadata_level import MetadataLevelSettings
+from methods.model_outputs import extract_in_batches
+from models import SplitModel
+from models.training import cross_entropy_of, evaluate, train_epochs
+from run_config import federated_split, parse_run_config
+from server_app.pretraining import pretrain
+
+CPU = torch.device("cpu")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m experiments.fedat_round_steps", description=__doc__)
+    parser.add_argument("cell", type=Path, help="a recorded FedAT cell folder (holding config.json)")
+    parser.add_argument("--clients", type=int, default=5, help="the cell's number of clients")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a run-config entry (JSON value)"
+    )
+    parser.add_argument("--out", type=Path, help="also write the JSON lines here")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    raw = json.loads((args.cell / "config.json").read_text())
+    for entry in args.set:
+        key, _, value = entry.partition("=")
+        raw[key] = json.loads(value)
+    config = parse_run_config(raw)
+    info, split = DATASETS[config.dataset], federated_split(config)
+    level = config.settings(MetadataLevelSettings).metadata_level
+    server = config.settings(ServerTrainingSettings)
+    fedat = config.settings(FedATSettings)
+
+    def step(
+        model: SplitModel,
+        number: Literal[1, 2, 3],
+        inputs: torch.Tensor,
+        labels: torch.Tensor,
+        generator: torch.Generator,
+        teacher: SplitModel | None = None,
+        beta: float = fedat.at_beta,
+    ) -> None:
+        """One server step with the run's settings (steps 1 and 3: AT epochs and lr; step 2: metadata's)."""
+        metadata = number == 2
+        train_server_step(
+            model,
+            number,
+            level,
+            inputs,
+            labels,
+            teacher=teacher,
+            epochs=fedat.metadata_epochs if metadata else fedat.at_epochs,
+            lr=fedat.metadata_learning_rate if metadata else fedat.at_learning_rate,
+            batch_size=server.server_batch_size,
+            momentum=server.server_momentum,
+            weight_decay=server.server_weight_decay,
+            beta=beta,
+            generator=generator,
+        )
+
+    test = load_dataset(config.dataset).test
+    tx, ty = to_model_input(test.images, info), torch.from_numpy(test.labels)
+    lines: list[dict[str, Any]] = []
+
+    def accuracy(model: SplitModel) -> float:
+        model.eval()
+        return round(100 * evaluate(model, tx, ty, config.eval_batch_size)[1], 1)
+
+    def emit(line: dict[str, Any]) -> None:
+        lines.append(line)
+        print(json.dumps(line), flush=True)
+
+    torch.manual_seed(config.seed)
+    global_model = build_architecture(config, config.model)
+    pretrain(global_model, load_public_split(split), config.dataset, config, CPU)
+    emit({"global model": "pretrained", "accuracy": accuracy(global_model)})
+    generic = load_generic_data(split, config.settings(GenericDataSettings))
+    gx, gy = generic.inputs, generic.labels
+    copies, sizes = [], []
+    for pid in range(args.clients):
+        seed = int(np.random.SeedSequence([config.seed, pid, 0xC11E]).generate_state(1)[0])
+        client = build_architecture(config, architecture_of(config, pid), seed)
+        local = load_local_data(split, pid, args.clients, None)
+        x, y = local.rows(CPU, torch.arange(len(local))), local.labels
+        client.train()
+        loss = train_epochs(
+            cross_entropy_of(client),
+            list(client.parameters()),
+            x,
+            y,
+            epochs=config.local_epochs,
+            batch_size=config.batch_size,
+            lr=config.learning_rate,
+            momentum=config.momentum,
+            weight_decay=config.weight_decay,
+            generator=torch.Generator().manual_seed(seed),
+        )
+        maps = extract_in_batches(client, x, level, config.eval_batch_size)
+        own_maps = extract_in_batches(global_model, x, level, config.eval_batch_size)
+        gen = torch.Generator().manual_seed(seed)
+        row: dict[str, Any] = {
+            "partition": pid,
+            "architecture": architecture_of(config, pid),
+            "label_counts": np.bincount(y.numpy(), minlength=info.num_classes).tolist(),
+            "client_train_loss": round(float(loss), 3),
+            "client_accuracy": accuracy(client),
+        }
+        model = global_copy(global_model)
+        step(model, 1, gx, gy, gen, client)
+        row["after_step1"] = accuracy(model)
+        step(model, 2, maps, y, gen)
+        row["after_step2"] = accuracy(model)
+        step(model, 3, gx, gy, gen, client)
+        row["after_step3"] = accuracy(model)
+        copies.append({k: v.clone() for k, v in model.state_dict().items()})
+        sizes.append(len(y))
+        control = global_copy(global_model)
+        step(control, 1, gx, gy, gen, client, beta=0.0)
+        row["step1_beta0_only"] = accuracy(control)
+        control = global_copy(global_model)
+        step(control, 2, maps, y, gen)
+        row["step2_only"] = accuracy(control)
+        control = global_copy(global_model)
+        step(control, 2, own_maps, y, gen)
+        row["step2_only_global_maps"] = accuracy(control)
+        emit(row)
+    global_model.load_state_dict(aggregate_global_copies(copies, sizes))
+    emit({"global model": "size-weighted mean of the three-step copies", "accuracy": accuracy(global_model)})
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
