@@ -55,7 +55,7 @@ def measure(seed: int, threads: int, run_config: str, cache_dir: str) -> dict:
         "test_accuracy": accuracy,
         "test_loss": loss,
         "seconds": seconds,
-        "best_epoch": report.get("best_epoch"),
+        "kept_epoch": report.get("kept_epoch"),
         "validation_accuracy": report.get("validation_accuracy"),
         "model": config.model,
         "dataset": config.dataset,

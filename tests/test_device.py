@@ -225,7 +225,7 @@ def test_training_loop_and_pretraining_on_the_device(device: torch.device, tmp_p
     model = build_model_for(config, seed=0)
     train = load_dataset("synthetic").train
     report = pretrain(model, ImageData(train.images[:48], train.labels[:48]), "synthetic", config, device)
-    assert report["best_epoch"] == 2 and report["fit_samples"] + report["validation_samples"] == 48
+    assert report["kept_epoch"] == 2 and report["fit_samples"] + report["validation_samples"] == 48
     assert all(p.device == device for p in model.parameters())
     x, y = torch.randn(12, 1, 32, 32).to(device), torch.randint(0, 4, (12,)).to(device)
     loss = train_epochs(cross_entropy_of(model), list(model.parameters()), x, y, epochs=1, batch_size=5, lr=0.01)

@@ -134,27 +134,35 @@ def test_missing_source_dataset_names_the_key(tmp_path: Path, monkeypatch: pytes
         initial_state(config)
 
 
-def scripted_validation(monkeypatch: pytest.MonkeyPatch, losses: list[float]) -> None:
-    """The validation slice scores epoch i with ``losses[i - 1]`` (accuracy 1 - loss)."""
-    scores = iter(losses)
+def scripted_validation(monkeypatch: pytest.MonkeyPatch, losses: list[float]) -> list[dict[str, torch.Tensor]]:
+    """The validation slice scores epoch i with ``losses[i - 1]`` (accuracy 1 - loss); returns the weights as each
+    epoch was scored."""
+    scores, scored = iter(losses), []
 
-    def evaluate(*_: object) -> tuple[float, float]:
+    def evaluate(model: torch.nn.Module, *_: object) -> tuple[float, float]:
+        scored.append({k: v.clone() for k, v in model.state_dict().items()})
         loss = next(scores)
         return loss, 1.0 - loss
 
     monkeypatch.setattr(pretraining, "evaluate", evaluate)
+    return scored
 
 
-def test_the_kept_epoch_is_the_best_of_the_second_half(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    config = cfg(tmp_path, pretrain_epochs=4)
-    data = load_dataset("synthetic").train
-    scripted_validation(monkeypatch, [0.1, 0.5, 0.2, 0.3])  # epoch 1 scores best, but mid-flight
-    report = pretraining.pretrain(LeNet5(1, 4), data, "synthetic", config, torch.device("cpu"))
-    assert (report["best_epoch"], report["validation_loss"]) == (3, 0.2)
+def test_the_final_epoch_is_kept_and_every_epoch_is_scored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    scored = scripted_validation(monkeypatch, [0.1, 0.5, 0.2, 0.3])  # epoch 1 scores best on the slice: not kept
+    model = LeNet5(1, 4)
+    report = pretraining.pretrain(
+        model, load_dataset("synthetic").train, "synthetic", cfg(tmp_path, pretrain_epochs=4), torch.device("cpu")
+    )
+    assert (report["kept_epoch"], report["validation_loss"], report["validation_accuracy"]) == (4, 0.3, 0.7)
+    assert report["validation_accuracy_per_epoch"] == [0.9, 0.5, 0.8, 0.7]
+    kept = model.state_dict()
+    assert all(torch.equal(kept[k], v) for k, v in scored[3].items())
+    assert not all(torch.equal(kept[k], v) for k, v in scored[0].items())
 
 
 def test_a_pretraining_that_diverges_names_the_learning_rate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     config = cfg(tmp_path, pretrain_epochs=2)
     scripted_validation(monkeypatch, [0.3, math.nan])
-    with pytest.raises(ConfigError, match=r"pretraining diverged .* lower 'pretrain-learning-rate' \(now 0.05\)"):
+    with pytest.raises(ConfigError, match=r"^pretraining diverged .* lower 'pretrain-learning-rate' \(now 0.05\)$"):
         pretraining.pretrain(LeNet5(1, 4), load_dataset("synthetic").train, "synthetic", config, torch.device("cpu"))
