@@ -15,6 +15,8 @@ class DatasetInfo:
     mean: tuple[float, ...]
     std: tuple[float, ...]
     pad_to_32: bool  # 28x28 MNIST-family images are zero-padded to 32x32
+    train_samples: int  # images in the training and test splits, as the loaders give them
+    test_samples: int
 
     @property
     def image_size(self) -> tuple[int, int]:
@@ -26,13 +28,13 @@ _CIFAR_MEAN, _CIFAR_STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
 _CIFAR100_MEAN, _CIFAR100_STD = (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)
 
 DATASETS: dict[str, DatasetInfo] = {
-    "fashion-mnist": DatasetInfo("fashion-mnist", 1, 10, (0.2860,), (0.3530,), pad_to_32=True),
-    "fashion-mnist-mini": DatasetInfo("fashion-mnist-mini", 1, 10, (0.2860,), (0.3530,), pad_to_32=True),
-    "mnist": DatasetInfo("mnist", 1, 10, (0.1307,), (0.3081,), pad_to_32=True),
-    "cifar10": DatasetInfo("cifar10", 3, 10, _CIFAR_MEAN, _CIFAR_STD, pad_to_32=False),
-    "cifar100": DatasetInfo("cifar100", 3, 100, _CIFAR100_MEAN, _CIFAR100_STD, pad_to_32=False),
-    "cifar100-coarse": DatasetInfo("cifar100-coarse", 3, 20, _CIFAR100_MEAN, _CIFAR100_STD, pad_to_32=False),
-    "synthetic": DatasetInfo("synthetic", 1, 4, mean=(0.5,), std=(0.25,), pad_to_32=False),
+    "fashion-mnist": DatasetInfo("fashion-mnist", 1, 10, (0.2860,), (0.3530,), True, 60_000, 10_000),
+    "fashion-mnist-mini": DatasetInfo("fashion-mnist-mini", 1, 10, (0.2860,), (0.3530,), True, 6_000, 1_000),
+    "mnist": DatasetInfo("mnist", 1, 10, (0.1307,), (0.3081,), True, 60_000, 10_000),
+    "cifar10": DatasetInfo("cifar10", 3, 10, _CIFAR_MEAN, _CIFAR_STD, False, 50_000, 10_000),
+    "cifar100": DatasetInfo("cifar100", 3, 100, _CIFAR100_MEAN, _CIFAR100_STD, False, 50_000, 10_000),
+    "cifar100-coarse": DatasetInfo("cifar100-coarse", 3, 20, _CIFAR100_MEAN, _CIFAR100_STD, False, 50_000, 10_000),
+    "synthetic": DatasetInfo("synthetic", 1, 4, (0.5,), (0.25,), False, 800, 200),
 }
 
 DATASET_NAMES: tuple[str, ...] = tuple(DATASETS)

@@ -23,16 +23,6 @@ from strategies.random_selection import cohort_size
 
 #: Megabytes of memory the check takes as available instead of measuring it.
 AVAILABLE_ENV = "FEDFT_MEMORY_AVAILABLE_MB"
-#: (training, test) images of each dataset, as the loaders give them.
-DATASET_SAMPLES = {
-    "fashion-mnist": (60_000, 10_000),
-    "fashion-mnist-mini": (6_000, 1_000),
-    "mnist": (60_000, 10_000),
-    "cifar10": (50_000, 10_000),
-    "cifar100": (50_000, 10_000),
-    "cifar100-coarse": (50_000, 10_000),
-    "synthetic": (800, 200),
-}
 LABEL_BYTES = 8
 GIB = 2**30
 
@@ -109,7 +99,7 @@ def frozen_part_bytes(config: RunConfig, model: SplitModel) -> int:
 def simulation_size(config: RunConfig, num_supernodes: int, concurrent_clients: int) -> SimulationSize:
     """What ``estimate_peak`` needs, from the run config and the population (builds the model once)."""
     info = DATASETS[config.dataset]
-    train, test = DATASET_SAMPLES[config.dataset]
+    train, test = info.train_samples, info.test_samples
     model = build_model_for(config)
     activations, largest = activation_values(model, info.channels)
     height, width = info.image_size
