@@ -19,6 +19,7 @@ from models import SplitModel
 from run_config import ConfigError, RunConfig, build_model_for
 from server_app.central_evaluation import MAX_CACHED_FEATURES_BYTES
 from simulation.memory_estimate import MIB, MemoryEstimate, SimulationSize, actors_at_once, estimate_peak
+from strategies.partial_model import split_state
 from strategies.random_selection import cohort_size
 
 #: Megabytes of memory the check takes as available instead of measuring it.
@@ -56,21 +57,25 @@ def machine_available_bytes() -> int:
     )
 
 
-def feature_bytes_per_sample(config: RunConfig, model: SplitModel) -> int:
-    """Bytes of the frozen features a client caches per image (0 when it trains the whole model or caches none)."""
-    if not config.feature_cache or config.freeze == "none":
-        return 0
-    shape = feature_map_shapes(model, (DATASETS[config.dataset].channels, 32, 32), [config.freeze])
-    return math.prod(shape[config.freeze]) * (2 if config.feature_cache_dtype == "float16" else 4)
-
-
-def server_feature_bytes(config: RunConfig, model: SplitModel, test_samples: int) -> int:
-    """Bytes of the test set's frozen features (float32) the server's central evaluation keeps; 0 when it keeps
-    the images instead (no frozen part, or features over its cap)."""
+def frozen_feature_values(config: RunConfig, model: SplitModel) -> int:
+    """Values of one image's frozen features φ(x) (0 when the whole model trains)."""
     if config.freeze == "none":
         return 0
     shape = feature_map_shapes(model, (DATASETS[config.dataset].channels, 32, 32), [config.freeze])
-    size = math.prod(shape[config.freeze]) * 4 * test_samples
+    return math.prod(shape[config.freeze])
+
+
+def feature_bytes_per_sample(config: RunConfig, feature_values: int) -> int:
+    """Bytes of the frozen features a client caches per image (0 when it trains the whole model or caches none)."""
+    if not config.feature_cache:
+        return 0
+    return feature_values * (2 if config.feature_cache_dtype == "float16" else 4)
+
+
+def server_feature_bytes(feature_values: int, test_samples: int) -> int:
+    """Bytes of the test set's frozen features (float32) the server's central evaluation keeps; 0 when it keeps
+    the images instead (no frozen part, or features over its cap)."""
+    size = feature_values * 4 * test_samples
     return size if size <= MAX_CACHED_FEATURES_BYTES else 0
 
 
@@ -92,8 +97,8 @@ def frozen_part_bytes(config: RunConfig, model: SplitModel) -> int:
     """Bytes of φ's weights and buffers, which every client that trained keeps in its context (0 without φ)."""
     if config.freeze == "none":
         return 0
-    upper = set(model.upper_state_keys(config.freeze))
-    return sum(t.numel() * t.element_size() for key, t in model.state_dict().items() if key not in upper)
+    frozen, _ = split_state(model.state_dict(), model.upper_state_keys(config.freeze))
+    return sum(t.numel() * t.element_size() for t in frozen.values())
 
 
 def simulation_size(config: RunConfig, num_supernodes: int, concurrent_clients: int) -> SimulationSize:
@@ -102,6 +107,7 @@ def simulation_size(config: RunConfig, num_supernodes: int, concurrent_clients: 
     train, test = info.train_samples, info.test_samples
     model = build_model_for(config)
     activations, largest = activation_values(model, info.channels)
+    feature_values = frozen_feature_values(config, model)
     height, width = info.image_size
     return SimulationSize(
         num_supernodes=num_supernodes,
@@ -117,9 +123,9 @@ def simulation_size(config: RunConfig, num_supernodes: int, concurrent_clients: 
         largest_activation=largest,
         batch_size=config.batch_size,
         eval_batch_size=config.eval_batch_size,
-        feature_bytes_per_sample=feature_bytes_per_sample(config, model),
+        feature_bytes_per_sample=feature_bytes_per_sample(config, feature_values),
         feature_cache_cap_bytes=config.feature_cache_mb * MIB,
-        server_feature_bytes=server_feature_bytes(config, model, test),
+        server_feature_bytes=server_feature_bytes(feature_values, test),
         node_state_bytes=frozen_part_bytes(config, model),
     )
 
