@@ -33,10 +33,7 @@ MARKER = "FEDFT_SCALE_BENCHMARK"
 
 
 def _is_actor(pid: int) -> bool:
-    try:
-        return b"ClientAppActor" in Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
+    return simulation_kind(pid) == "client actor"
 
 
 #: The scale benchmark's workload (``measure``'s default): full Fashion-MNIST, Dir(0.5), WRN-16-1 FedFT-EDS from
