@@ -40,6 +40,7 @@ from server_app.pretraining import pretrain
 from tests.conftest import make_config
 from tests.fake_accelerator import FAKE, DeviceMismatch, FakeAccelerator
 from tests.in_process import run_in_process, small_run_config
+from tests.test_custom_size_models import CUSTOM
 
 DEVICES = [*(str(d) for d in available_devices()), "fake-accelerator"]
 
@@ -298,18 +299,6 @@ def test_a_cuda_device_is_made_deterministic(monkeypatch: pytest.MonkeyPatch) ->
 
 
 #: Settings a preset needs beyond ``small_run_config`` to run one or two small rounds (as its own tests set them).
-_CUSTOM_SIZE = {
-    "model": "wrn-10-1",
-    "client-models": "0:wrn-16-1",
-    "public-fraction": 0.2,
-    "generic-size": 24,
-    "generic-samples": 16,
-    "client-eval-samples": 20,
-    "server-batch-size": 16,
-    "at-epochs": 1,
-    "metadata-epochs": 1,
-    "kd-epochs": 1,
-}
 _STRAGGLERS = {"fraction-train": 0.5, "fewshot-fraction": 0.25, "local-epochs": 2}
 PRESET_SETTINGS: dict[str, dict[str, object]] = {
     "kafal": {
@@ -327,9 +316,9 @@ PRESET_SETTINGS: dict[str, dict[str, object]] = {
     "moon-plus": _STRAGGLERS,
     "fedsplit-kmeans": {"meta-epochs": 1, "n-com": 8, "k-means-clusters": 2},
     "fedsplit-all": {"meta-epochs": 1},
-    "fedat": _CUSTOM_SIZE,
-    "fedkad": _CUSTOM_SIZE,
-    "fedmd": _CUSTOM_SIZE,
+    "fedat": CUSTOM,
+    "fedkad": CUSTOM,
+    "fedmd": CUSTOM,
 }
 
 
@@ -340,9 +329,8 @@ def test_every_preset_runs_on_the_fake_accelerator(method: str, tmp_path: Path, 
     monkeypatch.setattr(client_module, "resolve_device", lambda name, key: FAKE)
     monkeypatch.setattr(server_module, "resolve_device", lambda name, key: FAKE)
     rounds = 2  # FedFSC's few-shot update starts in round 2; KAFAL: (1 cycle + 1) x 1 round
-    config = small_run_config(
-        tmp_path, method=method, pretrain="none", **{"num-server-rounds": rounds, **PRESET_SETTINGS.get(method, {})}
-    )
+    settings = {"method": method, "pretrain": "none", **PRESET_SETTINGS.get(method, {}), "num-server-rounds": rounds}
+    config = small_run_config(tmp_path, **settings)
     with FakeAccelerator():
         run_in_process(config, num_partitions=4)
     summary = json.loads((tmp_path / "results" / "run" / "summary.json").read_text())
