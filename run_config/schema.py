@@ -262,7 +262,8 @@ class RunConfig:
     )
     client_threads: int = setting(
         0,
-        "Torch threads per ClientApp; 0 = the CPUs Ray gave the client in simulation, all cores on a device.",
+        "Torch threads per ClientApp; 0 = the CPUs Ray gave the client in simulation, elsewhere (a device, "
+        "`--in-process` cells) `OMP_NUM_THREADS` if set, all cores otherwise.",
         non_negative,
     )
     eval_batch_size: int = setting(
