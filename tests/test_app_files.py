@@ -7,6 +7,7 @@ from io import BytesIO
 from pathlib import Path
 
 import pytest
+import tomllib
 from flwr.cli.build import build_fab_from_disk
 
 from simulation.app_files import stage_app
@@ -42,5 +43,16 @@ def test_the_staged_copy_packs_into_the_same_fab(tmp_path: Path) -> None:
         (project / name).write_text(text)
     staged = stage_app(project, project / ".flwr-home" / "run-1" / "app")
     assert not (staged / ".venv").exists() and not (staged / "results").exists() and not (staged / "notes.txt").exists()
-    assert fab_files(staged) == fab_files(project)
+    assert not (staged / "measurements").exists()  # the project's fab-exclude keeps it out of the FAB: not copied
+    from_stage, from_project = fab_files(staged), fab_files(project)
+    assert from_stage.keys() == from_project.keys()
+    assert {k: v for k, v in from_stage.items() if k != "pyproject.toml"} == {
+        k: v for k, v in from_project.items() if k != "pyproject.toml"
+    }
+    staged_config, project_config = (
+        tomllib.loads(fab["pyproject.toml"].decode()) for fab in (from_stage, from_project)
+    )
+    assert project_config["tool"]["flwr"]["app"].pop("fab-exclude") == ["measurements/**", ".gitignore"]
+    assert staged_config["tool"]["flwr"]["app"].pop("fab-exclude") == [".gitignore"]  # the pattern staging applied
+    assert staged_config == project_config
     assert "server_app/app.py" in fab_files(staged)

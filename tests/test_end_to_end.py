@@ -212,6 +212,7 @@ def test_a_run_that_trains_nothing_fails_with_its_first_client_error(tmp_path: P
     summary = json.loads((tmp_path / "results" / "nothing" / "summary.json").read_text())
     assert summary["status"] == "failed" and summary["rounds_aggregated"] == 0
     assert "nothing was trained; first problem: round 1: client 0 failed: InjectedFault" in log
+    assert "run status on the SuperLink: ['finished:failed']" in log  # how the launcher knew: flwr run exits 0
     assert "Traceback" not in log[log.index("run failed") :]  # the server's end: its reason, no stack
 
 
