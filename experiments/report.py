@@ -7,6 +7,7 @@ from pathlib import Path
 from data.catalog import DATASETS
 from experiments.active_learning import write_active_learning_report
 from experiments.cell_results import CellResult, is_finished, read_cell
+from experiments.class_accuracy import write_class_accuracy_report
 from experiments.entropy_histogram import client_entropies
 from experiments.plots import (
     mean_curves,
@@ -32,7 +33,8 @@ def finished_results(experiment: Experiment, results_dir: Path) -> dict[Cell, Ce
 
 
 def write_report(experiment: Experiment, results_dir: Path) -> list[Path]:
-    """summary.md/.csv and the PNG figures in ``results_dir``; returns the files written."""
+    """summary.md/.csv, the PNG figures and (when the cells recorded it) class_accuracy.md in ``results_dir``;
+    returns the files written."""
     results = finished_results(experiment, results_dir)
     missing = [c for c in experiment.cells if c not in results]
     rows = summarise(experiment, results)
@@ -48,6 +50,7 @@ def write_report(experiment: Experiment, results_dir: Path) -> list[Path]:
         plot_cohort_entropy(curves, plan, num_classes, results_dir / "cohort_label_entropy.png"),
     ]
     written += write_active_learning_report(experiment, results, results_dir / CELLS_DIR, results_dir)
+    written += write_class_accuracy_report(experiment, results, results_dir)
     histogram = experiment.histogram
     source = next((c for c in results if histogram and c.method == histogram.method), None)
     if histogram and source:

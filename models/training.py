@@ -84,7 +84,20 @@ def evaluate(forward: Forward, inputs: torch.Tensor, labels: torch.Tensor, batch
     """Mean cross-entropy loss and accuracy (fraction in [0, 1])."""
     if len(labels) == 0:
         return float("nan"), float("nan")
-    logits = predict_logits(forward, inputs, batch_size)
+    return logit_scores(predict_logits(forward, inputs, batch_size), labels)
+
+
+def logit_scores(logits: torch.Tensor, labels: torch.Tensor) -> tuple[float, float]:
+    """Mean cross-entropy loss and accuracy (fraction in [0, 1]) of logits for a non-empty set of labels."""
     loss = F.cross_entropy(logits, labels).item()
     accuracy = (logits.argmax(dim=1) == labels).float().mean().item()
     return loss, accuracy
+
+
+def accuracy_per_class(predictions: torch.Tensor, labels: torch.Tensor, num_classes: int) -> list[float | None]:
+    """Each class's accuracy (fraction in [0, 1]) of the predicted classes, indexed by class in
+    ``range(num_classes)``; ``None`` for a class with no sample among ``labels``. Labels must lie in that range.
+    Integer counts on the tensors' device (``bincount`` without weights: deterministic on CUDA too), read once."""
+    total = torch.bincount(labels, minlength=num_classes)
+    correct = torch.bincount(labels[predictions == labels], minlength=num_classes)
+    return [c / t if t else None for c, t in zip(correct.tolist(), total.tolist(), strict=True)]

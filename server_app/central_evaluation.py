@@ -5,6 +5,9 @@ set moves there once and stays for the whole run).
 ``eval-batch-size`` exactly as the full model would compute it, and each round runs only θ on it: the same logits,
 bit for bit, at the cost of θ alone (a quarter of WRN-16-1's forward pass at ``freeze = mid``). Features larger than
 ``MAX_CACHED_FEATURES_BYTES`` are not kept: the whole model then runs every round.
+
+Each round's record also holds the accuracy on each class of the test set (``with_classes``: from the same logits,
+counted on the evaluation device), ``None`` for a class the test set lacks.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from data.federated import load_test_set
 from data.transforms import to_model_input
 from methods.model_outputs import penultimate_features
 from models import NO_FREEZE
-from models.training import evaluate, predict_logits
+from models.training import accuracy_per_class, evaluate, logit_scores, predict_logits
 from run_config import RunConfig, build_model_for, data_cache, federated_split
 from strategies.partial_model import merge_state
 
@@ -35,6 +38,7 @@ class CentralEvaluation:
         test = load_test_set(split, data_cache(config))
         self.inputs = to_model_input(test.images, split.info).to(device)
         self.labels = torch.from_numpy(test.labels).to(device)
+        self.num_classes = split.info.num_classes
         self.model = build_model_for(config).to(device)
         self.order = list(self.model.state_dict())
         self.frozen, self.batch_size = frozen, config.eval_batch_size
@@ -75,11 +79,21 @@ class CentralEvaluation:
         self.model.eval()
 
     def __call__(self, theta: ArrayRecord) -> tuple[float, float]:
+        loss, accuracy, _ = self.with_classes(theta)
+        return loss, accuracy
+
+    def with_classes(self, theta: ArrayRecord) -> tuple[float, float, list[float | None]]:
+        """Test loss, accuracy and each class's accuracy indexed by class (``None`` for a class with no test sample),
+        all from one pass's logits."""
+        if len(self.labels) == 0:
+            return float("nan"), float("nan"), [None] * self.num_classes
         self._load(theta)
         if self.features is None:
-            return evaluate(self.model, self.inputs, self.labels, self.batch_size)
-        # The same batches as the whole model's pass: φ's outputs batch by batch, then θ on each.
-        return evaluate(lambda h: self.model.forward_from(h, self.level), self.features, self.labels, self.batch_size)
+            logits = predict_logits(self.model, self.inputs, self.batch_size)
+        else:  # the same batches as the whole model's pass: φ's outputs batch by batch, then θ on each
+            logits = predict_logits(lambda h: self.model.forward_from(h, self.level), self.features, self.batch_size)
+        loss, accuracy = logit_scores(logits, self.labels)
+        return loss, accuracy, accuracy_per_class(logits.argmax(dim=1), self.labels, self.num_classes)
 
     @torch.no_grad()
     def _penultimate(self) -> torch.Tensor:

@@ -278,10 +278,10 @@ class FederatedRun:
             return None
         server_round = flower_round + self.first_round - 1 if flower_round else 0
         with span(EVALUATION, round=server_round):
-            loss, accuracy = evaluate(strategy.global_arrays(theta))
+            loss, accuracy, class_accuracy = evaluate.with_classes(strategy.global_arrays(theta))
             fields = strategy.round_evaluation(theta, evaluate) if server_round > 0 else {}
         with span(RESULTS, round=server_round):
-            self.recorder.evaluated(server_round, loss, accuracy, **fields)
+            self.recorder.evaluated(server_round, loss, accuracy, class_accuracy=class_accuracy, **fields)
         if server_round > 0:
             with span(CHECKPOINT, round=server_round):
                 self.checkpoint(server_round, theta, strategy.state_dict())

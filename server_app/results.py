@@ -100,6 +100,9 @@ class RunRecorder:
         self.method = method or config.method
         self.rounds: list[dict[str, Any]] = list(resume_from["rounds"]) if resume_from else []
         self.initial_accuracy: float | None = resume_from["initial_accuracy"] if resume_from else None
+        self.initial_class_accuracy: list[float | None] | None = (
+            resume_from.get("initial_class_accuracy") if resume_from else None
+        )
         self.cycles: list[dict[str, Any]] = list(resume_from.get("cycles", [])) if resume_from else []
         self._pending: dict[str, Any] = {}
         self._pending_cycle: dict[str, Any] | None = None
@@ -118,7 +121,12 @@ class RunRecorder:
 
     def state(self) -> dict[str, Any]:
         """What a checkpoint keeps of the results so far."""
-        return {"rounds": list(self.rounds), "initial_accuracy": self.initial_accuracy, "cycles": list(self.cycles)}
+        return {
+            "rounds": list(self.rounds),
+            "initial_accuracy": self.initial_accuracy,
+            "initial_class_accuracy": self.initial_class_accuracy,
+            "cycles": list(self.cycles),
+        }
 
     def cycle_ended(self, server_round: int, **fields: Any) -> None:
         """A cycle ended with ``server_round`` (its ``cycle``, ``rounds`` [first, last], labelled shares, queries);
@@ -177,9 +185,12 @@ class RunRecorder:
 
     def evaluated(self, server_round: int, loss: float, accuracy: float, **fields: Any) -> None:
         """Central evaluation after a round (round 0 = the initial model) completes that round's record; ``fields``
-        are further evaluations a method adds (FedFSC's ``base_accuracy``)."""
+        are further evaluations: each class's test accuracy (``class_accuracy``, a list indexed by class, ``None``
+        for a class absent from the test set; the initial model's goes to the summary), what a method adds (FedFSC's
+        ``base_accuracy``)."""
         if server_round == 0:
             self.initial_accuracy = accuracy
+            self.initial_class_accuracy = fields.get("class_accuracy")
             log(INFO, "initial model: accuracy %.4f, loss %.4f", accuracy, loss)
             return
         record = {
@@ -228,6 +239,7 @@ class RunRecorder:
             "rounds_aggregated": aggregated,
             "rounds_skipped": len(self.rounds) - aggregated,
             "initial_accuracy": self.initial_accuracy,
+            "initial_class_accuracy": self.initial_class_accuracy,
             "best_accuracy": best["accuracy"] if best else None,
             "best_round": best["round"] if best else None,
             "final_accuracy": self.rounds[-1]["accuracy"] if self.rounds else None,

@@ -34,7 +34,7 @@ from models.device import (
     make_cuda_deterministic,
     resolve_device,
 )
-from models.training import cross_entropy_of, evaluate, train_epochs
+from models.training import accuracy_per_class, cross_entropy_of, evaluate, train_epochs
 from run_config import build_model_for
 from server_app.pretraining import pretrain
 from tests.conftest import make_config
@@ -167,6 +167,11 @@ def test_augmented_training_and_evaluation_on_the_device(device: torch.device) -
     local_update(model, data, config, server_round=1, partition_id=0, learning_rate=0.1, device=device)
     loss, accuracy = evaluate(model.eval(), data.inputs(device), data.labels.to(device), 16)
     assert loss > 0 and 0 <= accuracy <= 1
+
+
+def test_per_class_accuracy_counts_on_the_device(device: torch.device) -> None:
+    labels, predictions = torch.tensor([0, 0, 2, 2, 2]), torch.tensor([0, 1, 2, 2, 0])
+    assert accuracy_per_class(predictions.to(device), labels.to(device), 4) == [0.5, None, 2 / 3, None]
 
 
 def test_the_fake_accelerator_computes_exactly_what_the_cpu_computes() -> None:

@@ -132,6 +132,7 @@ def test_report_tables_and_figures_from_real_cells(tmp_path: Path) -> None:
     assert names == [
         "accuracy_vs_client_seconds.png",
         "accuracy_vs_round.png",
+        "class_accuracy.md",  # the cells' rounds record each class's accuracy
         "cohort_label_entropy.png",
         "entropy_histograms.png",
         "learning_efficiency.png",

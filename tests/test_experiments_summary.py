@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from experiments.cell_results import CellResult
+from experiments.class_accuracy import class_accuracy_table, write_class_accuracy_report
 from experiments.plots import mean_curves, planned, plot_accuracy, plot_cohort_entropy, plot_learning_efficiency
 from experiments.progress import format_duration, progress_line, seconds_left
 from experiments.spec import parse_experiment
@@ -144,3 +145,30 @@ def test_a_method_s_own_metrics_get_columns_only_when_some_row_has_them(tmp_path
     assert (table[3][composed], table[3][metadata]) == ("–", "–")
     write_csv(experiment(), rows, tmp_path / "s.csv")
     assert float(next(csv.DictReader((tmp_path / "s.csv").open()))["best_composed_accuracy_mean"]) == 0.55
+
+
+def test_class_accuracy_table_shows_initial_best_and_final_rounds_of_cells_that_recorded_them(tmp_path: Path) -> None:
+    fedavg0, fedavg1, eds0 = experiment().cells[:3]
+    rounds = [
+        {"round": 1, "accuracy": 0.6, "class_accuracy": [0.5, None, 0.7]},
+        {"round": 2, "accuracy": 0.5, "class_accuracy": [0.25, None, 0.75]},
+    ]
+    summary = {"initial_accuracy": 0.4, "initial_class_accuracy": [0.125, None, 0.6]}
+    cells = {
+        fedavg0: CellResult(summary, rounds, {}),
+        fedavg1: CellResult({}, rounds[:1], {}),  # best and final are one round; no initial per class
+        eds0: result(0.8, [1.0], [0.8], [2.0]),  # recorded before rounds kept each class's accuracy: left out
+    }
+    table = class_accuracy_table(experiment(), cells)
+    assert table is not None
+    lines = table.splitlines()
+    assert lines[0] == "| cell | model | all | class 0 | class 1 | class 2 |"
+    assert lines[2:] == [
+        f"| {fedavg0.name} | initial | 40.0 | 12.5 | – | 60.0 |",
+        f"| {fedavg0.name} | round 1 (best) | 60.0 | 50.0 | – | 70.0 |",
+        f"| {fedavg0.name} | round 2 (final) | 50.0 | 25.0 | – | 75.0 |",
+        f"| {fedavg1.name} | round 1 (best, final) | 60.0 | 50.0 | – | 70.0 |",
+    ]
+    assert write_class_accuracy_report(experiment(), cells, tmp_path) == [tmp_path / "class_accuracy.md"]
+    assert table in (tmp_path / "class_accuracy.md").read_text()
+    assert write_class_accuracy_report(experiment(), {eds0: cells[eds0]}, tmp_path / "none") == []

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
-from models.training import cross_entropy_of, evaluate, train_epochs
+from models.training import accuracy_per_class, cross_entropy_of, evaluate, logit_scores, train_epochs
 
 
 def test_training_fits_a_separable_problem() -> None:
@@ -48,3 +49,25 @@ def test_the_loss_function_is_what_is_minimised() -> None:
         lr=0.1,
     )
     assert abs(model.bias.item() - 3.0) < 1e-2
+
+
+def test_accuracy_per_class_by_hand_with_an_absent_class() -> None:
+    # class 0: 2 of 3 right; class 1: 0 of 1; class 2: no sample; class 3: 2 of 2
+    labels = torch.tensor([0, 0, 0, 1, 3, 3])
+    predictions = torch.tensor([0, 1, 0, 3, 3, 3])
+    assert accuracy_per_class(predictions, labels, 4) == [2 / 3, 0.0, None, 1.0]
+
+
+def test_accuracy_per_class_lists_every_class_even_past_the_largest_label() -> None:
+    assert accuracy_per_class(torch.tensor([1]), torch.tensor([1]), 3) == [None, 1.0, None]
+    assert accuracy_per_class(torch.tensor([], dtype=torch.long), torch.tensor([], dtype=torch.long), 2) == [None] * 2
+
+
+def test_accuracy_per_class_weighted_by_class_sizes_is_the_accuracy() -> None:
+    generator = torch.Generator().manual_seed(1)
+    labels = torch.randint(0, 5, (300,), generator=generator)
+    logits = torch.randn(300, 5, generator=generator)
+    per_class = accuracy_per_class(logits.argmax(dim=1), labels, 5)
+    counts = torch.bincount(labels, minlength=5).tolist()
+    weighted = sum(a * n for a, n in zip(per_class, counts, strict=True) if a is not None) / len(labels)
+    assert weighted == pytest.approx(logit_scores(logits, labels)[1])
