@@ -1,8 +1,8 @@
 """Table 5.8's view of the recorded cells: each cell's test accuracy on classes 0, 5 and 8 (absent from D_g) and the
 mean over the seven D_g classes, for the initial model, the best round and the final round, from the cells'
-summary.json and rounds.jsonl (class_accuracy). Run from the repository root:
+summary.json and rounds.jsonl (class_accuracy):
 
-    python measurements/experiments/fedat-table5-8/table5_8.py
+    python -m experiments.fedat_table5_8_view
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-FOLDERS = [HERE, HERE.parent / "fedat-table5-8-trained-teachers"]
+MEASURED = Path(__file__).resolve().parents[1] / "measurements" / "experiments"
+FOLDERS = [MEASURED / "fedat-table5-8", MEASURED / "fedat-table5-8-trained-teachers"]
 ABSENT, GENERIC = (0, 5, 8), (1, 2, 3, 4, 6, 7, 9)
 
 
