@@ -71,6 +71,7 @@ def measure(
         "wall_seconds": run.wall_seconds,
         "peak_pss_gib": run.peak_pss_gib,
         "peak_rss_gib": run.peak_rss_gib,
+        "peak_pss_by_kind_mib": run.peak_pss_by_kind_mib,
         "best_accuracy": run.summary.get("best_accuracy"),
         "final_accuracy": run.summary.get("final_accuracy"),
         "round_seconds": run.round_seconds(),

@@ -99,6 +99,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "wall_seconds": run.wall_seconds,
         "peak_rss_gib": run.peak_rss_gib,
         "peak_pss_gib": run.peak_pss_gib,
+        "peak_pss_by_kind_mib": run.peak_pss_by_kind_mib,
         "best_accuracy": run.summary.get("best_accuracy"),
         "final_accuracy": run.summary.get("final_accuracy"),
         "profile": result.as_json(),
@@ -108,6 +109,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     stored[args.label] = report
     args.out.write_text(json.dumps(stored, indent=1) + "\n")
     print(f"{args.label}: {args.num_supernodes} clients, {run.wall_seconds:.1f} s, peak {run.peak_pss_gib:.2f} GiB PSS")
+    print("peak PSS by process kind (MiB): " + ", ".join(f"{k} {v:.0f}" for k, v in run.peak_pss_by_kind_mib.items()))
     print("\n".join(phase_table(result)))
     return report
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.process_memory import PeakMemory, pss_kib, rss_kib
+from benchmarks.process_memory import PeakMemory, pss_kib, rss_kib, simulation_kind
 from run_config.overrides import format_overrides
 from simulation.local_run import PROJECT_DIR, processes_marked
 
@@ -35,6 +35,8 @@ class SimulationRun:
     wall_seconds: float
     peak_rss_gib: float
     peak_pss_gib: float
+    #: What the peak PSS is made of: MiB per process kind (``benchmarks.process_memory.simulation_kind``).
+    peak_pss_by_kind_mib: dict[str, float] = field(default_factory=dict)
     rounds: list[dict[str, Any]] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
 
@@ -69,7 +71,7 @@ def run_simulation_measured(
         format_overrides(config),
     ]
     rss = PeakMemory(lambda: processes_marked(marker, variable=MARKER), rss_kib)
-    pss = PeakMemory(lambda: processes_marked(marker, variable=MARKER), pss_kib)
+    pss = PeakMemory(lambda: processes_marked(marker, variable=MARKER), pss_kib, kind=simulation_kind)
     rss.start()
     pss.start()
     tick = time.perf_counter()
@@ -91,6 +93,7 @@ def run_simulation_measured(
         wall_seconds=wall,
         peak_rss_gib=rss.peak_total_kib / 2**20,
         peak_pss_gib=pss.peak_total_kib / 2**20,
+        peak_pss_by_kind_mib={kind: kib / 1024 for kind, kib in pss.peak_by_kind_kib.items()},
         rounds=[json.loads(line) for line in rounds_file.read_text().splitlines()] if rounds_file.exists() else [],
         summary=json.loads(summary_file.read_text()) if summary_file.exists() else {},
     )
