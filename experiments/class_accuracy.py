@@ -20,7 +20,7 @@ def _percent(value: float | None) -> str:
     return "–" if value is None else f"{100 * value:.1f}"
 
 
-def class_accuracy_rows(cell: Cell, result: CellResult) -> list[tuple[str, float | None, Sequence[float | None]]]:
+def class_accuracy_rows(result: CellResult) -> list[tuple[str, float | None, Sequence[float | None]]]:
     """(label, accuracy, per-class accuracies) for the initial model, the best round and the final round (one row
     when the best round is the last); empty when the cell's rounds do not record each class's accuracy."""
     rounds = [r for r in result.rounds if r.get("class_accuracy") is not None]
@@ -48,7 +48,7 @@ def class_accuracy_table(experiment: Experiment, results: Mapping[Cell, CellResu
     for cell in experiment.cells:
         if cell not in results:
             continue
-        for label, accuracy, per_class in class_accuracy_rows(cell, results[cell]):
+        for label, accuracy, per_class in class_accuracy_rows(results[cell]):
             num_classes = max(num_classes, len(per_class))
             lines.append(
                 "| " + " | ".join([cell.name, label, _percent(accuracy), *(_percent(a) for a in per_class)]) + " |"

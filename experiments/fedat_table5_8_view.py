@@ -1,14 +1,16 @@
 """Table 5.8's view of the recorded cells: each cell's test accuracy on classes 0, 5 and 8 (absent from D_g) and the
-mean over the seven D_g classes, for the initial model, the best round and the final round, from the cells'
-summary.json and rounds.jsonl (class_accuracy):
+mean over the seven D_g classes, for the initial model, the best round and the final round (the rows of
+``class_accuracy.md``), from the cells' summary.json and rounds.jsonl:
 
     python -m experiments.fedat_table5_8_view
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from experiments.cell_results import read_cell
+from experiments.class_accuracy import class_accuracy_rows
 
 MEASURED = Path(__file__).resolve().parents[1] / "measurements" / "experiments"
 FOLDERS = [MEASURED / "fedat-table5-8", MEASURED / "fedat-table5-8-trained-teachers"]
@@ -20,15 +22,11 @@ def percent(value: float | None) -> str:
 
 
 def rows(cell: Path) -> list[str]:
-    summary = json.loads((cell / "summary.json").read_text())
-    rounds = [json.loads(line) for line in (cell / "rounds.jsonl").read_text().splitlines()]
-    best = max(rounds, key=lambda r: r["accuracy"])
-    models = [("initial", summary["initial_accuracy"], summary["initial_class_accuracy"])]
-    models += [(f"round {best['round']} (best)", best["accuracy"], best["class_accuracy"])]
-    models += [(f"round {rounds[-1]['round']} (final)", rounds[-1]["accuracy"], rounds[-1]["class_accuracy"])]
+    """Markdown rows of one cell's folder: all classes, classes 0, 5, 8 and the D_g classes' mean, per model."""
     lines = []
-    for label, accuracy, per_class in models:
-        generic = sum(per_class[c] for c in GENERIC) / len(GENERIC)
+    for label, accuracy, per_class in class_accuracy_rows(read_cell(cell)):
+        known = [value for c in GENERIC if (value := per_class[c]) is not None]
+        generic = sum(known) / len(known) if known else None
         values = [percent(accuracy), *(percent(per_class[c]) for c in ABSENT), percent(generic)]
         lines.append(f"| {cell.name} | {label} | " + " | ".join(values) + " |")
     return lines

@@ -16,6 +16,7 @@ def test_rows_give_the_absent_classes_and_the_generic_mean_of_initial_best_and_f
     records = [{"round": 1, "accuracy": 0.5, "class_accuracy": per_class[1]}]
     records += [{"round": 2, "accuracy": 0.2, "class_accuracy": per_class[2]}]
     (tmp_path / "rounds.jsonl").write_text("\n".join(json.dumps(r) for r in records))
+    (tmp_path / "config.json").write_text("{}")
     generic_initial = 100 * sum(0.1 * c for c in (1, 2, 3, 4, 6, 7, 9)) / 7
     assert rows(tmp_path) == [
         f"| {tmp_path.name} | initial | 45.0 | 0.0 | 50.0 | 80.0 | {generic_initial:.1f} |",
