@@ -6,10 +6,11 @@
 The training set is split between the server's generic data D_g and one client's data D_1: IID (D_g a random 20%,
 D_1 the other 80%) and non-IID (D_g every image of classes 0–8; D_1 all of class 9 plus a share of classes 0–8,
 which overlaps D_g as it must in the thesis). A global model is trained on D_g and a smaller client model on D_1
-(Table 5.1; with the app's pretraining recipe: warm-up and cosine decay, BatchNorm statistics re-estimated, the
-best epoch on a held-out tenth, so that both start well trained); then FedAT's server steps (``methods/fedat.py``)
-run on copies of the global model. Always: step 1 alone (AT from the client, Table 5.2) and the "D_g only"
-control (the same epochs of plain cross-entropy with the same SGD). The parts (``--parts``, all by default):
+(Table 5.1; with the app's pretraining recipe, ``server_app/pretraining.py``: warm-up and cosine decay, BatchNorm
+statistics re-estimated after each epoch, so that both start well trained); then FedAT's server steps
+(``methods/fedat.py``) run on copies of the global model. Always: step 1 alone (AT from the client, Table 5.2)
+and the "D_g only" control (the same epochs of plain cross-entropy with the same SGD). The parts (``--parts``,
+all by default):
 
 - ``fig5_9``: for metadata from each level, step 2 (θ on the client's feature maps) and step 3 with and without
   AT (Fig. 5.9, Table 5.4);
