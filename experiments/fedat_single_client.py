@@ -19,7 +19,10 @@ all by default):
 - ``fig5_10`` (non-IID): steps 2 and 3 (with and without AT) on a random 100% / 10% / 1% of the low-level metadata;
 - ``server_lr``: step 1 and the control (both scenarios) and, non-IID, steps 2–3 on low-level metadata, again
   with the thesis's lr 0.1 and with two gentler server optimisers that are *not* the thesis's setting (lr 0.01;
-  momentum 0), to see whether the thesis's gains appear when a server step does not wreck the model.
+  momentum 0), to see whether the thesis's gains appear when a server step does not wreck the model;
+- ``bn_refresh``: the thesis-lr chain of ``server_lr`` (the same numbers), each model also scored after its
+  BatchNorm statistics are re-estimated on D_g with dropout off, to see whether a server step's loss is in the
+  weights or in the statistics.
 
 The step-1 model, the control and the ``fig5_9`` rows share one random stream in that order (the recorded rows);
 every other chain of steps starts a fresh one from ``--seed``, so its numbers do not depend on which parts run.
@@ -34,7 +37,7 @@ import functools
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +53,7 @@ from models import SplitModel, build_model
 from models.training import cross_entropy_of, evaluate, train_epochs
 from run_config import parse_run_config
 from run_config.defaults import load_defaults
-from server_app.pretraining import pretrain
+from server_app.pretraining import pretrain, recompute_batchnorm_statistics
 
 #: The thesis's server steps: SGD lr 0.1; AT 2 epochs, metadata 2 epochs; β = 1,000. Momentum, weight decay and
 #: the batch size are not given by the thesis (ours).
@@ -70,7 +73,9 @@ TABLE5_3: tuple[tuple[str, int | None, tuple[int, ...]], ...] = (
 )
 #: Fig. 5.10: shares of the client's low-level metadata kept for step 2.
 FIG5_10_SHARES: tuple[float, ...] = (1.0, 0.1, 0.01)
-PARTS: tuple[str, ...] = ("fig5_9", "table5_3", "fig5_10", "server_lr")
+PARTS: tuple[str, ...] = ("fig5_9", "table5_3", "fig5_10", "server_lr", "bn_refresh")
+#: ``bn_refresh``: the server optimiser whose chain is also scored with re-estimated BatchNorm statistics.
+BN_SETTINGS = {name: step for name, step in SERVER_SETTINGS.items() if step is STEP}
 
 Score = Callable[[SplitModel], dict[str, float]]
 
@@ -268,12 +273,29 @@ def fig5_10(s: Scenario, step1: SplitModel) -> dict[str, dict[str, dict[str, flo
     return out
 
 
-def server_settings(s: Scenario, with_metadata: bool) -> dict[str, dict[str, dict[str, float]]]:
-    """``server_lr``: for each of SERVER_SETTINGS, step 1 and the control and, if ``with_metadata``, steps 2–3 on
+def with_bn_refresh(score: Score, inputs: torch.Tensor) -> Score:
+    """``score`` that also scores a copy of the model whose BatchNorm running statistics are re-estimated on
+    ``inputs`` (D_g) with dropout off, as pretraining does after each epoch, under ``all_bn`` and ``class9_bn``: it
+    tells what a server step did to the weights from what it did to the BatchNorm statistics. The model is left
+    as ``score`` leaves it."""
+
+    def both(model: SplitModel) -> dict[str, float]:
+        plain = score(model)
+        refreshed = global_copy(model)
+        recompute_batchnorm_statistics(refreshed, inputs, 500)
+        return {**plain, **{f"{k}_bn": v for k, v in score(refreshed).items()}}
+
+    return both
+
+
+def server_settings(
+    s: Scenario, with_metadata: bool, settings: dict[str, dict[str, Any]] = SERVER_SETTINGS
+) -> dict[str, dict[str, dict[str, float]]]:
+    """``server_lr``: for each of ``settings``, step 1 and the control and, if ``with_metadata``, steps 2–3 on
     low-level metadata from that step 1, every step with that server optimiser; a fresh chain per setting."""
     maps = client_maps(s, "low") if with_metadata else None
     out = {}
-    for name, step in SERVER_SETTINGS.items():
+    for name, step in settings.items():
         generator = fresh_rng(s.seed)
         step1 = after_step1(s, step, generator)
         rows = {"step 1 (AT on D_g)": s.score(step1)}
@@ -332,6 +354,12 @@ def scenario_results(
         tick = time.perf_counter()
         out |= server_settings(s, with_metadata=scenario == "non-iid")
         seconds["server_lr"] = time.perf_counter() - tick
+    if "bn_refresh" in parts:
+        tick = time.perf_counter()
+        refreshing = replace(s, score=with_bn_refresh(s.score, s.generic[0]))
+        rows = server_settings(refreshing, with_metadata=scenario == "non-iid", settings=BN_SETTINGS)
+        out |= {f"bn_refresh: {name}": r for name, r in rows.items()}
+        seconds["bn_refresh"] = time.perf_counter() - tick
     out["seconds"] = seconds
     return out
 
@@ -345,6 +373,11 @@ def markdown(results: dict[str, Any]) -> str:
                 continue
             for name, s in rows.items():
                 lines.append(f"| {scenario} | {part}: {name} | {s['all']:.2f} | {s['class9']:.2f} |")
+                if "all_bn" in s:
+                    lines.append(
+                        f"| {scenario} | {part}: {name}, then BatchNorm statistics re-estimated on D_g | "
+                        f"{s['all_bn']:.2f} | {s['class9_bn']:.2f} |"
+                    )
     return "\n".join(lines) + "\n"
 
 

@@ -26,6 +26,7 @@ from experiments.fedat_single_client import (
     split_generic,
     step2_snapshots,
     table5_3,
+    with_bn_refresh,
 )
 from methods.fedat import train_server_step
 from models import build_model
@@ -168,3 +169,21 @@ def test_parts_parse_and_the_table_skips_bookkeeping() -> None:
     row = {"all": 50.0, "class9": 12.5}
     results = {"scenarios": {"non-iid": {"sizes": {"generic": 1}, "seconds": {"x": 1.0}, "table5.2": {"step 1": row}}}}
     assert markdown(results).splitlines()[2:] == ["| non-iid | table5.2: step 1 | 50.00 | 12.50 |"]
+
+
+def test_bn_refresh_scores_a_copy_with_fresh_statistics_and_leaves_the_model() -> None:
+    s = _scenario()
+    model = s.global_model
+    for m in model.modules():  # stale statistics, as after training in train mode
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.fill_(3.0)
+    before = _state(model)
+    both = with_bn_refresh(s.score, s.generic[0])(model)
+    assert _same(before, _state(model))
+    assert {k: both[k] for k in ("all", "class9")} == s.score(model)
+    assert set(both) == {"all", "class9", "all_bn", "class9_bn"}
+    rows = {"non-iid": {"bn_refresh: x": {"step 1": {"all": 1.0, "class9": 2.0, "all_bn": 3.0, "class9_bn": 4.0}}}}
+    assert markdown({"scenarios": rows}).splitlines()[2:] == [
+        "| non-iid | bn_refresh: x: step 1 | 1.00 | 2.00 |",
+        "| non-iid | bn_refresh: x: step 1, then BatchNorm statistics re-estimated on D_g | 3.00 | 4.00 |",
+    ]
