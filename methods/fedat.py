@@ -22,7 +22,7 @@ the server like step 1 with the roles swapped (eq. 5.19: student w_{k,E}, teache
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Literal
 
 import torch
@@ -185,19 +185,22 @@ def train_server_step(
     form: ATForm = "reference",
     at_levels: Sequence[str] = AT_LEVELS,
     generator: torch.Generator,
+    on_epoch_end: Callable[[int], None] | None = None,
 ) -> None:
     """Run one FedAT server step in place on ``model`` (a global copy, or a client model for eq. 5.19).
 
     Steps 1 and 3 train on D_g images (``inputs``) against ``teacher``; step 2 trains on metadata maps taken at
     ``level``. Only the parameters ``prepare_step`` allows are given to SGD, so nothing else can change. The model
-    is left in train mode with every parameter trainable again.
+    is left in train mode with every parameter trainable again. ``on_epoch_end`` is called with the number of
+    epochs done after each epoch (e.g. to copy the model after some epoch counts of one run, the optimiser
+    continuing); it must not change ``model`` or its train/eval modes.
     """
     params = prepare_step(model, step, level)
     levels = levels_for_step(step, level, at_levels)
     if step != 2 and teacher is None:
         raise ValueError(f"step {step} needs the teacher model for attention transfer")
     sgd = torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
-    for _ in range(epochs):
+    for epoch in range(epochs):
         order = torch.randperm(len(labels), generator=generator).to(labels.device)
         for start in range(0, len(order), batch_size):
             batch = order[start : start + batch_size]
@@ -209,6 +212,8 @@ def train_server_step(
             sgd.zero_grad(set_to_none=True)
             loss.backward()
             sgd.step()
+        if on_epoch_end is not None:
+            on_epoch_end(epoch + 1)
     model.train()
     for p in model.parameters():
         p.requires_grad_(True)
