@@ -16,7 +16,8 @@ from experiments.spec import Cell, Experiment
 CLASS_ACCURACY_FILE = "class_accuracy.md"
 
 
-def _percent(value: float | None) -> str:
+def percent(value: float | None) -> str:
+    """A fraction as a percentage with one decimal; '–' for None (a class with no test image)."""
     return "–" if value is None else f"{100 * value:.1f}"
 
 
@@ -51,7 +52,7 @@ def class_accuracy_table(experiment: Experiment, results: Mapping[Cell, CellResu
         for label, accuracy, per_class in class_accuracy_rows(results[cell]):
             num_classes = max(num_classes, len(per_class))
             lines.append(
-                "| " + " | ".join([cell.name, label, _percent(accuracy), *(_percent(a) for a in per_class)]) + " |"
+                "| " + " | ".join([cell.name, label, percent(accuracy), *(percent(a) for a in per_class)]) + " |"
             )
     if not lines:
         return None

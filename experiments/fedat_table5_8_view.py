@@ -10,15 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from experiments.cell_results import read_cell
-from experiments.class_accuracy import class_accuracy_rows
+from experiments.class_accuracy import class_accuracy_rows, percent
 
 MEASURED = Path(__file__).resolve().parents[1] / "measurements" / "experiments"
 FOLDERS = [MEASURED / "fedat-table5-8", MEASURED / "fedat-table5-8-trained-teachers"]
 ABSENT, GENERIC = (0, 5, 8), (1, 2, 3, 4, 6, 7, 9)
-
-
-def percent(value: float | None) -> str:
-    return "–" if value is None else f"{100 * value:.1f}"
 
 
 def rows(cell: Path) -> list[str]:
