@@ -75,8 +75,18 @@ def train_epochs(
 
 @torch.no_grad()
 def predict_logits(forward: Forward, inputs: torch.Tensor, batch_size: int) -> torch.Tensor:
-    """Logits for all inputs, computed in batches."""
-    return torch.cat([forward(inputs[i : i + batch_size]) for i in range(0, len(inputs), batch_size)])
+    """``forward``'s outputs for all inputs, computed in batches and written into one preallocated tensor (not
+    gathered and concatenated, which holds every output twice: the full Fashion-MNIST test set's φ(x) at ``mid``
+    is 0.3 GiB)."""
+    if len(inputs) == 0:
+        return forward(inputs)
+    first = forward(inputs[:batch_size])
+    outputs = first.new_empty((len(inputs), *first.shape[1:]))
+    outputs[: len(first)] = first
+    del first
+    for start in range(batch_size, len(inputs), batch_size):
+        outputs[start : start + batch_size] = forward(inputs[start : start + batch_size])
+    return outputs
 
 
 @torch.no_grad()

@@ -9,8 +9,9 @@ import pytest
 import torch
 
 import server_app.pretraining as pretraining
+from data.image_data import ImageData
 from data.loading import load_dataset
-from models import LeNet5
+from models import LeNet5, build_model
 from run_config import ConfigError
 from server_app.pretraining import cache_path, check_source, initial_state
 from tests.conftest import make_config
@@ -148,17 +149,41 @@ def scripted_validation(monkeypatch: pytest.MonkeyPatch, losses: list[float]) ->
     return scored
 
 
-def test_the_final_epoch_is_kept_and_every_epoch_is_scored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_final_epoch_is_kept_and_the_first_every_interval_and_final_are_scored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     scored = scripted_validation(monkeypatch, [0.1, 0.5, 0.2, 0.3])  # epoch 1 scores best on the slice: not kept
+    monkeypatch.setattr(pretraining, "SCORED_EPOCH_INTERVAL", 2)
     model = LeNet5(1, 4)
     report = pretraining.pretrain(
-        model, load_dataset("synthetic").train, "synthetic", cfg(tmp_path, pretrain_epochs=4), torch.device("cpu")
+        model, load_dataset("synthetic").train, "synthetic", cfg(tmp_path, pretrain_epochs=5), torch.device("cpu")
     )
-    assert (report["kept_epoch"], report["validation_loss"], report["validation_accuracy"]) == (4, 0.3, 0.7)
-    assert report["validation_accuracy_per_epoch"] == [0.9, 0.5, 0.8, 0.7]
+    assert (report["kept_epoch"], report["validation_loss"], report["validation_accuracy"]) == (5, 0.3, 0.7)
+    assert report["validation_accuracy_by_epoch"] == {"1": 0.9, "2": 0.5, "4": 0.8, "5": 0.7}
     kept = model.state_dict()
     assert all(torch.equal(kept[k], v) for k, v in scored[3].items())
     assert not all(torch.equal(kept[k], v) for k, v in scored[0].items())
+
+
+def test_scoring_fewer_epochs_leaves_the_weights_and_batchnorm_statistics_bit_for_bit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    full = load_dataset("synthetic").train
+    data = ImageData(full.images[:160], full.labels[:160])
+    config = cfg(tmp_path, model="wrn-16-1", pretrain_epochs=3)
+
+    def pretrained(interval: int) -> dict[str, torch.Tensor]:
+        monkeypatch.setattr(pretraining, "SCORED_EPOCH_INTERVAL", interval)
+        torch.manual_seed(0)
+        model = build_model("wrn-16-1", 1, 4, 0.3)
+        report = pretraining.pretrain(model, data, "synthetic", config, torch.device("cpu"))
+        assert len(report["validation_accuracy_by_epoch"]) == (3 if interval == 1 else 2)
+        return model.state_dict()
+
+    every_epoch, sparse = pretrained(1), pretrained(10)
+    assert any(k.endswith("running_mean") for k in every_epoch)
+    assert every_epoch.keys() == sparse.keys()
+    assert all(torch.equal(every_epoch[k], sparse[k]) for k in every_epoch)
 
 
 def test_a_pretraining_that_diverges_names_the_learning_rate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from models.training import accuracy_per_class, cross_entropy_of, evaluate, logit_scores, train_epochs
+from models.training import accuracy_per_class, cross_entropy_of, evaluate, logit_scores, predict_logits, train_epochs
 
 
 def test_training_fits_a_separable_problem() -> None:
@@ -71,3 +71,20 @@ def test_accuracy_per_class_weighted_by_class_sizes_is_the_accuracy() -> None:
     counts = torch.bincount(labels, minlength=5).tolist()
     weighted = sum(a * n for a, n in zip(per_class, counts, strict=True) if a is not None) / len(labels)
     assert weighted == pytest.approx(logit_scores(logits, labels)[1])
+
+
+def test_predict_logits_equals_the_concatenated_batches_bit_for_bit() -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(7, 5), torch.nn.ReLU(), torch.nn.Linear(5, 3)).eval()
+    inputs = torch.randn(23, 7)
+    with torch.no_grad():
+        expected = torch.cat([model(inputs[i : i + 5]) for i in range(0, 23, 5)])
+    out = predict_logits(model, inputs, 5)
+    assert out.shape == (23, 3) and out.dtype == expected.dtype
+    assert torch.equal(out, expected)
+    assert torch.equal(predict_logits(model, inputs, 100), model(inputs).detach())
+
+
+def test_predict_logits_of_no_inputs_is_an_empty_batch() -> None:
+    model = torch.nn.Linear(4, 2)
+    assert predict_logits(model, torch.empty(0, 4), 8).shape == (0, 2)
