@@ -25,17 +25,20 @@ ACTORS = 2
 
 @dataclass(frozen=True)
 class RecordedRun:
-    """A measured simulation: where it is recorded, its run config text, population and peak PSS."""
+    """A measured simulation: where it is recorded, its run config text, population and peak PSS, and the
+    ``eval-batch-size`` it ran with (500, the default until 23 November 2026, for every run recorded here)."""
 
     source: str
     run_config: str
     num_supernodes: int
     actors: int
     peak_gib: float
+    eval_batch_size: int = 500
 
     def estimate_gib(self) -> float:
         """The launcher's estimate for this run."""
-        size = simulation_size(config_with_overrides(self.run_config), self.num_supernodes, self.actors)
+        config = config_with_overrides(f"{self.run_config} eval-batch-size={self.eval_batch_size}")
+        size = simulation_size(config, self.num_supernodes, self.actors)
         return estimate_peak(size).total / GIB
 
 

@@ -54,8 +54,11 @@ CPU = torch.device("cpu")
 PRETRAIN_MOMENTUM, PRETRAIN_WEIGHT_DECAY = 0.9, 5e-4
 #: Share of the source held out to choose the best epoch; warm-up share of the epochs.
 VALIDATION_FRACTION, WARMUP_FRACTION = 0.1, 0.1
-#: At most this many source samples re-estimate the BatchNorm statistics after each scored epoch.
-BATCHNORM_SAMPLES = 4096
+#: At most this many source samples re-estimate the BatchNorm statistics after each scored epoch, in batches of
+#: ``BATCHNORM_BATCH_SIZE``: the cumulative average weighs every batch alike, so the split into batches is part of
+#: the recipe. It was ``eval-batch-size``, whose default (500) every cached pretraining used; fixed at that value,
+#: the cache keys stay valid and forward-only passes elsewhere may run in smaller batches.
+BATCHNORM_SAMPLES, BATCHNORM_BATCH_SIZE = 4096, 500
 #: Besides the first and the final epoch, every this many epochs is scored on the validation slice.
 SCORED_EPOCH_INTERVAL = 10
 #: Bumped whenever the recipe changes what it produces (2: warm-up + cosine, best epoch, re-estimated BatchNorm;
@@ -191,7 +194,7 @@ def pretrain(
             optimizer=optimizer,
         )
         if epoch == 1 or epoch % SCORED_EPOCH_INTERVAL == 0 or epoch == config.pretrain_epochs:
-            recompute_batchnorm_statistics(model, batchnorm_inputs, config.eval_batch_size)
+            recompute_batchnorm_statistics(model, batchnorm_inputs, BATCHNORM_BATCH_SIZE)
             model.eval()
             validation_loss, accuracy = evaluate(model, validation_inputs, validation_labels, config.eval_batch_size)
             curve[str(epoch)] = accuracy

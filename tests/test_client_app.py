@@ -46,7 +46,7 @@ def test_a_node_sets_its_own_hardware_settings_and_bad_ones_name_the_key() -> No
 
     plain = node_module.node_config(context())
     own = node_module.node_config(context(**{"feature-cache-mb": 16, "eval-batch-size": 64, "device": "cpu"}))
-    assert (plain.feature_cache_mb, plain.eval_batch_size) == (2048, 500)
+    assert (plain.feature_cache_mb, plain.eval_batch_size) == (2048, 64)
     assert (own.feature_cache_mb, own.eval_batch_size, own.device) == (16, 64, "cpu")
     assert own.temperature == plain.temperature and own.freeze == plain.freeze == "mid"
     with pytest.raises(ValueError, match=r"node config: run config 'feature-cache-mb' = 0 is invalid"):

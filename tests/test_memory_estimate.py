@@ -136,7 +136,7 @@ def test_simulation_size_of_the_default_run() -> None:
     assert size.node_state_bytes == 171_392  # φ's weights and buffers below `mid`, float32
     assert size.model_parameters == 174_778  # WRN-16-1
     assert (size.activation_values, size.largest_activation) == (331_786, 16 * 32 * 32)  # every layer, the largest
-    assert (size.batch_size, size.eval_batch_size) == (64, 500)
+    assert (size.batch_size, size.eval_batch_size) == (64, 64)
     assert size.feature_bytes_per_sample == 32 * 16 * 16 * 2  # its `mid` output, float16
 
 
