@@ -28,7 +28,7 @@ from benchmarks import RESULTS_DIR
 from benchmarks.run_phases import profile
 from benchmarks.simulation_runs import run_simulation_measured
 from profiling.spans import LAUNCH, PROFILE_DIR_ENV, read_spans
-from run_config.overrides import parse_overrides
+from run_config.text import parse_overrides
 from simulation.local_run import PROJECT_DIR
 
 

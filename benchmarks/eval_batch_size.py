@@ -60,7 +60,10 @@ def measure(threads: int, images: int, repeats: int) -> dict:
     torch.manual_seed(0)
     model = build_model("wrn-16-1", 1, 10, 0.3).eval()
     x = torch.randn(images, 1, 32, 32)
-    passes = {"phi": lambda b: model.forward_to(b, "mid"), "whole": model}
+    passes: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+        "phi": lambda b: model.forward_to(b, "mid"),
+        "whole": model,
+    }
     with torch.no_grad():
         reference = {name: _pass(f, x, REFERENCE) for name, f in passes.items()}
     seconds: dict[str, dict[int, list[float]]] = {name: {b: [] for b in BATCH_SIZES} for name in passes}

@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from benchmarks import RESULTS_DIR
-from run_config.overrides import parse_overrides
+from run_config.text import parse_overrides
 from simulation.local_run import run_simulation
 
 #: (milestone, the log it is in, a pattern of its line); the first matching line of each counts.

@@ -23,7 +23,7 @@ from benchmarks import RESULTS_DIR
 from benchmarks.run_phases import Profile, profile
 from benchmarks.simulation_runs import run_simulation_measured
 from profiling.spans import CLIENT_COMPUTE, LAUNCH, PROFILE_DIR_ENV, read_spans
-from run_config.overrides import parse_overrides
+from run_config.text import parse_overrides
 
 
 def phase_table(result: Profile) -> list[str]:

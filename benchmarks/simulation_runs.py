@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.process_memory import PeakMemory, pss_kib, rss_kib, simulation_kind
-from run_config.overrides import format_overrides
+from run_config.text import format_overrides
 from simulation.local_run import PROJECT_DIR, processes_marked
 
 MARKER = "FEDFT_BENCHMARK_RUN"

@@ -1,40 +1,10 @@
-"""``--run-config`` text, as ``flwr run`` reads it: ``key=value`` pairs separated by spaces."""
+"""The default run config with ``--run-config`` overrides applied and validated."""
 
 from __future__ import annotations
 
-import shlex
-from collections.abc import Mapping
-from typing import Any
-
 from run_config.defaults import load_defaults
 from run_config.schema import ConfigError, RunConfig, parse_run_config, unknown_key_message
-
-
-def parse_value(text: str) -> bool | int | float | str:
-    """A value as Flower reads it: bool, int, float, else string (quotes removed)."""
-    if text in ("true", "false"):
-        return text == "true"
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return text
-
-
-def parse_overrides(text: str) -> dict[str, Any]:
-    """``'num-server-rounds=3 dataset="mnist"'`` -> ``{"num-server-rounds": 3, "dataset": "mnist"}``."""
-    overrides = {}
-    try:
-        items = shlex.split(text)
-    except ValueError as err:
-        raise ConfigError(f"cannot read the run config {text!r}: {err}") from None
-    for item in items:
-        key, equals, value = item.partition("=")
-        if not equals:
-            raise ConfigError(f"run config item {item!r} is not key=value")
-        overrides[key] = parse_value(value)
-    return overrides
+from run_config.text import parse_overrides
 
 
 def config_with_overrides(text: str) -> RunConfig:
@@ -46,16 +16,3 @@ def config_with_overrides(text: str) -> RunConfig:
             raise ConfigError(unknown_key_message(key, values))
         values[key] = value
     return parse_run_config(values)
-
-
-def format_overrides(overrides: Mapping[str, object]) -> str:
-    """``--run-config`` text: strings quoted, booleans lower-case, numbers as they are."""
-
-    def fmt(value: object) -> str:
-        if isinstance(value, bool):
-            return "true" if value else "false"
-        if isinstance(value, str):
-            return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-        return repr(value)
-
-    return " ".join(f"{key}={fmt(value)}" for key, value in overrides.items())

@@ -26,7 +26,7 @@ from flwr.proto.control_pb2 import ListRunsRequest
 from flwr.supercore.control import ControlHttpClient
 
 from profiling.spans import LAUNCH, span
-from run_config.overrides import format_overrides
+from run_config.text import format_overrides
 from simulation.app_files import stage_app
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]

@@ -1,0 +1,68 @@
+"""``python -m simulation``: the checks run with the app's modules, then the same process supervises the run without
+torch (``simulation/__main__.py``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from simulation.local_run import PROJECT_DIR
+from tests.test_end_to_end import processes_using
+
+
+def imports_torch(module: str) -> bool:
+    """Whether importing ``module`` in a fresh interpreter imports torch."""
+    code = f"import sys, {module}; print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_DIR, capture_output=True, text=True, check=True)
+    return done.stdout.strip() == "True"
+
+
+def test_the_supervising_process_imports_no_torch_and_the_checks_do() -> None:
+    assert not imports_torch("simulation.__main__")
+    assert imports_torch("run_config.overrides")  # what ``check`` imports: the test above can fail
+
+
+def _cmdline(pid: int) -> list[str]:
+    return (Path("/proc") / str(pid) / "cmdline").read_bytes().decode().split("\0")
+
+
+def _maps(pid: int) -> str:
+    return (Path("/proc") / str(pid) / "maps").read_text()
+
+
+@pytest.mark.e2e
+def test_python_m_simulation_runs_under_the_same_pid_without_torch(tmp_path: Path) -> None:
+    run_config = (
+        f"method='fedavg' pretrain='none' model='lenet5' num-server-rounds=1 local-epochs=1 partitioner='iid' "
+        f"results-dir='{tmp_path / 'results'}' run-name='main' node-wait-seconds=60.0"
+    )
+    env = {**os.environ, "FEDFT_TEST_MARKER": str(tmp_path)}  # inherited by every process the run starts
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "simulation", "--num-supernodes", "2", "--run-config", run_config],
+        cwd=PROJECT_DIR,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while "--checked" not in _cmdline(launcher.pid):
+            assert launcher.poll() is None, launcher.communicate()[0].decode(errors="replace")[-3000:]
+            assert time.monotonic() < deadline, "the launcher never handed over to the supervising process"
+            time.sleep(0.05)
+        supervising_maps = _maps(launcher.pid)
+        output, _ = launcher.communicate(timeout=400)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait()
+    log = output.decode(errors="replace")
+    assert launcher.returncode == 0, log[-3000:]
+    assert "libtorch" not in supervising_maps
+    assert (tmp_path / "results" / "main" / "summary.json").is_file()
+    assert processes_using(tmp_path) == [], "a SuperLink, SuperExec or Ray process was left running"
