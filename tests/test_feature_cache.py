@@ -1,4 +1,4 @@
-"""The feature cache and its sources: hits, LRU eviction, the memory cap, the disk tier (loaded when it fits the
+"""The feature cache and its sources: hits, LRU eviction, the memory cap, the disk tier (mapped when it fits the
 cap, streamed a chunk at a time when it does not), fingerprints."""
 
 from __future__ import annotations
@@ -105,3 +105,36 @@ def test_fingerprint_changes_with_any_value() -> None:
     same = {"w": torch.ones(3), "b": torch.zeros(2)}
     other = {"w": torch.ones(3), "b": torch.tensor([0.0, 1e-7])}
     assert fingerprint(state) == fingerprint(same) != fingerprint(other)
+
+
+def _mapped_files() -> str:
+    return Path("/proc/self/maps").read_text()
+
+
+def test_with_a_folder_the_memory_tier_maps_the_file_instead_of_copying_it(tmp_path: Path) -> None:
+    values = torch.randn(300, 2, 4).half()
+    cache = FeatureCache(2**30, tmp_path)
+    kept = cache.put("k", values)
+    (path,) = tmp_path.glob("*.npy")
+    assert str(path) in _mapped_files() and torch.equal(kept, values)
+    features = cache.get("k")
+    assert isinstance(features, InMemory) and features.tensor.data_ptr() == kept.data_ptr()
+    other = FeatureCache(2**30, tmp_path).get("k")  # another process's cache: the same file, mapped again
+    assert isinstance(other, InMemory) and torch.equal(other.tensor, values)
+    assert torch.equal(features.rows(torch.tensor([4, 0, 4])), values[[4, 0, 4]])
+    del kept, features, other
+    cache.configure(0, tmp_path)  # evicted: the mapping goes with the entry
+    assert str(path) not in _mapped_files()
+
+
+def test_without_a_folder_the_memory_tier_keeps_the_tensor_itself() -> None:
+    values = torch.randn(5, 3)
+    cache = FeatureCache(2**30)
+    assert cache.put("k", values) is values
+
+
+def test_a_truncated_file_means_recompute(tmp_path: Path) -> None:
+    FeatureCache(2**30, tmp_path).put("k", torch.randn(100, 8))
+    (path,) = tmp_path.glob("*.npy")
+    path.write_bytes(path.read_bytes()[:-64])
+    assert FeatureCache(2**30, tmp_path).get("k") is None
