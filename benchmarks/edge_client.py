@@ -8,12 +8,12 @@ images), holds them as uint8, and runs ``rounds`` rounds of ``client_app.local_u
 ClientApp runs: WRN-16-1, FedFT-EDS defaults: freeze mid, P_ds 10%, E = 5, batch 64, float16 feature cache).
 Modes (the cache's memory tier is bounded by ``feature-cache-mb``):
 
-- ``memory``: the defaults: the features fit the memory tier (``feature-cache-mb`` 2048), forward passes in batches
-  of 500 (``eval-batch-size``);
+- ``memory``: the defaults: the features fit the memory tier (``feature-cache-mb`` 2048; its file mapped), forward
+  passes in batches of ``eval-batch-size`` (64);
 - ``small-node``: what a small device sets in its node config: ``feature-cache-mb`` 16 with a cache folder (the
   features are written once and streamed from the file a chunk at a time every round, never held whole) and
-  ``eval-batch-size`` 64 (smaller activations in the forward passes);
-- ``none``: ``feature-cache = false``: φ is recomputed every round (batches of 500).
+  ``eval-batch-size`` 64 (the default since 23 November 2026; 500 before);
+- ``none``: ``feature-cache = false``: φ is recomputed every round.
 
 Reported per run: round 1 (builds the cache) and the median of later rounds, the selected count, the process's peak
 resident memory (``ru_maxrss``) next to that of the same process after importing the client and building the model
