@@ -10,7 +10,7 @@ later rounds run only θ. Two tiers, both bounded:
   hold the features of most of the population (the 10-client scale benchmark's actors peaked at 1.6 or 2.4 GiB,
   depending on how the clients fell), with mapped files they hold them once between them;
 - disk (``feature-cache-dir``): a deployed SuperNode starts a new ClientApp process for every message, so only
-  files outlive a round there. A file that fits the memory cap is loaded into it; a larger one is streamed a chunk
+  files outlive a round there. A file that fits the memory cap is mapped into it; a larger one is streamed a chunk
   at a time each round (``OnDisk``), so a small node's memory holds one chunk, never the whole set.
 
 Features too large for the memory cap with no folder set are recomputed every round; a log line says which.
