@@ -40,7 +40,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _children(pid: int) -> list[int]:
+def descendants(pid: int) -> list[int]:
     """All descendants of ``pid``, read from /proc (Linux)."""
     parents: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
@@ -101,6 +101,21 @@ def stop_marked(marker: str, timeout: float = 30.0, grace: float = 1.0) -> None:
             _signal_all(pids, signal.SIGKILL)
 
 
+def stop_processes(pids: list[int], grace: float = 5.0, timeout: float = 30.0) -> None:
+    """SIGTERM each PID, SIGKILL whatever still runs after ``grace`` seconds, and return once all have ended (or
+    after ``timeout``): a stop command that returns while its processes are still exiting leaves the caller racing
+    them (a port still bound, a test that finds them running)."""
+    _signal_all(pids, signal.SIGTERM)
+    deadline, killed_at = time.monotonic() + timeout, time.monotonic() + grace
+    while time.monotonic() < deadline:
+        pids = [pid for pid in pids if _alive(pid)]
+        if not pids:
+            return
+        if time.monotonic() >= killed_at:
+            _signal_all(pids, signal.SIGKILL)
+        time.sleep(0.05)
+
+
 def _alive(pid: int) -> bool:
     """Whether ``pid`` still runs (a zombie waiting to be reaped counts as ended)."""
     try:
@@ -112,7 +127,7 @@ def _alive(pid: int) -> bool:
 
 def stop_process_tree(process: subprocess.Popen, grace: float = 10.0) -> None:
     """SIGTERM ``process`` and its descendants by PID, then SIGKILL whatever is left after ``grace``."""
-    pids = [*_children(process.pid), process.pid]
+    pids = [*descendants(process.pid), process.pid]
     _signal_all(pids, signal.SIGTERM)
     try:
         process.wait(timeout=grace)

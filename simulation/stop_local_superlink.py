@@ -1,15 +1,15 @@
 """``python -m simulation.stop_local_superlink``: stop the local SuperLink that ``flwr run .`` started and left
 running, by its PID: the ``flower-superlink`` process serving Flower's local port (39091, or
-``$FLWR_LOCAL_SUPERLINK_HTTP_API_PORT``), with everything it started (Ray included)."""
+``$FLWR_LOCAL_SUPERLINK_HTTP_API_PORT``), with everything it started (Ray included). It returns once they have
+ended, so a next run does not race them for the port."""
 
 from __future__ import annotations
 
 import os
-import signal
 import sys
 from pathlib import Path
 
-from simulation.local_run import _children, _signal_all
+from simulation.local_run import descendants, stop_processes
 
 DEFAULT_PORT = "39091"
 
@@ -36,8 +36,7 @@ def main() -> int:
     if not pids:
         print(f"no local SuperLink is running on port {port}")
         return 0
-    for pid in pids:
-        _signal_all([*_children(pid), pid], signal.SIGTERM)
+    stop_processes([pid for superlink in pids for pid in (*descendants(superlink), superlink)])
     print(f"stopped the local SuperLink on port {port} (PID {', '.join(map(str, pids))}) and what it started")
     return 0
 
