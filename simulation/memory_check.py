@@ -18,6 +18,7 @@ from methods.model_outputs import eval_mode, feature_map_shapes
 from models import SplitModel
 from run_config import ConfigError, RunConfig, build_model_for
 from server_app.central_evaluation import MAX_CACHED_FEATURES_BYTES
+from server_app.pretraining import BATCHNORM_BATCH_SIZE, cache_path
 from simulation.memory_estimate import MIB, MemoryEstimate, SimulationSize, actors_at_once, estimate_peak
 from strategies.partial_model import split_state
 from strategies.random_selection import cohort_size
@@ -101,8 +102,23 @@ def frozen_part_bytes(config: RunConfig, model: SplitModel) -> int:
     return sum(t.numel() * t.element_size() for t in frozen.values())
 
 
-def simulation_size(config: RunConfig, num_supernodes: int, concurrent_clients: int) -> SimulationSize:
-    """What ``estimate_peak`` needs, from the run config and the population (builds the model once)."""
+def pretrain_samples(config: RunConfig) -> int:
+    """Images the server pretrains on when its weights are not cached: 0 without pretraining or from a checkpoint."""
+    if config.pretrain in ("none", "checkpoint"):
+        return 0
+    if config.pretrain == "dataset":
+        return DATASETS[config.pretrain_dataset].train_samples
+    train = DATASETS[config.dataset].train_samples
+    return train - round(train * (1 - config.public_fraction))
+
+
+def simulation_size(
+    config: RunConfig, num_supernodes: int, concurrent_clients: int, pretrains: bool | None = None
+) -> SimulationSize:
+    """What ``estimate_peak`` needs, from the run config and the population (builds the model once). ``pretrains``
+    says whether the server pretrains during the run (None: it does unless the weights are cached)."""
+    if pretrains is None:
+        pretrains = not cache_path(config).is_file()
     info = DATASETS[config.dataset]
     train, test = info.train_samples, info.test_samples
     model = build_model_for(config)
@@ -125,8 +141,11 @@ def simulation_size(config: RunConfig, num_supernodes: int, concurrent_clients: 
         eval_batch_size=config.eval_batch_size,
         feature_bytes_per_sample=feature_bytes_per_sample(config, feature_values),
         feature_cache_cap_bytes=config.feature_cache_mb * MIB,
+        features_shared=bool(config.feature_cache_dir),
         server_feature_bytes=server_feature_bytes(feature_values, test),
         node_state_bytes=frozen_part_bytes(config, model),
+        pretrain_samples=pretrain_samples(config) if pretrains else 0,
+        pretrain_batchnorm_batch_size=BATCHNORM_BATCH_SIZE,
     )
 
 
