@@ -59,13 +59,17 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def _signal_all(pids: list[int], sig: signal.Signals) -> None:
-    """Send ``sig`` to each PID; those already gone are skipped."""
+def _signal_all(pids: list[int], sig: signal.Signals) -> list[int]:
+    """Send ``sig`` to each PID; those already gone are skipped. Returns those this user may not signal."""
+    refused = []
     for pid in pids:
         try:
             os.kill(pid, sig)
         except ProcessLookupError:
             pass
+        except PermissionError:
+            refused.append(pid)
+    return refused
 
 
 #: Environment variable set, with a fresh value, on every process of one local SuperLink and its runs.
@@ -101,28 +105,40 @@ def stop_marked(marker: str, timeout: float = 30.0, grace: float = 1.0) -> None:
             _signal_all(pids, signal.SIGKILL)
 
 
-def stop_processes(pids: list[int], grace: float = 5.0, timeout: float = 30.0) -> None:
+def stop_processes(pids: list[int], grace: float = 5.0, timeout: float = 30.0) -> list[int]:
     """SIGTERM each PID, SIGKILL whatever still runs after ``grace`` seconds, and return once all have ended (or
     after ``timeout``): a stop command that returns while its processes are still exiting leaves the caller racing
-    them (a port still bound, a test that finds them running)."""
-    _signal_all(pids, signal.SIGTERM)
+    them (a port still bound, a test that finds them running). A PID that a new process takes meanwhile is left
+    alone (each is known by its start time). Returns the PIDs still running: not this user's, or unkillable."""
+    started = {pid: _start_time(pid) for pid in pids}
+
+    def running() -> list[int]:
+        return [pid for pid, start in started.items() if start is not None and _start_time(pid) == start]
+
+    refused = _signal_all(running(), signal.SIGTERM)
     deadline, killed_at = time.monotonic() + timeout, time.monotonic() + grace
-    while time.monotonic() < deadline:
-        pids = [pid for pid in pids if _alive(pid)]
-        if not pids:
-            return
+    while True:
+        left = [pid for pid in running() if pid not in refused]
+        if not left or time.monotonic() >= deadline:
+            return running()
         if time.monotonic() >= killed_at:
-            _signal_all(pids, signal.SIGKILL)
+            refused += _signal_all(left, signal.SIGKILL)
         time.sleep(0.05)
+
+
+def _start_time(pid: int) -> str | None:
+    """When ``pid`` started (field 22 of /proc/<pid>/stat, in clock ticks since boot), which tells it from a later
+    process that reuses the PID; None once it has ended (a zombie waiting to be reaped counts as ended)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] == "Z" else fields[19]
 
 
 def _alive(pid: int) -> bool:
     """Whether ``pid`` still runs (a zombie waiting to be reaped counts as ended)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
+    return _start_time(pid) is not None
 
 
 def stop_process_tree(process: subprocess.Popen, grace: float = 10.0) -> None:

@@ -112,6 +112,15 @@ def pretrain_samples(config: RunConfig) -> int:
     return train - round(train * (1 - config.public_fraction))
 
 
+def pretrain_source_bytes(config: RunConfig) -> int:
+    """Bytes of the decoded source dataset ``pretrain = "dataset"`` loads besides the run's own (0 otherwise)."""
+    if config.pretrain != "dataset":
+        return 0
+    info = DATASETS[config.pretrain_dataset]
+    height, width = info.image_size
+    return (info.train_samples + info.test_samples) * (info.channels * height * width + LABEL_BYTES)
+
+
 def simulation_size(
     config: RunConfig, num_supernodes: int, concurrent_clients: int, pretrains: bool | None = None
 ) -> SimulationSize:
@@ -145,6 +154,7 @@ def simulation_size(
         server_feature_bytes=server_feature_bytes(feature_values, test),
         node_state_bytes=frozen_part_bytes(config, model),
         pretrain_samples=pretrain_samples(config) if pretrains else 0,
+        pretrain_source_bytes=pretrain_source_bytes(config) if pretrains else 0,
         pretrain_batchnorm_batch_size=BATCHNORM_BATCH_SIZE,
     )
 

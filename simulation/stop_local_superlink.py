@@ -1,7 +1,8 @@
 """``python -m simulation.stop_local_superlink``: stop the local SuperLink that ``flwr run .`` started and left
 running, by its PID: the ``flower-superlink`` process serving Flower's local port (39091, or
-``$FLWR_LOCAL_SUPERLINK_HTTP_API_PORT``), with everything it started (Ray included). It returns once they have
-ended, so a next run does not race them for the port."""
+``$FLWR_LOCAL_SUPERLINK_HTTP_API_PORT``), with its descendants (Ray's processes among them while a run is on). It
+returns once they have ended, so a next run does not race them for the port, and exits 1 naming those it could
+not stop."""
 
 from __future__ import annotations
 
@@ -36,7 +37,14 @@ def main() -> int:
     if not pids:
         print(f"no local SuperLink is running on port {port}")
         return 0
-    stop_processes([pid for superlink in pids for pid in (*descendants(superlink), superlink)])
+    left = stop_processes([pid for superlink in pids for pid in (*descendants(superlink), superlink)])
+    if left:
+        print(
+            f"could not stop the local SuperLink on port {port}: PID {', '.join(map(str, left))} still running "
+            "(another user's, or not ending on SIGKILL)",
+            file=sys.stderr,
+        )
+        return 1
     print(f"stopped the local SuperLink on port {port} (PID {', '.join(map(str, pids))}) and what it started")
     return 0
 

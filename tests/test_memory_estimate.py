@@ -3,6 +3,8 @@ wording, and its distance from the peaks measured by ``benchmarks.cost_model``."
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -11,6 +13,7 @@ from data.catalog import DATASETS
 from data.loading import load_dataset
 from run_config import ConfigError
 from run_config.overrides import config_with_overrides
+from server_app.pretraining import cache_path
 from simulation import memory_check
 from simulation.memory_check import available_from, check_memory, refusal, simulation_size
 from simulation.memory_estimate import (
@@ -101,7 +104,26 @@ def test_features_mapped_from_shared_files_count_once_for_every_client_that_trai
 def test_pretraining_in_the_run_adds_its_images_model_batch_and_batchnorm_pass_to_the_server() -> None:
     pretraining = SimulationSize(**{**vars(SIZE), "pretrain_samples": 1200, "pretrain_batchnorm_batch_size": 500})
     added = estimate_peak(pretraining, CONSTANTS).server - estimate_peak(SIZE, CONSTANTS).server
-    assert added == 5 * 400_000 + 3 * 64 * 300_000 * 4 + 4 * 500 * 16_000 * 4 + 1200 * 1024 * 4
+    # 4 models (trained, gradients, momentum, target), a training batch, a BatchNorm batch of 500, and the images
+    # twice (all, and the training and validation slices indexed from them).
+    assert added == 4 * 400_000 + 3 * 64 * 300_000 * 4 + 4 * 500 * 16_000 * 4 + 2 * 1200 * 1024 * 4
+    from_source = SimulationSize(**{**vars(pretraining), "pretrain_source_bytes": 55_000_000})
+    assert estimate_peak(from_source, CONSTANTS).server - estimate_peak(pretraining, CONSTANTS).server == 55_000_000
+
+
+@pytest.mark.parametrize(
+    ("overrides", "samples", "source_bytes"),
+    [
+        ("", 1200, 0),  # the public 20% of fashion-mnist-mini's 6,000, part of the run's own dataset
+        ("pretrain='dataset' pretrain-dataset='fashion-mnist'", 60_000, 70_000 * (28 * 28 + 8)),
+        ("pretrain='checkpoint'", 0, 0),
+        ("pretrain='none'", 0, 0),
+    ],
+)
+def test_what_pretraining_loads_in_each_mode(overrides: str, samples: int, source_bytes: int) -> None:
+    size = simulation_size(config_with_overrides(overrides), 10, 2, pretrains=True)
+    assert (size.pretrain_samples, size.pretrain_source_bytes) == (samples, source_bytes)
+    assert simulation_size(config_with_overrides(overrides), 10, 2, pretrains=False).pretrain_samples == 0
 
 
 def test_an_actor_serves_every_client_of_a_small_population_and_a_share_of_a_large_one() -> None:
@@ -171,10 +193,7 @@ def test_simulation_size_of_the_default_run() -> None:
     assert (size.batch_size, size.eval_batch_size) == (64, 64)
     assert size.feature_bytes_per_sample == 32 * 16 * 16 * 2  # its `mid` output, float16
     assert size.features_shared  # mapped from the files of `feature-cache-dir`
-    uncached = simulation_size(config_with_overrides(""), 10, 2, pretrains=True)
-    assert (uncached.pretrain_samples, uncached.pretrain_batchnorm_batch_size) == (1200, 500)  # the public 20%
-    assert simulation_size(config_with_overrides(""), 10, 2, pretrains=False).pretrain_samples == 0
-    assert simulation_size(config_with_overrides("pretrain='none'"), 10, 2, pretrains=True).pretrain_samples == 0
+    assert simulation_size(config_with_overrides(""), 10, 2, pretrains=True).pretrain_batchnorm_batch_size == 500
 
 
 @pytest.mark.parametrize("run", recorded_runs(), ids=lambda run: run.source)
@@ -210,3 +229,10 @@ def test_the_base_brings_each_part_closest_to_its_measurement() -> None:
 
 def test_the_fitted_constants_are_what_the_fit_derives_from_the_recorded_runs() -> None:
     assert fit(recorded_runs()) == FITTED
+
+
+def test_pretraining_is_counted_unless_its_weights_are_cached(tmp_path: Path) -> None:
+    config = config_with_overrides(f"pretrain-cache-dir='{tmp_path}'")
+    assert simulation_size(config, 10, 2).pretrain_samples == 1200
+    cache_path(config).write_bytes(b"weights")
+    assert simulation_size(config, 10, 2).pretrain_samples == 0

@@ -9,6 +9,9 @@ import sys
 import time
 import uuid
 
+import pytest
+
+from simulation import local_run, stop_local_superlink
 from simulation.local_run import RUN_MARKER, processes_marked, stop_marked, stop_processes
 
 POLITE = "import time; time.sleep(60)"
@@ -48,3 +51,41 @@ def test_stop_processes_returns_once_they_have_ended() -> None:
             if process.poll() is None:
                 process.kill()
                 process.wait()
+
+
+def test_stop_processes_returns_at_once_what_it_may_not_signal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process of another user (os.kill refused) is not waited for: it comes back as still running."""
+    other = subprocess.Popen([sys.executable, "-c", POLITE])
+    try:
+
+        def refuse(pid: int, sig: int) -> None:
+            raise PermissionError(1, "Operation not permitted")
+
+        monkeypatch.setattr(local_run.os, "kill", refuse)
+        tick = time.monotonic()
+        assert stop_processes([other.pid], grace=0.1, timeout=30) == [other.pid]
+        assert time.monotonic() - tick < 10 and other.poll() is None
+    finally:
+        monkeypatch.undo()
+        other.kill()
+        other.wait()
+
+
+def test_stop_processes_skips_what_has_already_ended() -> None:
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    assert stop_processes([ended.pid]) == []
+
+
+def test_stop_local_superlink_exits_1_naming_what_it_could_not_stop(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("FLWR_LOCAL_SUPERLINK_HTTP_API_PORT", "39999")
+    monkeypatch.setattr(stop_local_superlink, "local_superlink_pids", lambda port: [4242])
+    monkeypatch.setattr(stop_local_superlink, "descendants", lambda pid: [4243])
+    monkeypatch.setattr(stop_local_superlink, "stop_processes", lambda pids: [4243] if pids == [4243, 4242] else pids)
+    assert stop_local_superlink.main() == 1
+    assert capsys.readouterr().err == (
+        "could not stop the local SuperLink on port 39999: PID 4243 still running (another user's, or not ending on "
+        "SIGKILL)\n"
+    )
