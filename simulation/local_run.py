@@ -93,16 +93,12 @@ def processes_marked(marker: str, variable: str = RUN_MARKER) -> list[int]:
 
 def stop_marked(marker: str, timeout: float = 30.0, grace: float = 1.0) -> None:
     """Stop, by PID, every process carrying ``marker``: Ray's daemons detach from the SuperLink's tree. SIGTERM
-    first; whatever still runs after ``grace`` seconds gets SIGKILL."""
+    first; whatever still runs after ``grace`` seconds gets SIGKILL. Processes marked while it runs are stopped in
+    turn, until none is left, ``timeout`` has passed, or what is left cannot be stopped."""
     deadline = time.monotonic() + timeout
-    pids = processes_marked(marker)
-    _signal_all(pids, signal.SIGTERM)
-    killed_at = time.monotonic() + grace
-    while pids and time.monotonic() < deadline:
-        time.sleep(0.05)
-        pids = [pid for pid in pids if _alive(pid)] + [p for p in processes_marked(marker) if p not in pids]
-        if pids and time.monotonic() >= killed_at:
-            _signal_all(pids, signal.SIGKILL)
+    while (pids := processes_marked(marker)) and time.monotonic() < deadline:
+        if stop_processes(pids, grace, deadline - time.monotonic()):
+            return
 
 
 def stop_processes(pids: list[int], grace: float = 5.0, timeout: float = 30.0) -> list[int]:
@@ -134,11 +130,6 @@ def _start_time(pid: int) -> str | None:
     except (OSError, IndexError):
         return None
     return None if fields[0] == "Z" else fields[19]
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` still runs (a zombie waiting to be reaped counts as ended)."""
-    return _start_time(pid) is not None
 
 
 def stop_process_tree(process: subprocess.Popen, grace: float = 10.0) -> None:
