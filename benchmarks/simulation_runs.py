@@ -15,14 +15,14 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from benchmarks.process_memory import PeakMemory, pss_kib, rss_kib, simulation_kind
 from run_config.text import format_overrides
-from simulation.local_run import PROJECT_DIR, processes_marked
+from simulation.local_run import PROJECT_DIR, processes_marked, stop_processes
 
 MARKER = "FEDFT_BENCHMARK_RUN"
 
@@ -53,9 +53,12 @@ def run_simulation_measured(
     cpus_per_client: int = 1,
     project_dir: Path = PROJECT_DIR,
     env: Mapping[str, str] | None = None,
+    preexec_fn: Callable[[], None] | None = None,
+    timeout: float | None = None,
 ) -> SimulationRun:
     """Run ``project_dir``'s ``python -m simulation`` with ``overrides`` (``results-dir`` and ``run-name`` are set
-    here) and measure it."""
+    here) and measure it. ``preexec_fn`` runs in the child before the command (e.g. to enter a cgroup); after
+    ``timeout`` seconds every process of the run is stopped and the exit code is 124."""
     run_name = "run"
     config = {**overrides, "results-dir": str(results_dir), "run-name": run_name}
     marker = uuid.uuid4().hex
@@ -76,13 +79,22 @@ def run_simulation_measured(
     pss.start()
     tick = time.perf_counter()
     with log_file.open("wb") as log:
-        code = subprocess.call(
+        process = subprocess.Popen(
             command,
             cwd=project_dir,
             env={**os.environ, **(env or {}), MARKER: marker, "PYTHONPATH": str(project_dir)},
             stdout=log,
             stderr=subprocess.STDOUT,
+            preexec_fn=preexec_fn,
         )
+        try:
+            code = process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            while pids := processes_marked(marker, variable=MARKER):
+                if stop_processes(pids, grace=2.0):
+                    break
+            process.wait()
+            code = 124
     wall = time.perf_counter() - tick
     rss.stop()
     pss.stop()

@@ -1,0 +1,213 @@
+"""The least memory a whole simulation needs: the run inside a memory cgroup with a hard limit, the limit bisected.
+
+    python -m benchmarks.memory_limit --case scale10 [--checkout DIR] [--low 1] [--high 8] [--step 0.125]
+
+Needs root and a cgroup memory controller (``benchmarks/memory_cgroup.py``); CI has neither, so this is a benchmark,
+not a test.
+
+Why: the other benchmarks report the peak PSS of a run's processes, which counts every page they map, clean
+file-backed pages included: the memory-mapped dataset and feature files, the libraries' code. The kernel can drop
+those and read them again, so the memory a machine (or a container's limit) must have for the run can be less. That
+is what this measures. Each run starts inside a fresh memory cgroup whose hard limit is L, page cache included, with
+no swap, so anonymous memory cannot be paged out. Above L, the kernel reclaims the cgroup's page cache, and kills
+one of its processes when that is not enough.
+
+A run passes at L when it exits 0 and every round's accuracy and cohort equal those of a reference run without a
+limit. It must also finish within ``--slowdown`` times the reference's wall time: a run that pages its files in and
+out for ever is not a run that fits. The page cache is dropped before every run, so that the files a run reads are
+charged to its own cgroup, not to whoever read them first.
+
+The cases:
+
+- ``scale10``: the issue's 10-client case (``benchmarks.scale --clients 10 --rounds 3``: WRN-16-1 FedFT-EDS from
+  random weights, full Fashion-MNIST, Dir(0.5)), every run with empty caches of its own;
+- ``default-cached``: the default run (``make run``) with the caches (pretrained weights, features, decoded arrays)
+  that the reference run filled.
+
+The limit is bisected on a grid from ``--low`` to ``--high`` GiB in steps of ``--step``, on the assumption that a run
+that passes at L also passes at any larger limit; every run is kept in ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks import RESULTS_DIR
+from benchmarks.memory_cgroup import MemoryCgroup, drop_page_cache
+from benchmarks.scale import SCALE_WORKLOAD
+from benchmarks.simulation_runs import run_simulation_measured
+from run_config.text import parse_overrides
+from simulation.local_run import PROJECT_DIR
+
+GIB = 2**30
+
+#: Case name -> (run-config overrides, whether the runs share the reference run's caches).
+CASES: dict[str, tuple[str, bool]] = {
+    "scale10": (f"{SCALE_WORKLOAD} fraction-train=1.0 num-server-rounds=3 node-wait-seconds=900.0", False),
+    "default-cached": ("", True),
+}
+
+
+def smallest_passing(passes: Callable[[float], bool], low: float, high: float, step: float) -> float | None:
+    """The smallest limit on the grid ``low``, ``low + step``, ... ``high`` at which ``passes``, by bisection, assuming
+    a limit that passes is followed by passing ones; None when even ``high`` fails. ``passes`` is called once per
+    probed limit, ``high`` first."""
+    grid = [low + i * step for i in range(round((high - low) / step) + 1)]
+    if not passes(grid[-1]):
+        return None
+    failing, passing = -1, len(grid) - 1  # indices: the largest known to fail, the smallest known to pass
+    while passing - failing > 1:
+        middle = (failing + passing) // 2
+        if passes(grid[middle]):
+            passing = middle
+        else:
+            failing = middle
+    return grid[passing]
+
+
+def outcome(rounds: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """What a run's results must match to count as the same run: per round its accuracy and cohort."""
+    return [(r.get("accuracy"), sorted(r.get("clients", []))) for r in rounds]
+
+
+@dataclass
+class LimitedRun:
+    """One run under a limit (None: the unlimited reference)."""
+
+    limit_gib: float | None
+    exit_code: int
+    wall_seconds: float
+    peak_charged_gib: float
+    peak_pss_gib: float
+    oom_kills: int
+    #: Exited 0 in time with the reference's results.
+    passed: bool
+
+
+def _caches(checkout: Path, folder: Path) -> dict[str, object]:
+    overrides: dict[str, object] = {
+        "pretrain-cache-dir": str(folder / "pretrained"),
+        "feature-cache-dir": str(folder / "features"),
+    }
+    if "data-cache-dir" in (checkout / "pyproject.toml").read_text():  # older checkouts have no shared data cache
+        overrides["data-cache-dir"] = str(folder / "arrays")
+    return overrides
+
+
+def run_limited(
+    checkout: Path,
+    overrides: dict[str, object],
+    limit_gib: float | None,
+    work: Path,
+    reference: LimitedRun | None,
+    expected: list[tuple[Any, ...]] | None,
+    slowdown: float,
+) -> tuple[LimitedRun, list[tuple[Any, ...]]]:
+    """Run ``checkout``'s simulation in a fresh cgroup limited to ``limit_gib``; judged against ``expected``."""
+    folder = Path(tempfile.mkdtemp(prefix="limit-", dir=work))
+    drop_page_cache()
+    cgroup = MemoryCgroup(None if limit_gib is None else int(limit_gib * GIB))
+    try:
+        run = run_simulation_measured(
+            overrides,
+            num_supernodes=10,
+            results_dir=folder / "results",
+            log_file=folder / "run.log",
+            project_dir=checkout,
+            preexec_fn=cgroup.enter,
+            timeout=None if reference is None else slowdown * reference.wall_seconds,
+        )
+        peak, kills = cgroup.peak_bytes(), cgroup.oom_kills()
+    finally:
+        cgroup.close()
+    got = outcome(run.rounds)
+    limited = LimitedRun(
+        limit_gib=limit_gib,
+        exit_code=run.exit_code,
+        wall_seconds=run.wall_seconds,
+        peak_charged_gib=peak / GIB,
+        peak_pss_gib=run.peak_pss_gib,
+        oom_kills=kills,
+        passed=run.exit_code == 0 and bool(got) and (expected is None or got == expected),
+    )
+    return limited, got
+
+
+def measure(
+    case: str, checkout: Path, low: float, high: float, step: float, slowdown: float, extra: dict[str, object]
+) -> dict[str, Any]:
+    """The reference run and the bisection's runs of ``case`` for ``checkout``, and the smallest passing limit."""
+    text, shared_caches = CASES[case]
+    work = Path(tempfile.mkdtemp(prefix="fedft-memory-limit-"))
+    base = {**parse_overrides(text), **extra}
+
+    def overrides(name: str) -> dict[str, object]:
+        return {**base, **_caches(checkout, work / ("caches" if shared_caches else f"caches-{name}"))}
+
+    if shared_caches:  # fill the caches first, so that the reference is a cached run as well
+        run_limited(checkout, overrides("fill"), None, work, None, None, slowdown)
+    reference, expected = run_limited(checkout, overrides("reference"), None, work, None, None, slowdown)
+    print(f"reference: {reference}", flush=True)
+    if not reference.passed:
+        raise SystemExit(f"the reference run failed (exit code {reference.exit_code}); see {work}")
+    runs: list[LimitedRun] = []
+
+    def passes(limit: float) -> bool:
+        run, _ = run_limited(checkout, overrides(f"{limit:g}"), limit, work, reference, expected, slowdown)
+        runs.append(run)
+        print(f"limit {limit:g} GiB: {run}", flush=True)
+        return run.passed
+
+    smallest = smallest_passing(passes, low, high, step)
+    commit = subprocess.run(
+        ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    return {
+        "case": case,
+        "checkout": str(checkout),
+        "commit": commit,
+        "run_config": text,
+        "grid_gib": [low, high, step],
+        "slowdown": slowdown,
+        "smallest_passing_limit_gib": smallest,
+        "reference": asdict(reference),
+        "runs": [asdict(r) for r in runs],
+        "load_average_after": os.getloadavg(),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--case", choices=sorted(CASES), required=True)
+    parser.add_argument("--checkout", type=Path, default=PROJECT_DIR, help="the code to run (default: this one)")
+    parser.add_argument("--low", type=float, default=1.0, help="GiB")
+    parser.add_argument("--high", type=float, default=8.0, help="GiB")
+    parser.add_argument("--step", type=float, default=0.125, help="GiB")
+    parser.add_argument("--slowdown", type=float, default=1.5, help="a run slower than this × the reference fails")
+    parser.add_argument("--run-config", default="", help="further overrides, as for python -m simulation")
+    parser.add_argument("--out", type=Path, default=RESULTS_DIR / "memory_limit.json")
+    args = parser.parse_args(argv)
+    result = measure(
+        args.case, args.checkout.resolve(), args.low, args.high, args.step, args.slowdown,
+        parse_overrides(args.run_config),
+    )  # fmt: skip
+    kept = json.loads(args.out.read_text())["measurements"] if args.out.exists() else []
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"measurements": [*kept, result]}, indent=1) + "\n")
+    print(
+        f"{args.case} at {result['commit']}: smallest passing limit {result['smallest_passing_limit_gib']} GiB "
+        f"(reference: peak PSS {result['reference']['peak_pss_gib']:.2f} GiB, "
+        f"peak charged {result['reference']['peak_charged_gib']:.2f} GiB, {result['reference']['wall_seconds']:.0f} s)"
+    )
+
+
+if __name__ == "__main__":
+    main()
