@@ -25,6 +25,8 @@ from run_config.text import format_overrides
 from simulation.local_run import PROJECT_DIR, processes_marked, stop_processes
 
 MARKER = "FEDFT_BENCHMARK_RUN"
+#: How long a launcher told to stop (SIGTERM) gets to stop its run and remove its files before everything is killed.
+LAUNCHER_GRACE_SECONDS = 30.0
 
 
 @dataclass
@@ -58,7 +60,8 @@ def run_simulation_measured(
 ) -> SimulationRun:
     """Run ``project_dir``'s ``python -m simulation`` with ``overrides`` (``results-dir`` and ``run-name`` are set
     here) and measure it. ``preexec_fn`` runs in the child before the command (e.g. to enter a cgroup); after
-    ``timeout`` seconds every process of the run is stopped and the exit code is 124."""
+    ``timeout`` seconds the launcher is told to stop (SIGTERM), whatever of the run is left is then stopped by PID,
+    and the exit code is 124."""
     run_name = "run"
     config = {**overrides, "results-dir": str(results_dir), "run-name": run_name}
     marker = uuid.uuid4().hex
@@ -90,6 +93,7 @@ def run_simulation_measured(
         try:
             code = process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            stop_processes([process.pid], grace=LAUNCHER_GRACE_SECONDS)  # SIGTERM: the launcher stops its run
             while pids := processes_marked(marker, variable=MARKER):
                 if stop_processes(pids, grace=2.0):
                     break

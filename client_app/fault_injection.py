@@ -8,6 +8,8 @@ trained.
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Mapping, Sequence
 from typing import cast
@@ -34,7 +36,10 @@ class InjectedFault(RuntimeError):
 
 
 def before_training(mode: str | None, round_timeout: float) -> None:
-    """``raise`` raises; ``hang`` sleeps past the round timeout; anything else does nothing."""
+    """``raise`` raises; ``hang`` sleeps past the round timeout; ``die`` kills this process with SIGKILL (as the
+    kernel's OOM killer does); anything else does nothing."""
+    if mode == "die":
+        os.kill(os.getpid(), signal.SIGKILL)
     if mode == "raise":
         raise InjectedFault("fail-partitions: this client is set to raise")
     if mode == "hang":
@@ -89,7 +94,7 @@ def tamper(
 
     ``seed`` (run seed, round, partition) seeds ``gaussian``'s direction reproducibly.
     """
-    if mode is None or mode in ("raise", "hang", "labelflip"):
+    if mode is None or mode in ("raise", "hang", "die", "labelflip"):
         return trained, metrics
     generator = torch.Generator().manual_seed(int(np.random.SeedSequence(list(seed)).generate_state(1)[0]))
     state = attacked_state(trained, sent.to_torch_state_dict(), mode, generator)

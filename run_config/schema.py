@@ -326,7 +326,8 @@ class RunConfig:
     fail_partitions: str = setting(
         "",
         "Testing only: `partition:mode` pairs make those clients fail or attack every "
-        "round: `raise`, `hang`, `garbage` (NaN arrays), `scale100` (update ×100), "
+        "round: `raise`, `hang`, `garbage` (NaN arrays), `die` (kills its own process), "
+        "`scale100` (update ×100), "
         "`signflip10` (update ×−10), `huge` (values 1e20), `inflate` (`num-examples` "
         "×1000, update ×−1), `gaussian` (random update of the honest norm), "
         '`labelflip` (trains on label C−1−y); e.g. `"2:raise,5:scale100"`.',

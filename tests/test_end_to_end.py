@@ -249,3 +249,24 @@ def test_failing_hanging_and_garbage_clients_do_not_stop_or_poison_the_run(tmp_p
     model = torch.load(tmp_path / "results" / "faults" / "model.pt")
     assert all(torch.isfinite(v).all() for v in model.values() if v.is_floating_point())
     assert "round 2: client 1 failed: InjectedFault" in log
+
+
+@pytest.mark.e2e
+def test_a_run_whose_client_actor_dies_stops_as_failed_instead_of_going_on_without_it(tmp_path: Path) -> None:
+    """Flower's engine keeps a dead actor in its pool, failing every later message it gets; the ServerApp stops
+    the run at the first reply that says an actor died (``simulation/dead_actors.py``)."""
+    overrides = {
+        "model": "lenet5",
+        "pretrain": "none",
+        "num-server-rounds": 3,
+        "local-epochs": 1,
+        "run-name": "died",
+        "fail-partitions": "1:die",
+    }
+    code, log = simulate(tmp_path, overrides, num_supernodes=2)
+    assert code != 0
+    summary = json.loads((tmp_path / "results" / "died" / "summary.json").read_text())
+    assert summary["status"] == "failed" and summary["rounds"] == 0
+    assert summary["failure"].startswith("DeadActorError: a simulated ClientApp's process died")
+    assert "run status on the SuperLink: ['finished:failed']" in log
+    assert "round 2" not in log

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 from flwr.app import ArrayRecord, MetricRecord
@@ -18,6 +23,7 @@ from client_app.local_data import LocalData
 from data.catalog import DATASETS
 from run_config.fail_partitions import FAULT_MODES, parse_fail_partitions
 
+ROOT = Path(__file__).resolve().parents[1]
 SENT = {"w": torch.tensor([1.0, 2.0]), "b": torch.tensor([0.5]), "n": torch.tensor(4)}
 TRAINED = {"w": torch.tensor([1.5, 1.0]), "b": torch.tensor([0.5]), "n": torch.tensor(7)}  # Δ = (0.5, −1), (0)
 
@@ -84,4 +90,10 @@ def test_every_attack_mode_parses() -> None:
     assert parse_fail_partitions("0:scale100,1:signflip10,2:huge,3:inflate,4:gaussian,5:labelflip") == dict(
         enumerate(("scale100", "signflip10", "huge", "inflate", "gaussian", "labelflip"))
     )
-    assert FAULT_MODES[:3] == ("raise", "hang", "garbage")
+    assert FAULT_MODES[:4] == ("raise", "hang", "garbage", "die")
+
+
+def test_a_client_set_to_die_kills_its_own_process_with_sigkill() -> None:
+    code = subprocess.call([sys.executable, "-c", "from client_app.fault_injection import before_training; "
+                            "before_training('die', 1.0); print('still alive')"], cwd=ROOT)  # fmt: skip
+    assert code == -signal.SIGKILL

@@ -3,6 +3,7 @@ real cgroup where this machine lets us make one (root with a memory controller; 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -76,7 +77,7 @@ def test_a_process_over_the_limit_is_killed_and_one_under_it_is_not() -> None:
 
 def test_a_run_past_its_timeout_is_stopped_with_everything_it_started(tmp_path) -> None:
     """``run_simulation_measured`` with a timeout, on a stand-in ``python -m simulation`` that starts a child and
-    hangs: exit code 124, and neither process is left."""
+    hangs: ``preexec_fn`` ran in the command's process, the exit code is 124, and neither process is left."""
     from benchmarks.simulation_runs import run_simulation_measured
     from simulation.local_run import _start_time
 
@@ -90,10 +91,12 @@ def test_a_run_past_its_timeout_is_stopped_with_everything_it_started(tmp_path) 
         f"open({str(pids)!r}, 'w').write(f'{{os.getpid()}} {{child.pid}}')\n"
         "time.sleep(600)\n"
     )
+    entered = tmp_path / "entered"
     run = run_simulation_measured(
         {}, num_supernodes=1, results_dir=tmp_path / "results", log_file=tmp_path / "log", project_dir=tmp_path,
-        timeout=3.0,
+        preexec_fn=lambda: entered.write_text(str(os.getpid())), timeout=3.0,
     )  # fmt: skip
+    assert entered.read_text() == pids.read_text().split()[0]
     assert run.exit_code == 124
     assert 3.0 <= run.wall_seconds < 30.0
     assert [_start_time(int(pid)) for pid in pids.read_text().split()] == [None, None]
