@@ -3,9 +3,11 @@
 The kernel charges a cgroup for its processes' anonymous memory and for the page cache they read or write; above the
 hard limit it first reclaims the cgroup's clean file pages (which are read again when needed) and, when that is not
 enough, kills one of its processes (an OOM kill, counted here). Swap is limited to nothing where the kernel accounts
-for it, so anonymous memory cannot be paged out instead. Both the cgroup-v1 memory controller
-(``/sys/fs/cgroup/memory``) and cgroup v2 are handled; the new cgroup is made inside this process's own, so that the
-limits of whatever contains this process still hold.
+for it, so anonymous memory cannot be paged out instead. The new cgroup is made inside this process's own, so that
+the limits of whatever contains this process still hold. Measured with the cgroup-v1 memory controller
+(``/sys/fs/cgroup/memory``). Under cgroup v2 this works only where this process's cgroup may hand the memory
+controller to a child: the real root, or a delegated cgroup that holds no process itself (a systemd session scope
+does, and then making the cgroup fails with an OSError).
 """
 
 from __future__ import annotations

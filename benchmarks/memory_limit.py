@@ -15,7 +15,8 @@ one of its processes when that is not enough.
 A run passes at L when it exits 0 and every round's accuracy and cohort equal those of a reference run without a
 limit. It must also finish within ``--slowdown`` times the reference's wall time: a run that pages its files in and
 out for ever is not a run that fits. The page cache is dropped before every run, so that the files a run reads are
-charged to its own cgroup, not to whoever read them first.
+charged to its own cgroup, not to whoever read them first (it is the whole machine's page cache: other benchmarks
+running meanwhile are disturbed).
 
 The cases:
 
@@ -60,7 +61,10 @@ def smallest_passing(passes: Callable[[float], bool], low: float, high: float, s
     """The smallest limit on the grid ``low``, ``low + step``, ... ``high`` at which ``passes``, by bisection, assuming
     a limit that passes is followed by passing ones; None when even ``high`` fails. ``passes`` is called once per
     probed limit, ``high`` first."""
-    grid = [low + i * step for i in range(round((high - low) / step) + 1)]
+    steps = round((high - low) / step)
+    if steps < 0 or abs(low + steps * step - high) > 1e-9:
+        raise ValueError(f"the grid from {low} to {high} GiB must be whole steps of {step} GiB")
+    grid = [low + i * step for i in range(steps + 1)]
     if not passes(grid[-1]):
         return None
     failing, passing = -1, len(grid) - 1  # indices: the largest known to fail, the smallest known to pass

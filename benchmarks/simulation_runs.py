@@ -93,7 +93,8 @@ def run_simulation_measured(
         try:
             code = process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            stop_processes([process.pid], grace=LAUNCHER_GRACE_SECONDS)  # SIGTERM: the launcher stops its run
+            # SIGTERM: the launcher stops its run; SIGKILL if it has not after the grace
+            stop_processes([process.pid], grace=LAUNCHER_GRACE_SECONDS, timeout=LAUNCHER_GRACE_SECONDS + 5)
             while pids := processes_marked(marker, variable=MARKER):
                 if stop_processes(pids, grace=2.0):
                     break

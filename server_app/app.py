@@ -7,13 +7,12 @@ from contextlib import ExitStack
 import torch
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
-from flwr.superlink.grid.inmemory_grid import InMemoryGrid
 
 from profiling.spans import SERVER, span
 from server_app.lifecycle import FederatedRun
 from server_app.run_errors import RunError, hide_tracebacks_of
 from server_app.timed_grid import TimedGrid
-from simulation.dead_actors import StopOnDeadActor
+from simulation.dead_actors import guard_if_simulated
 from simulation.message_index import index_by_destination
 
 torch.set_flush_denormal(True)  # a freshly initialised model computes with denormal floats, about 2x slower on CPU
@@ -26,9 +25,7 @@ def main(grid: Grid, context: Context) -> None:
     """Start the run, run its rounds, finish it (``[tool.flwr.app.config]`` and ``--run-config`` configure it)."""
     hide_tracebacks_of(RunError)
     index_by_destination(getattr(grid, "state", None))  # in simulation: message hand-out independent of population
-    if isinstance(grid, InMemoryGrid):  # the simulation engine's: its error replies are the engine's own
-        grid = StopOnDeadActor(grid)  # type: ignore[assignment]
-    grid = TimedGrid(grid)  # type: ignore[assignment]
+    grid = TimedGrid(guard_if_simulated(grid))  # type: ignore[assignment]
     with span(SERVER), ExitStack() as held:  # holds the run folder's lock until the run ends
         run = FederatedRun.start(grid, context, held)
         run.finish(run.rounds(grid))

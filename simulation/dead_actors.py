@@ -7,12 +7,12 @@ memory cgroups of 2.125 and 2.25 GiB): one actor killed in round 1 of 3, 9 of th
 round, and the runs still exited 0, at 24% and 13% accuracy where a sound run reaches 44%.
 
 Such a run's results describe the failure, not the method, so the ServerApp stops it at the first reply that says an
-actor died. The run is recorded as failed with the reason, and its last checkpoint resumes it (``resume = true``)
-once the machine has room (fewer actors, a smaller cohort, more memory).
+actor died. Once its rounds have started, the run is recorded as failed with the reason (summary.json); if a round
+had finished, ``resume = true`` goes on from its checkpoint once the machine has room (fewer actors, more memory).
 
-Only the simulation engine's own replies are read this way. The ServerApp wraps its grid in ``StopOnDeadActor`` only
-when the grid is the simulation engine's in-memory one. A deployed SuperNode can put any text in an error reply, and
-must not be able to stop a run with it.
+Only the simulation engine's own replies are read this way: ``guard_if_simulated`` wraps the grid only when it is the
+simulation engine's in-memory one. A deployed SuperNode can put any text in an error reply, and must not be able to
+stop a run with it.
 """
 
 from __future__ import annotations
@@ -24,11 +24,16 @@ from typing import Any
 from flwr.app import Message
 from flwr.common.constant import ErrorCode
 from flwr.common.logger import log
+from flwr.superlink.grid.inmemory_grid import InMemoryGrid
 
 from server_app.run_errors import RunError
 
-#: How the engine words the error reply of a message whose actor died: ``str(type(ex)) + ":<'" + str(ex) + "'>"``.
-DEAD_ACTOR_REASONS = ("<class 'ray.exceptions.ActorDiedError'>", "<class 'ray.exceptions.RayActorError'>")
+#: How the engine words the error reply of a message whose actor died: ``str(type(ex)) + ":<'" + str(ex) + "'>"``;
+#: Ray's exception class -> its name.
+DEAD_ACTOR_REASONS = {
+    "<class 'ray.exceptions.ActorDiedError'>": "ActorDiedError",
+    "<class 'ray.exceptions.RayActorError'>": "RayActorError",
+}
 
 
 class DeadActorError(RunError):
@@ -41,7 +46,7 @@ def dead_actor_reply(replies: Iterable[Message]) -> Message | None:
         if not reply.has_error():
             continue
         error = reply.error
-        if error.code == ErrorCode.UNKNOWN and (error.reason or "").startswith(DEAD_ACTOR_REASONS):
+        if error.code == ErrorCode.UNKNOWN and (error.reason or "").startswith(tuple(DEAD_ACTOR_REASONS)):
             return reply
     return None
 
@@ -58,11 +63,14 @@ class StopOnDeadActor:
         dead = dead_actor_reply(replies)
         if dead is not None:
             node = dead.metadata.src_node_id
+            ray_error = next(
+                name for text, name in DEAD_ACTOR_REASONS.items() if (dead.error.reason or "").startswith(text)
+            )
             message = (
-                f"a simulated ClientApp's process died (Ray's ActorDiedError, answering node {node}), e.g. killed "
+                f"a simulated ClientApp's process died (Ray's {ray_error}, answering node {node}), e.g. killed "
                 "for want of memory. Flower's engine keeps the dead actor, and every message it gets from now on "
-                "would fail, so the run stops here. Its last checkpoint resumes it (resume = true) with "
-                "fewer actors, a smaller cohort or more memory"
+                "would fail, so the run stops here. If a round had finished, resume = true goes on from its "
+                "checkpoint, with fewer actors or more memory"
             )
             log(ERROR, "%s", message)
             raise DeadActorError(message)
@@ -70,3 +78,9 @@ class StopOnDeadActor:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._grid, name)
+
+
+def guard_if_simulated(grid: Any) -> Any:
+    """``grid`` wrapped in ``StopOnDeadActor`` when it is the simulation engine's (Flower's ``InMemoryGrid``);
+    any other grid (a deployed SuperLink's) unchanged."""
+    return StopOnDeadActor(grid) if isinstance(grid, InMemoryGrid) else grid

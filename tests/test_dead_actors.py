@@ -8,7 +8,7 @@ from flwr.common.constant import ErrorCode
 
 import tests.fake_grid  # noqa: F401  (stamps messages with a task identity)
 from server_app.run_errors import RunError
-from simulation.dead_actors import DeadActorError, StopOnDeadActor, dead_actor_reply
+from simulation.dead_actors import DeadActorError, StopOnDeadActor, dead_actor_reply, guard_if_simulated
 
 #: What Flower 1.41's engine puts in the error reply of a message whose actor died.
 DIED = (
@@ -61,3 +61,20 @@ def test_the_guarded_grid_passes_replies_through_and_stops_on_a_dead_actor(caplo
         StopOnDeadActor(_Grid([*sound, _error(3, ErrorCode.UNKNOWN, DIED)])).send_and_receive([])
     assert isinstance(raised.value, RunError)  # logged once, shown without a traceback, recorded as failed
     assert "resume = true" in caplog.text
+
+
+def test_the_message_names_the_ray_error_that_matched() -> None:
+    reason = "<class 'ray.exceptions.RayActorError'>:<'The actor died'>"
+    with pytest.raises(DeadActorError, match="Ray's RayActorError, answering node 4"):
+        StopOnDeadActor(_Grid([_error(4, ErrorCode.UNKNOWN, reason)])).send_and_receive([])
+
+
+def test_only_the_simulation_engines_grid_is_guarded() -> None:
+    """A deployed SuperLink's grid is left as it is: a node's error reply, whatever its text, cannot stop the run."""
+    from flwr.superlink.grid.inmemory_grid import InMemoryGrid
+
+    deployed = _Grid([_error(3, ErrorCode.UNKNOWN, DIED)])
+    assert guard_if_simulated(deployed) is deployed
+    assert [r.error.reason for r in deployed.send_and_receive([])] == [DIED]
+    simulated = InMemoryGrid.__new__(InMemoryGrid)  # the engine's grid, without a link state behind it
+    assert isinstance(guard_if_simulated(simulated), StopOnDeadActor)

@@ -30,6 +30,11 @@ def test_bisection_returns_the_low_end_when_everything_passes_and_none_when_noth
     assert smallest_passing(lambda limit: False, 1.0, 2.0, 0.5) is None
 
 
+def test_a_grid_that_is_not_whole_steps_is_refused() -> None:
+    with pytest.raises(ValueError, match="whole steps of 0.3 GiB"):
+        smallest_passing(lambda limit: True, 1.0, 2.0, 0.3)
+
+
 def test_outcome_compares_accuracy_and_cohort_per_round_not_timings() -> None:
     a = [{"accuracy": 0.5, "clients": [3, 1], "wall_seconds": 1.0}]
     b = [{"accuracy": 0.5, "clients": [1, 3], "wall_seconds": 9.0}]
