@@ -17,7 +17,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from simulation.local_run import stop_processes
+from simulation.local_run import stop_found
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
@@ -103,9 +103,7 @@ class MemoryCgroup:
 
     def close(self) -> None:
         """Stop what still runs in it (by PID), then remove it."""
-        while pids := self.pids():
-            if stop_processes(pids, grace=2.0):
-                break
+        stop_found(self.pids, grace=2.0)
         self.path.rmdir()
 
 

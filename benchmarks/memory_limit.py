@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable
@@ -146,11 +147,34 @@ def run_limited(
 
 
 def measure(
-    case: str, checkout: Path, low: float, high: float, step: float, slowdown: float, extra: dict[str, object]
+    case: str,
+    checkout: Path,
+    low: float,
+    high: float,
+    step: float,
+    slowdown: float,
+    extra: dict[str, object],
+    save: Callable[[dict[str, Any]], None] = lambda result: None,
 ) -> dict[str, Any]:
-    """The reference run and the bisection's runs of ``case`` for ``checkout``, and the smallest passing limit."""
+    """The reference run and the bisection's runs of ``case`` for ``checkout``, and the smallest passing limit.
+    ``save`` gets the result so far after every run (``smallest_passing_limit_gib`` None until the end), so that a
+    bisection stopped half-way keeps what it measured."""
     text, shared_caches = CASES[case]
     work = Path(tempfile.mkdtemp(prefix="fedft-memory-limit-"))
+    commit = subprocess.run(
+        ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    result: dict[str, Any] = {
+        "case": case,
+        "checkout": str(checkout),
+        "commit": commit,
+        "run_config": text,
+        "grid_gib": [low, high, step],
+        "slowdown": slowdown,
+        "smallest_passing_limit_gib": None,
+        "reference": None,
+        "runs": [],
+    }
     base = {**parse_overrides(text), **extra}
 
     def overrides(name: str) -> dict[str, object]:
@@ -160,32 +184,23 @@ def measure(
         run_limited(checkout, overrides("fill"), None, work, None, None, slowdown)
     reference, expected = run_limited(checkout, overrides("reference"), None, work, None, None, slowdown)
     print(f"reference: {reference}", flush=True)
+    result["reference"] = asdict(reference)
+    save(result)
     if not reference.passed:
         raise SystemExit(f"the reference run failed (exit code {reference.exit_code}); see {work}")
-    runs: list[LimitedRun] = []
 
     def passes(limit: float) -> bool:
         run, _ = run_limited(checkout, overrides(f"{limit:g}"), limit, work, reference, expected, slowdown)
-        runs.append(run)
+        result["runs"].append(asdict(run))
+        save(result)
         print(f"limit {limit:g} GiB: {run}", flush=True)
         return run.passed
 
-    smallest = smallest_passing(passes, low, high, step)
-    commit = subprocess.run(
-        ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
-    return {
-        "case": case,
-        "checkout": str(checkout),
-        "commit": commit,
-        "run_config": text,
-        "grid_gib": [low, high, step],
-        "slowdown": slowdown,
-        "smallest_passing_limit_gib": smallest,
-        "reference": asdict(reference),
-        "runs": [asdict(r) for r in runs],
-        "load_average_after": os.getloadavg(),
-    }
+    result["smallest_passing_limit_gib"] = smallest_passing(passes, low, high, step)
+    result["load_average_after"] = os.getloadavg()
+    save(result)
+    shutil.rmtree(work)  # the runs' folders (gigabytes of caches); kept when the reference failed, to look at
+    return result
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -199,13 +214,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--run-config", default="", help="further overrides, as for python -m simulation")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR / "memory_limit.json")
     args = parser.parse_args(argv)
-    result = measure(
-        args.case, args.checkout.resolve(), args.low, args.high, args.step, args.slowdown,
-        parse_overrides(args.run_config),
-    )  # fmt: skip
     kept = json.loads(args.out.read_text())["measurements"] if args.out.exists() else []
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"measurements": [*kept, result]}, indent=1) + "\n")
+
+    def save(result: dict[str, Any]) -> None:
+        args.out.write_text(json.dumps({"measurements": [*kept, result]}, indent=1) + "\n")
+
+    result = measure(
+        args.case, args.checkout.resolve(), args.low, args.high, args.step, args.slowdown,
+        parse_overrides(args.run_config), save,
+    )  # fmt: skip
     print(
         f"{args.case} at {result['commit']}: smallest passing limit {result['smallest_passing_limit_gib']} GiB "
         f"(reference: peak PSS {result['reference']['peak_pss_gib']:.2f} GiB, "

@@ -22,7 +22,7 @@ from typing import Any
 
 from benchmarks.process_memory import PeakMemory, pss_kib, rss_kib, simulation_kind
 from run_config.text import format_overrides
-from simulation.local_run import PROJECT_DIR, processes_marked, stop_processes
+from simulation.local_run import PROJECT_DIR, processes_marked, stop_found, stop_processes
 
 MARKER = "FEDFT_BENCHMARK_RUN"
 #: How long a launcher told to stop (SIGTERM) gets to stop its run and remove its files before everything is killed.
@@ -95,9 +95,7 @@ def run_simulation_measured(
         except subprocess.TimeoutExpired:
             # SIGTERM: the launcher stops its run; SIGKILL if it has not after the grace
             stop_processes([process.pid], grace=LAUNCHER_GRACE_SECONDS, timeout=LAUNCHER_GRACE_SECONDS + 5)
-            while pids := processes_marked(marker, variable=MARKER):
-                if stop_processes(pids, grace=2.0):
-                    break
+            stop_found(lambda: processes_marked(marker, variable=MARKER), grace=2.0)
             process.wait()
             code = 124
     wall = time.perf_counter() - tick

@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,11 +92,16 @@ def processes_marked(marker: str, variable: str = RUN_MARKER) -> list[int]:
 
 
 def stop_marked(marker: str, timeout: float = 30.0, grace: float = 1.0) -> None:
-    """Stop, by PID, every process carrying ``marker``: Ray's daemons detach from the SuperLink's tree. SIGTERM
-    first; whatever still runs after ``grace`` seconds gets SIGKILL. Processes marked while it runs are stopped in
-    turn, until none is left, ``timeout`` has passed, or what is left cannot be stopped."""
+    """Stop, by PID, every process carrying ``marker``: Ray's daemons detach from the SuperLink's tree."""
+    stop_found(lambda: processes_marked(marker), timeout, grace)
+
+
+def stop_found(find_pids: Callable[[], list[int]], timeout: float = 30.0, grace: float = 1.0) -> None:
+    """Stop, by PID, the processes ``find_pids`` returns: SIGTERM first, SIGKILL whatever still runs after ``grace``
+    seconds. Processes found while it runs (started by those being stopped) are stopped in turn, until none is
+    left, ``timeout`` has passed, or what is left cannot be stopped."""
     deadline = time.monotonic() + timeout
-    while (pids := processes_marked(marker)) and time.monotonic() < deadline:
+    while (pids := find_pids()) and time.monotonic() < deadline:
         if stop_processes(pids, grace, deadline - time.monotonic()):
             return
 

@@ -105,3 +105,25 @@ def test_a_run_past_its_timeout_is_stopped_with_everything_it_started(tmp_path) 
     assert run.exit_code == 124
     assert 3.0 <= run.wall_seconds < 30.0
     assert [_start_time(int(pid)) for pid in pids.read_text().split()] == [None, None]
+
+
+def test_measure_saves_after_every_run_and_ends_with_the_smallest_passing_limit(monkeypatch, tmp_path) -> None:
+    """The bisection's bookkeeping, with a stand-in for the runs: a run passes at 2.5 GiB and above."""
+    import benchmarks.memory_limit as memory_limit
+
+    def fake_run(checkout, overrides, limit, work, reference, expected, slowdown):
+        passed = limit is None or limit >= 2.5
+        return memory_limit.LimitedRun(limit, 0 if passed else 124, 1.0, limit or 3.0, 2.0, 0, passed), [(0.5, [0])]
+
+    monkeypatch.setattr(memory_limit, "run_limited", fake_run)
+    (tmp_path / "pyproject.toml").write_text("")  # a checkout without a shared data cache
+    saved: list[tuple[int, object]] = []
+
+    def save(result: dict) -> None:
+        saved.append((len(result["runs"]), result["smallest_passing_limit_gib"]))
+
+    result = memory_limit.measure("scale10", tmp_path, 1.0, 4.0, 0.5, 1.5, {}, save)
+    assert result["smallest_passing_limit_gib"] == 2.5
+    assert [r["limit_gib"] for r in result["runs"]][0] == 4.0
+    assert [count for count, _ in saved] == [0, *range(1, len(result["runs"]) + 1), len(result["runs"])]
+    assert [smallest for _, smallest in saved][:-1] == [None] * (len(saved) - 1) and saved[-1][1] == 2.5
