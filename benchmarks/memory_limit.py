@@ -1,6 +1,6 @@
 """The least memory a whole simulation needs: the run inside a memory cgroup with a hard limit, the limit bisected.
 
-    python -m benchmarks.memory_limit --case scale10 [--checkout DIR] [--low 1] [--high 8] [--step 0.125]
+    python -m benchmarks.memory_limit --case scale10|default-cached|default-first [--checkout DIR] [--low 1] [--high 8] [--step 0.125]
 
 Needs root and a cgroup memory controller (``benchmarks/memory_cgroup.py``); CI has neither, so this is a benchmark,
 not a test.
@@ -23,7 +23,8 @@ The cases:
 - ``scale10``: the issue's 10-client case (``benchmarks.scale --clients 10 --rounds 3``: WRN-16-1 FedFT-EDS from
   random weights, full Fashion-MNIST, Dir(0.5)), every run with empty caches of its own;
 - ``default-cached``: the default run (``make run``) with the caches (pretrained weights, features, decoded arrays)
-  that the reference run filled.
+  that the reference run filled;
+- ``default-first``: the default run with empty caches of its own (it pretrains while the clients start).
 
 The limit is bisected on a grid from ``--low`` to ``--high`` GiB in steps of ``--step``, on the assumption that a run
 that passes at L also passes at any larger limit; every run is kept in ``--out``.
@@ -55,6 +56,7 @@ GIB = 2**30
 CASES: dict[str, tuple[str, bool]] = {
     "scale10": (f"{SCALE_WORKLOAD} fraction-train=1.0 num-server-rounds=3 node-wait-seconds=900.0", False),
     "default-cached": ("", True),
+    "default-first": ("", False),
 }
 
 
