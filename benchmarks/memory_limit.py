@@ -1,6 +1,7 @@
 """The least memory a whole simulation needs: the run inside a memory cgroup with a hard limit, the limit bisected.
 
-    python -m benchmarks.memory_limit --case scale10|default-cached|default-first [--checkout DIR] [--low 1] [--high 8] [--step 0.125]
+    python -m benchmarks.memory_limit --case scale10|default-cached|default-first [--checkout DIR]
+        [--low 1] [--high 8] [--step 0.125]
 
 Needs root and a cgroup memory controller (``benchmarks/memory_cgroup.py``); CI has neither, so this is a benchmark,
 not a test.
