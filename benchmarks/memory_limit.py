@@ -202,7 +202,9 @@ def measure(
     result["smallest_passing_limit_gib"] = smallest_passing(passes, low, high, step)
     result["load_average_after"] = os.getloadavg()
     save(result)
-    shutil.rmtree(work)  # the runs' folders (gigabytes of caches); kept when the reference failed, to look at
+    for caches in work.glob("caches*"):  # gigabytes; the runs' logs and results stay, to look at
+        shutil.rmtree(caches)
+    print(f"the runs' logs: {work}", flush=True)
     return result
 
 

@@ -116,6 +116,8 @@ def test_measure_saves_after_every_run_and_ends_with_the_smallest_passing_limit(
         return memory_limit.LimitedRun(limit, 0 if passed else 124, 1.0, limit or 3.0, 2.0, 0, passed), [(0.5, [0])]
 
     monkeypatch.setattr(memory_limit, "run_limited", fake_run)
+    monkeypatch.setattr(memory_limit.tempfile, "mkdtemp", lambda prefix: str(tmp_path / "work"))
+    (tmp_path / "work" / "caches-reference").mkdir(parents=True)
     (tmp_path / "pyproject.toml").write_text("")  # a checkout without a shared data cache
     saved: list[tuple[int, object]] = []
 
@@ -127,3 +129,4 @@ def test_measure_saves_after_every_run_and_ends_with_the_smallest_passing_limit(
     assert [r["limit_gib"] for r in result["runs"]][0] == 4.0
     assert [count for count, _ in saved] == [0, *range(1, len(result["runs"]) + 1), len(result["runs"])]
     assert [smallest for _, smallest in saved][:-1] == [None] * (len(saved) - 1) and saved[-1][1] == 2.5
+    assert not (tmp_path / "work" / "caches-reference").exists()  # the caches go, the logs would stay
