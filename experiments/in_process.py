@@ -20,6 +20,7 @@ from flwr.common.logger import FLOWER_LOGGER
 from flwr.supercore.task_identity import TaskIdentity
 
 from run_config.defaults import load_defaults
+from run_config.fail_partitions import parse_fail_partitions
 from simulation.local_run import Resources
 
 FIRST_NODE_ID = 101
@@ -73,6 +74,9 @@ def run_cell_in_process(overrides: dict, clients: int, resources: Resources, log
 
     TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 1  # messages need a task to come from
     run_config = {**load_defaults(), **overrides}
+    if "die" in parse_fail_partitions(str(run_config.get("fail-partitions", ""))).values():
+        log_file.write_text("the cell failed: fail-partitions 'die' kills the client's process, here the runner's\n")
+        return 1
     handler = logging.FileHandler(log_file)
     handler.setFormatter(logging.Formatter("%(levelname)s %(asctime)s: %(message)s"))
     logger = FLOWER_LOGGER

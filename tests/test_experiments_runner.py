@@ -180,3 +180,12 @@ def test_cells_pretrained_by_another_recipe_are_stale() -> None:
     assert pretraining_differences({"pretrain": "public"}, {}) == [f"pretraining recipe: 1 -> {RECIPE_VERSION}"]
     assert pretraining_differences({"pretrain": "public"}, {"pretraining": {"recipe_version": RECIPE_VERSION}}) == []
     assert pretraining_differences({"pretrain": "none"}, {}) == []
+
+
+def test_an_in_process_cell_set_to_die_fails_without_killing_the_runner(tmp_path: Path) -> None:
+    """``fail-partitions`` mode ``die`` kills the client's process: in-process, that would be the runner itself."""
+    from experiments.in_process import run_cell_in_process
+
+    log = tmp_path / "cell.log"
+    assert run_cell_in_process({"fail-partitions": "1:die"}, 2, Resources(), log) == 1
+    assert "fail-partitions 'die'" in log.read_text()
