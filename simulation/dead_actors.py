@@ -40,15 +40,17 @@ class DeadActorError(RunError):
     """A simulated ClientApp's process died; the engine cannot run the rest of the run soundly."""
 
 
+def ray_actor_error(reply: Message) -> str | None:
+    """The name of Ray's error when the engine sent ``reply`` because the actor running it had died; else None."""
+    if not reply.has_error() or reply.error.code != ErrorCode.UNKNOWN:
+        return None
+    reason = reply.error.reason or ""
+    return next((name for text, name in DEAD_ACTOR_REASONS.items() if reason.startswith(text)), None)
+
+
 def dead_actor_reply(replies: Iterable[Message]) -> Message | None:
     """The first of ``replies`` that the engine sent because the actor running it had died; None if none did."""
-    for reply in replies:
-        if not reply.has_error():
-            continue
-        error = reply.error
-        if error.code == ErrorCode.UNKNOWN and (error.reason or "").startswith(tuple(DEAD_ACTOR_REASONS)):
-            return reply
-    return None
+    return next((reply for reply in replies if ray_actor_error(reply) is not None), None)
 
 
 class StopOnDeadActor:
@@ -62,15 +64,11 @@ class StopOnDeadActor:
         replies = list(self._grid.send_and_receive(messages, timeout=timeout))
         dead = dead_actor_reply(replies)
         if dead is not None:
-            node = dead.metadata.src_node_id
-            ray_error = next(
-                name for text, name in DEAD_ACTOR_REASONS.items() if (dead.error.reason or "").startswith(text)
-            )
             message = (
-                f"a simulated ClientApp's process died (Ray's {ray_error}, answering node {node}), e.g. killed "
-                "for want of memory. Flower's engine keeps the dead actor, and every message it gets from now on "
-                "would fail, so the run stops here. If a round had finished, resume = true goes on from its "
-                "checkpoint, with fewer actors or more memory"
+                f"a simulated ClientApp's process died (Ray's {ray_actor_error(dead)}, answering node "
+                f"{dead.metadata.src_node_id}), e.g. killed for want of memory. Flower's engine keeps the dead "
+                "actor, and every message it gets from now on would fail, so the run stops here. If a round had "
+                "finished, resume = true goes on from its checkpoint, with fewer actors or more memory"
             )
             log(ERROR, "%s", message)
             raise DeadActorError(message)
