@@ -26,22 +26,10 @@ from typing import Any
 
 from benchmarks import RESULTS_DIR
 from benchmarks.run_phases import profile
-from benchmarks.simulation_runs import run_simulation_measured
+from benchmarks.simulation_runs import cache_overrides, run_simulation_measured
 from profiling.spans import LAUNCH, PROFILE_DIR_ENV, read_spans
 from run_config.text import parse_overrides
 from simulation.local_run import PROJECT_DIR
-
-
-def _overrides(checkout: Path, caches: Path | None) -> dict[str, object]:
-    if caches is None:
-        return {}
-    overrides: dict[str, object] = {
-        "pretrain-cache-dir": str(caches / "pretrained"),
-        "feature-cache-dir": str(caches / "features"),
-    }
-    if "data-cache-dir" in (checkout / "pyproject.toml").read_text():
-        overrides["data-cache-dir"] = str(caches / "arrays")
-    return overrides
 
 
 def measure(
@@ -53,7 +41,7 @@ def measure(
     (folder / "spans").mkdir()
     launched = time.time()
     run = run_simulation_measured(
-        {**_overrides(checkout, caches), **run_config},
+        {**(cache_overrides(checkout, caches) if caches else {}), **run_config},
         num_supernodes=10,
         results_dir=folder / "results",
         log_file=folder / "run.log",

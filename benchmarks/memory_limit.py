@@ -47,7 +47,7 @@ from typing import Any
 from benchmarks import RESULTS_DIR
 from benchmarks.memory_cgroup import MemoryCgroup, drop_page_cache
 from benchmarks.scale import SCALE_WORKLOAD
-from benchmarks.simulation_runs import run_simulation_measured
+from benchmarks.simulation_runs import cache_overrides, run_simulation_measured
 from run_config.text import parse_overrides
 from simulation.local_run import PROJECT_DIR
 
@@ -98,16 +98,6 @@ class LimitedRun:
     oom_kills: int
     #: Exited 0 in time with the reference's results.
     passed: bool
-
-
-def _caches(checkout: Path, folder: Path) -> dict[str, object]:
-    overrides: dict[str, object] = {
-        "pretrain-cache-dir": str(folder / "pretrained"),
-        "feature-cache-dir": str(folder / "features"),
-    }
-    if "data-cache-dir" in (checkout / "pyproject.toml").read_text():  # older checkouts have no shared data cache
-        overrides["data-cache-dir"] = str(folder / "arrays")
-    return overrides
 
 
 def run_limited(
@@ -181,7 +171,7 @@ def measure(
     base = {**parse_overrides(text), **extra}
 
     def overrides(name: str) -> dict[str, object]:
-        return {**base, **_caches(checkout, work / ("caches" if shared_caches else f"caches-{name}"))}
+        return {**base, **cache_overrides(checkout, work / ("caches" if shared_caches else f"caches-{name}"))}
 
     if shared_caches:  # fill the caches first, so that the reference is a cached run as well
         run_limited(checkout, overrides("fill"), None, work, None, None, slowdown)

@@ -29,6 +29,18 @@ MARKER = "FEDFT_BENCHMARK_RUN"
 LAUNCHER_GRACE_SECONDS = 30.0
 
 
+def cache_overrides(checkout: Path, folder: Path) -> dict[str, object]:
+    """Overrides that put ``checkout``'s caches (pretrained weights, features and, where the checkout has one, the
+    shared data cache) in ``folder``, so that a run starts from what that folder holds."""
+    overrides: dict[str, object] = {
+        "pretrain-cache-dir": str(folder / "pretrained"),
+        "feature-cache-dir": str(folder / "features"),
+    }
+    if "data-cache-dir" in (checkout / "pyproject.toml").read_text():  # older checkouts have no shared data cache
+        overrides["data-cache-dir"] = str(folder / "arrays")
+    return overrides
+
+
 @dataclass
 class SimulationRun:
     """What one measured simulation did."""

@@ -130,3 +130,15 @@ def test_measure_saves_after_every_run_and_ends_with_the_smallest_passing_limit(
     assert [count for count, _ in saved] == [0, *range(1, len(result["runs"]) + 1), len(result["runs"])]
     assert [smallest for _, smallest in saved][:-1] == [None] * (len(saved) - 1) and saved[-1][1] == 2.5
     assert not (tmp_path / "work" / "caches-reference").exists()  # the caches go, the logs would stay
+
+
+def test_cache_overrides_name_the_data_cache_only_for_a_checkout_that_has_one(tmp_path) -> None:
+    from benchmarks.simulation_runs import cache_overrides
+
+    (tmp_path / "pyproject.toml").write_text('pretrain-cache-dir = ""\n')
+    assert cache_overrides(tmp_path, tmp_path / "c") == {
+        "pretrain-cache-dir": str(tmp_path / "c" / "pretrained"),
+        "feature-cache-dir": str(tmp_path / "c" / "features"),
+    }
+    (tmp_path / "pyproject.toml").write_text('data-cache-dir = "~/.cache/fedft/arrays"\n')
+    assert cache_overrides(tmp_path, tmp_path / "c")["data-cache-dir"] == str(tmp_path / "c" / "arrays")
