@@ -68,15 +68,21 @@ class LocalGrid:
         return replies
 
 
+def _kills_the_runner(run_config: dict) -> bool:
+    """Whether a client is set to kill its own process (``fail-partitions`` mode ``die``): in-process, the runner's.
+    A value that does not parse is left for the ServerApp to refuse at start, as any bad setting."""
+    try:
+        return "die" in parse_fail_partitions(str(run_config.get("fail-partitions", ""))).values()
+    except ValueError:
+        return False
+
+
 def run_cell_in_process(overrides: dict, clients: int, resources: Resources, log_file: Path) -> int:
     """One cell: the ServerApp's main against ``clients`` in-process nodes, its log in ``log_file``; 0 on success."""
     import server_app.app as server
 
     TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 1  # messages need a task to come from
     run_config = {**load_defaults(), **overrides}
-    if "die" in parse_fail_partitions(str(run_config.get("fail-partitions", ""))).values():
-        log_file.write_text("the cell failed: fail-partitions 'die' kills the client's process, here the runner's\n")
-        return 1
     handler = logging.FileHandler(log_file)
     handler.setFormatter(logging.Formatter("%(levelname)s %(asctime)s: %(message)s"))
     logger = FLOWER_LOGGER
@@ -85,6 +91,8 @@ def run_cell_in_process(overrides: dict, clients: int, resources: Resources, log
         logger.removeHandler(other)
     logger.addHandler(handler)
     try:
+        if _kills_the_runner(run_config):
+            raise ValueError("fail-partitions 'die' kills the client's process, here the runner's")
         server.main(
             LocalGrid(run_config, clients),  # type: ignore[arg-type]
             Context(run_id=1, node_id=0, node_config={}, state=RecordDict(), run_config=run_config),

@@ -189,3 +189,11 @@ def test_an_in_process_cell_set_to_die_fails_without_killing_the_runner(tmp_path
     log = tmp_path / "cell.log"
     assert run_cell_in_process({"fail-partitions": "1:die"}, 2, Resources(), log) == 1
     assert "fail-partitions 'die'" in log.read_text()
+
+
+def test_an_in_process_cell_with_a_bad_fail_partitions_value_fails_naming_it(tmp_path: Path) -> None:
+    from experiments.in_process import run_cell_in_process
+
+    log = tmp_path / "cell.log"
+    assert run_cell_in_process({"fail-partitions": "x:nonsense"}, 2, Resources(), log) == 1
+    assert "'x:nonsense' is not 'partition:mode'" in log.read_text()
