@@ -248,7 +248,8 @@ class FederatedRun:
             return strategy.global_arrays(arrays)
         with span(EVALUATION):
             evaluate = CentralEvaluation(self.config, self.frozen, self.device)
-        add_exit_handler(self.interrupted)  # how Flower stops a ServerApp on SIGTERM
+        # Flower runs it on SIGINT (how the launcher stops a run: simulation/local_run.py), before its own exit steps.
+        add_exit_handler(self.interrupted, run_before_force_exit=True)
         try:
             result = strategy.start(
                 grid=grid,
@@ -280,11 +281,14 @@ class FederatedRun:
         with span(EVALUATION, round=server_round):
             loss, accuracy, class_accuracy = evaluate.with_classes(strategy.global_arrays(theta))
             fields = strategy.round_evaluation(theta, evaluate) if server_round > 0 else {}
-        with span(RESULTS, round=server_round):
-            self.recorder.evaluated(server_round, loss, accuracy, class_accuracy=class_accuracy, **fields)
-        if server_round > 0:
-            with span(CHECKPOINT, round=server_round):
-                self.checkpoint(server_round, theta, strategy.state_dict())
+        with self.recorder.writing:
+            if self.recorder.finished:  # stopped meanwhile (a signal): its summary holds the rounds done before
+                return None
+            with span(RESULTS, round=server_round):
+                self.recorder.evaluated(server_round, loss, accuracy, class_accuracy=class_accuracy, **fields)
+            if server_round > 0:
+                with span(CHECKPOINT, round=server_round):
+                    self.checkpoint(server_round, theta, strategy.state_dict())
         return MetricRecord({"loss": loss, "accuracy": accuracy})
 
     def interrupted(self) -> None:

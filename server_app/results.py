@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -108,6 +109,10 @@ class RunRecorder:
         self._pending_cycle: dict[str, Any] | None = None
         self._round_start = 0.0
         self.finished = False
+        #: Held while a round is being recorded (and checkpointed), and by ``stopped``: Flower runs a stopped run's
+        #: exit handler in another thread than the ServerApp's, and the results must not go on after the summary.
+        self.writing = threading.RLock()
+        self.written_summary: dict[str, Any] = {}
         self.method_summaries: list[SummaryFields] = []
         directory.mkdir(parents=True, exist_ok=True)
         replace_text(directory / ROUNDS_FILE, "".join(_json_line(r) for r in self.rounds))
@@ -265,14 +270,19 @@ class RunRecorder:
     def _write_summary(self, status: str | None, extra: dict[str, Any]) -> dict[str, Any]:
         summary = {k: _json_safe(v) for k, v in {**self.summary(status), **extra}.items()}
         replace_text(self.directory / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
+        self.written_summary = summary
         return summary
 
     def finish(self, state_dict: dict[str, torch.Tensor], **extra: Any) -> dict[str, Any]:
         """Write summary.json (with ``extra`` fields, e.g. the pretraining report) and the final global model;
-        log a short readable summary; return the summary."""
-        replace_file(self.directory / MODEL_FILE, lambda handle: torch.save(state_dict, handle))
-        self.finished = True
-        summary = self._write_summary(None, extra)
+        log a short readable summary; return the summary. A run stopped meanwhile (a signal during its last round)
+        keeps the summary written then, and gets no model.pt: its checkpoint holds the model of its last round."""
+        with self.writing:
+            if self.finished:
+                return self.written_summary
+            replace_file(self.directory / MODEL_FILE, lambda handle: torch.save(state_dict, handle))
+            self.finished = True
+            summary = self._write_summary(None, extra)
         for line in readable_summary(summary):
             log(INFO if summary["status"] == "completed" else ERROR, "%s", line)
         if self.cycles:
@@ -285,11 +295,13 @@ class RunRecorder:
     def stopped(self, status: str, failure: str | None = None) -> dict[str, Any] | None:
         """Record a run that ended before its last round: ``interrupted`` (a signal, Ctrl-C) or ``failed`` (an
         error, named in ``failure``). Writes summary.json only (the checkpoint holds the model so far); nothing
-        once the run has finished."""
-        if self.finished:
-            return None
-        self.finished = True
-        return self._write_summary(status, {"failure": failure} if failure else {})
+        once the run has finished. Waits for a round being recorded, so that summary.json, rounds.jsonl and the
+        checkpoint agree on the rounds done."""
+        with self.writing:
+            if self.finished:
+                return None
+            self.finished = True
+            return self._write_summary(status, {"failure": failure} if failure else {})
 
 
 def _percent(value: float | None) -> str:

@@ -65,4 +65,8 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     exit_on_sigterm()
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # the run was stopped, and what it had done recorded, on the way out (local_run.py)
+        print("stopped (Ctrl-C)", file=sys.stderr)
+        sys.exit(130)

@@ -106,17 +106,20 @@ def stop_found(find_pids: Callable[[], list[int]], timeout: float = 30.0, grace:
             return
 
 
-def stop_processes(pids: list[int], grace: float = 5.0, timeout: float = 30.0) -> list[int]:
-    """SIGTERM each PID, SIGKILL whatever still runs after ``grace`` seconds, and return once all have ended (or
-    after ``timeout``): a stop command that returns while its processes are still exiting leaves the caller racing
-    them (a port still bound, a test that finds them running). A PID that a new process takes meanwhile is left
-    alone (each is known by its start time). Returns the PIDs still running: not this user's, or unkillable."""
+def stop_processes(
+    pids: list[int], grace: float = 5.0, timeout: float = 30.0, first: signal.Signals = signal.SIGTERM
+) -> list[int]:
+    """Send each PID ``first`` (SIGTERM), SIGKILL whatever still runs after ``grace`` seconds, and return once all
+    have ended (or after ``timeout``): a stop command that returns while its processes are still exiting leaves the
+    caller racing them (a port still bound, a test that finds them running). A PID that a new process takes
+    meanwhile is left alone (each is known by its start time). Returns the PIDs still running: not this user's, or
+    unkillable."""
     started = {pid: _start_time(pid) for pid in pids}
 
     def running() -> list[int]:
         return [pid for pid, start in started.items() if start is not None and _start_time(pid) == start]
 
-    refused = _signal_all(running(), signal.SIGTERM)
+    refused = _signal_all(running(), first)
     deadline, killed_at = time.monotonic() + timeout, time.monotonic() + grace
     while True:
         left = [pid for pid in running() if pid not in refused]
@@ -135,6 +138,34 @@ def _start_time(pid: int) -> str | None:
     except (OSError, IndexError):
         return None
     return None if fields[0] == "Z" else fields[19]
+
+
+#: Seconds a stopped run's simulation engine gets to end on its own before the rest of the run is stopped. It needs
+#: about 2 s: the ServerApp records the stop (summary.json says ``interrupted``) and Flower ends the run.
+ENGINE_STOP_GRACE = 20.0
+
+
+def engine_processes(root: int) -> list[int]:
+    """The simulation engines (``flwr-simulation``: Flower's engine, Ray's driver and the ServerApp) under ``root``."""
+    found = []
+    for pid in descendants(root):
+        try:
+            argv = (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(Path(arg.decode(errors="replace")).name == "flwr-simulation" for arg in argv[:2]):
+            found.append(pid)
+    return found
+
+
+def stop_engines(root: int, grace: float = ENGINE_STOP_GRACE) -> None:
+    """Let a run that is being stopped end as Flower ends a run on Ctrl-C: SIGINT to each engine under ``root``,
+    alone, and SIGKILL after ``grace`` seconds. Flower's SIGINT handler runs the ServerApp's exit handler, which
+    writes summary.json as ``interrupted``. Neither SIGTERM nor stopping the whole tree at once does: ``ray.init``
+    replaces Flower's SIGTERM handler with Ray's, which exits without Flower's exit handlers, and once Ray's daemons
+    have stopped the engine's Ray driver ends the process at once."""
+    if engines := engine_processes(root):
+        stop_processes(engines, grace=grace, timeout=grace + 5.0, first=signal.SIGINT)
 
 
 def stop_process_tree(process: subprocess.Popen, grace: float = 10.0) -> None:
@@ -262,8 +293,11 @@ def local_superlink(flwr_home: Path, cwd: Path = PROJECT_DIR, ray_address: str =
         _wait_for_port(port, process, log_file)
         yield LocalSuperLink(address, env, process)
     finally:
-        stop_process_tree(process)
-        stop_marked(env[RUN_MARKER])
+        try:  # a run still going (Ctrl-C, SIGTERM, a time-out) records that it was stopped; a second Ctrl-C skips this
+            stop_engines(process.pid)
+        finally:
+            stop_process_tree(process)
+            stop_marked(env[RUN_MARKER])
 
 
 def exit_on_sigterm() -> None:

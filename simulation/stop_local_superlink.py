@@ -1,6 +1,7 @@
 """``python -m simulation.stop_local_superlink``: stop the local SuperLink that ``flwr run .`` started and left
 running, by its PID: the ``flower-superlink`` process serving Flower's local port (39091, or
-``$FLWR_LOCAL_SUPERLINK_HTTP_API_PORT``), with its descendants (Ray's processes among them while a run is on). It
+``$FLWR_LOCAL_SUPERLINK_HTTP_API_PORT``), with its descendants (Ray's processes among them while a run is on). A
+run still going is first stopped as on Ctrl-C, so its summary.json says ``interrupted`` (``stop_engines``). It
 returns once they have ended, so a next run does not race them for the port, and exits 1 naming those it could
 not stop."""
 
@@ -10,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from simulation.local_run import descendants, stop_processes
+from simulation.local_run import descendants, stop_engines, stop_processes
 
 DEFAULT_PORT = "39091"
 
@@ -37,6 +38,8 @@ def main() -> int:
     if not pids:
         print(f"no local SuperLink is running on port {port}")
         return 0
+    for superlink in pids:
+        stop_engines(superlink)
     left = stop_processes([pid for superlink in pids for pid in (*descendants(superlink), superlink)])
     if left:
         print(

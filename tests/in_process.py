@@ -14,6 +14,7 @@ from typing import Any, cast
 import torch
 from flwr.app import Context, Error, Message, RecordDict
 from flwr.serverapp import Grid
+from flwr.supercore.exit.exit_handler import trigger_exit_handlers
 
 import client_app.app as client
 import server_app.app as server
@@ -36,9 +37,16 @@ class ServerKilled(RuntimeError):
 
 
 class InProcessGrid(FakeGrid):
-    """Nodes 101, 102, … holding partitions 0, 1, …; ``kill_at_round`` dies when that round's training starts."""
+    """Nodes 101, 102, … holding partitions 0, 1, …; ``kill_at_round`` dies when that round's training starts;
+    ``stop_at_round`` runs Flower's exit handlers there, as its SIGINT handler does, and answers on."""
 
-    def __init__(self, run_config: dict[str, Any], num_partitions: int, kill_at_round: int | None = None) -> None:
+    def __init__(
+        self,
+        run_config: dict[str, Any],
+        num_partitions: int,
+        kill_at_round: int | None = None,
+        stop_at_round: int | None = None,
+    ) -> None:
         self.contexts = {
             101 + pid: Context(
                 run_id=1,
@@ -51,10 +59,15 @@ class InProcessGrid(FakeGrid):
         }
         super().__init__(self.contexts, {message_type: self._answer for message_type in HANDLERS})
         self.kill_at_round = kill_at_round
+        self.stop_at_round = stop_at_round
 
     def _answer(self, msg: Message) -> Message:
         if msg.metadata.message_type == TRAIN and msg.content[CONFIG][SERVER_ROUND] == self.kill_at_round:
             raise ServerKilled(f"killed at the start of round {self.kill_at_round}")
+        if msg.metadata.message_type == TRAIN and msg.content[CONFIG][SERVER_ROUND] == self.stop_at_round:
+            self.stop_at_round = None
+            trigger_exit_handlers(run_before_force_exit=True)
+            trigger_exit_handlers(run_before_force_exit=False)
         try:
             return HANDLERS[msg.metadata.message_type](msg, self.contexts[msg.metadata.dst_node_id])
         except Exception as err:  # what Flower's ClientApp runner does with a handler's exception
@@ -87,10 +100,13 @@ def small_run_config(tmp_path: Path, **overrides: Any) -> dict[str, Any]:
 
 
 def run_in_process(
-    run_config: dict[str, Any], num_partitions: int = 4, kill_at_round: int | None = None
+    run_config: dict[str, Any],
+    num_partitions: int = 4,
+    kill_at_round: int | None = None,
+    stop_at_round: int | None = None,
 ) -> InProcessGrid:
     """Run the ServerApp's main to the end (or until killed) against in-process clients."""
-    grid = InProcessGrid(run_config, num_partitions, kill_at_round)
+    grid = InProcessGrid(run_config, num_partitions, kill_at_round, stop_at_round)
     threads = torch.get_num_threads()  # the client sets its thread count; keep it from leaking into other tests
     try:
         server.main(

@@ -94,6 +94,23 @@ def test_a_killed_run_resumes_and_ends_as_the_uninterrupted_one(uninterrupted: P
     assert summary["rounds"] == 4
 
 
+def test_a_run_stopped_by_a_signal_records_the_rounds_done_before_it_and_resumes(uninterrupted: Path) -> None:
+    """On SIGINT Flower runs the exit handlers in another thread while the ServerApp goes on until the process ends:
+    summary.json says ``interrupted``, and it, rounds.jsonl and the checkpoint hold the same rounds."""
+    results = uninterrupted / "results"
+    run_in_process(fedentopt_config(uninterrupted, "stopped"), stop_at_round=3)
+    summary = json.loads((results / "stopped" / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["rounds"] == 2
+    assert len(rounds_of(results, "stopped")) == 2
+    assert load_checkpoint(results / "stopped" / CHECKPOINT_FILE).server_round == 2
+    assert not (results / "stopped" / "model.pt").exists()
+
+    run_in_process(fedentopt_config(uninterrupted, "stopped", resume=True))
+    resumed = json.loads((results / "stopped" / "summary.json").read_text())
+    assert resumed["status"] == "completed" and resumed["rounds"] == 4
+    assert resumed["final_accuracy"] == json.loads((results / "a" / "summary.json").read_text())["final_accuracy"]
+
+
 def test_failing_hanging_and_garbage_clients_are_left_out(tmp_path: Path) -> None:
     config = small_run_config(
         tmp_path, **{"fail-partitions": "1:raise,2:garbage,3:hang", "round-timeout": 3.0, "num-server-rounds": 2}

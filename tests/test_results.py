@@ -70,3 +70,29 @@ def test_further_accuracies_a_method_records_get_their_best_in_the_summary(tmp_p
     assert [r["base_accuracy"] for r in rounds] == [0.6, 0.55, 0.58] and rounds[0]["base_loss"] == 2.0
     assert summary["best_accuracy"] == 0.7 and summary["best_base_accuracy"] == 0.6
     assert "best_base_loss" not in summary
+
+
+def test_a_stop_waits_for_the_round_being_recorded_and_the_run_records_nothing_after_it(tmp_path: Path) -> None:
+    """Flower runs a stopped run's exit handler in another thread than the ServerApp's: the summary it writes holds
+    the round being recorded at that moment, and the run's own end then changes nothing."""
+    import threading
+
+    config = make_config(results_dir=str(tmp_path), run_name="r")
+    recorder = RunRecorder(run_directory(config), config)
+    recorder.evaluated(0, 2.3, 0.1)
+    recorder.round_started(1, [0], 100)
+    recorder.replies_received(1, [stats(0, 10, 1.5)], 90)
+    stop = threading.Thread(target=recorder.stopped, args=("interrupted",))
+    with recorder.writing:  # the ServerApp thread records round 1 while the stop arrives
+        stop.start()
+        stop.join(0.3)
+        assert stop.is_alive() and not (tmp_path / "r" / "summary.json").exists()
+        recorder.evaluated(1, 1.0, 0.6)
+    stop.join(5)
+    assert not stop.is_alive()
+
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["rounds"] == 1 and summary["final_accuracy"] == 0.6
+    assert recorder.finish({"w": torch.ones(2)}) == summary  # the ServerApp reaching its end afterwards
+    assert json.loads((tmp_path / "r" / "summary.json").read_text()) == summary
+    assert not (tmp_path / "r" / "model.pt").exists()  # the checkpoint holds the model of the last round recorded

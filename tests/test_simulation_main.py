@@ -66,3 +66,47 @@ def test_python_m_simulation_runs_under_the_same_pid_without_torch(tmp_path: Pat
     assert "libtorch" not in supervising_maps
     assert (tmp_path / "results" / "main" / "summary.json").is_file()
     assert processes_using(tmp_path) == [], "a SuperLink, SuperExec or Ray process was left running"
+
+
+@pytest.mark.e2e
+def test_a_stopped_run_says_interrupted_holds_its_rounds_and_leaves_nothing_running(tmp_path: Path) -> None:
+    """SIGTERM to ``python -m simulation`` mid-run (what ``kill`` or a scheduler's time limit does): the run's
+    summary.json says ``interrupted``, and it, rounds.jsonl and the checkpoint hold the same rounds."""
+    import json
+    import signal
+
+    import torch
+
+    run = tmp_path / "results" / "main"
+    run_config = (
+        f"method='fedavg' pretrain='none' model='lenet5' num-server-rounds=50 local-epochs=1 partitioner='iid' "
+        f"results-dir='{tmp_path / 'results'}' run-name='main' node-wait-seconds=60.0"
+    )
+    env = {**os.environ, "FEDFT_TEST_MARKER": str(tmp_path)}
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "simulation", "--num-supernodes", "2", "--run-config", run_config],
+        cwd=PROJECT_DIR,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not (run / "rounds.jsonl").is_file() or len((run / "rounds.jsonl").read_text().splitlines()) < 2:
+            assert launcher.poll() is None, launcher.communicate()[0].decode(errors="replace")[-3000:]
+            assert time.monotonic() < deadline, "the run never finished two rounds"
+            time.sleep(0.1)
+        launcher.send_signal(signal.SIGTERM)
+        output, _ = launcher.communicate(timeout=120)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait()
+    log = output.decode(errors="replace")
+    assert launcher.returncode == 128 + signal.SIGTERM, log[-3000:]
+    summary = json.loads((run / "summary.json").read_text())
+    rounds = summary["rounds"]
+    assert summary["status"] == "interrupted" and 2 <= rounds < 50, log[-3000:]
+    assert len((run / "rounds.jsonl").read_text().splitlines()) == rounds
+    assert torch.load(run / "checkpoint.pt", weights_only=False)["server_round"] == rounds
+    assert processes_using(tmp_path) == [], "a SuperLink, SuperExec or Ray process was left running"

@@ -83,9 +83,51 @@ def test_stop_local_superlink_exits_1_naming_what_it_could_not_stop(
     monkeypatch.setenv("FLWR_LOCAL_SUPERLINK_HTTP_API_PORT", "39999")
     monkeypatch.setattr(stop_local_superlink, "local_superlink_pids", lambda port: [4242])
     monkeypatch.setattr(stop_local_superlink, "descendants", lambda pid: [4243])
+    monkeypatch.setattr(stop_local_superlink, "stop_engines", lambda pid: None)
     monkeypatch.setattr(stop_local_superlink, "stop_processes", lambda pids: [4243] if pids == [4243, 4242] else pids)
     assert stop_local_superlink.main() == 1
     assert capsys.readouterr().err == (
         "could not stop the local SuperLink on port 39999: PID 4243 still running (another user's, or not ending on "
         "SIGKILL)\n"
     )
+
+
+ENGINE = """#!{python}
+import pathlib, signal, sys, time
+def stopped(signum, frame):
+    pathlib.Path(sys.argv[1]).write_text(signal.Signals(signum).name)
+    sys.exit(0)
+signal.signal(signal.SIGINT, stopped)
+pathlib.Path(sys.argv[1] + ".ready").touch()
+time.sleep(60)
+"""
+
+
+def test_stop_engines_interrupts_the_simulation_engine_alone(tmp_path) -> None:
+    """A run being stopped: SIGINT reaches ``flwr-simulation`` (so Flower's exit handlers run) while the rest of the
+    tree (Ray's daemons, the SuperExec) is left for the stop that follows."""
+    engine = tmp_path / "flwr-simulation"
+    engine.write_text(ENGINE.format(python=sys.executable))
+    engine.chmod(0o755)
+    parent_code = (
+        "import subprocess, sys, time\n"
+        f"subprocess.Popen([{str(engine)!r}, {str(tmp_path / 'got')!r}])\n"
+        f"subprocess.Popen([sys.executable, '-c', {POLITE!r}])\n"
+        "time.sleep(60)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", parent_code])
+    try:
+        deadline = time.monotonic() + 30
+        while len(local_run.descendants(parent.pid)) < 2 or not (tmp_path / "got.ready").exists():
+            assert time.monotonic() < deadline, "the stand-in engine never got its handler in place"
+            time.sleep(0.05)
+        (engine_pid,) = local_run.engine_processes(parent.pid)
+        local_run.stop_engines(parent.pid, grace=10)
+        assert (tmp_path / "got").read_text() == "SIGINT"
+        left = local_run.descendants(parent.pid)
+        assert engine_pid not in left or local_run._start_time(engine_pid) is None
+        assert len([pid for pid in left if local_run._start_time(pid) is not None]) == 1  # the other child runs on
+        local_run.stop_engines(parent.pid, grace=10)  # no engine left: returns at once
+    finally:
+        stop_processes([*local_run.descendants(parent.pid), parent.pid], grace=0.5)
+        parent.wait()
