@@ -1,7 +1,7 @@
 """Run an experiment's cells one after another in Flower's simulation engine, resumably.
 
-A cell with a summary.json is finished and skipped; an interrupted cell goes on from its last round's
-checkpoint (``resume = true``). Finished cells whose recorded configuration no longer matches the file
+A cell whose summary.json says it completed is finished and skipped; an interrupted or failed cell goes on from its
+last round's checkpoint (``resume = true``). Finished cells whose recorded configuration no longer matches the file
 stop the run before anything starts, so a table never mixes settings.
 """
 

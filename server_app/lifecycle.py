@@ -17,6 +17,7 @@ Flower numbers the rounds of each ``start`` from 1; a resumed run goes on from `
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -107,6 +108,19 @@ def expected_examples(config: RunConfig) -> Callable[[int], int | None]:
     if config.data_selection == "all":
         return lambda num_local: num_local
     return lambda num_local: selection_size(num_local, config.selection_fraction)
+
+
+def stop_recorder(recorder: RunRecorder) -> Callable[[], None]:
+    """An exit handler for Flower's registry that records a stopped run as ``interrupted``. It holds the recorder
+    weakly: Flower keeps every handler for the life of the process, and a process that runs many runs (in-process
+    experiment cells) would otherwise keep each run's model and data."""
+    reference = weakref.ref(recorder)
+
+    def interrupted() -> None:
+        if (alive := reference()) is not None:
+            alive.stopped("interrupted")
+
+    return interrupted
 
 
 @dataclass
@@ -248,8 +262,7 @@ class FederatedRun:
             return strategy.global_arrays(arrays)
         with span(EVALUATION):
             evaluate = CentralEvaluation(self.config, self.frozen, self.device)
-        # Flower runs it on SIGINT (how the launcher stops a run: simulation/local_run.py), before its own exit steps.
-        add_exit_handler(self.interrupted, run_before_force_exit=True)
+        add_exit_handler(stop_recorder(self.recorder))  # Flower runs it on SIGINT: how simulation/local_run.py stops
         try:
             result = strategy.start(
                 grid=grid,
@@ -282,7 +295,7 @@ class FederatedRun:
             loss, accuracy, class_accuracy = evaluate.with_classes(strategy.global_arrays(theta))
             fields = strategy.round_evaluation(theta, evaluate) if server_round > 0 else {}
         with self.recorder.writing:
-            if self.recorder.finished:  # stopped meanwhile (a signal): its summary holds the rounds done before
+            if self.recorder.finished:  # stopped meanwhile (a signal): its summary holds the rounds checkpointed
                 return None
             with span(RESULTS, round=server_round):
                 self.recorder.evaluated(server_round, loss, accuracy, class_accuracy=class_accuracy, **fields)
@@ -291,20 +304,16 @@ class FederatedRun:
                     self.checkpoint(server_round, theta, strategy.state_dict())
         return MetricRecord({"loss": loss, "accuracy": accuracy})
 
-    def interrupted(self) -> None:
-        """The run was stopped before its last round (a signal): say so in summary.json, unless it had finished."""
-        self.recorder.stopped("interrupted")
-
     def checkpoint(self, server_round: int, theta: ArrayRecord, strategy_state: dict[str, Any]) -> None:
         """Everything the next rounds depend on, after ``server_round``, written atomically: the arrays the
         strategy carries on (``theta``), the selection's and the strategy's state, the results so far."""
         model = merge_state(self.frozen, theta.to_torch_state_dict(), self.order)
         state_dict = getattr(self.select, "state_dict", None)
         selection = state_dict() if state_dict else {}
-        checkpoint = Checkpoint(
-            server_round, model, selection, self.recorder.state(), self.config.to_dict(), strategy_state
-        )
+        results = self.recorder.state()
+        checkpoint = Checkpoint(server_round, model, selection, results, self.config.to_dict(), strategy_state)
         save_checkpoint(self.directory / CHECKPOINT_FILE, checkpoint)
+        self.recorder.checkpointed(results)
 
     def finish(self, theta: ArrayRecord) -> dict[str, Any]:
         """Step 3: results, summary, plot; a run that trained nothing raises ``RunFailedError``."""

@@ -31,6 +31,9 @@ from server_app.run_plot import write_cycles_plot, write_run_plot
 CONFIG_FILE, ROUNDS_FILE, SUMMARY_FILE, MODEL_FILE = "config.json", "rounds.jsonl", "summary.json", "model.pt"
 CYCLES_FILE = "cycles.jsonl"
 LABEL_COUNTS_FILE = "label_counts.json"
+#: How long a stop waits for a round being recorded in another thread (normally milliseconds) before it records the
+#: stop anyway: Flower ends the process 5 s after its exit handlers start.
+STOP_WAIT_SECONDS = 3.0
 #: A method's own summary fields, from the rounds recorded (e.g. the best accuracy of a model it adds).
 SummaryFields = Callable[[list[dict[str, Any]]], dict[str, Any]]
 
@@ -109,9 +112,12 @@ class RunRecorder:
         self._pending_cycle: dict[str, Any] | None = None
         self._round_start = 0.0
         self.finished = False
-        #: Held while a round is being recorded (and checkpointed), and by ``stopped``: Flower runs a stopped run's
-        #: exit handler in another thread than the ServerApp's, and the results must not go on after the summary.
+        #: Held while a round is being recorded and checkpointed, and by ``stopped``: in Flower's simulation engine a
+        #: stopped run's exit handler runs in another thread than the ServerApp's, which must not record on after it.
         self.writing = threading.RLock()
+        #: The results as of the last checkpoint (a resumed run starts from its checkpoint's): what a stop keeps.
+        self.at_checkpoint = self.state()
+        #: The last summary.json written (what ``finish`` returns once the run was stopped).
         self.written_summary: dict[str, Any] = {}
         self.method_summaries: list[SummaryFields] = []
         directory.mkdir(parents=True, exist_ok=True)
@@ -132,6 +138,10 @@ class RunRecorder:
             "initial_class_accuracy": self.initial_class_accuracy,
             "cycles": list(self.cycles),
         }
+
+    def checkpointed(self, state: dict[str, Any]) -> None:
+        """``state`` (a ``state()``) is now saved in the run's checkpoint."""
+        self.at_checkpoint = state
 
     def cycle_ended(self, server_round: int, **fields: Any) -> None:
         """A cycle ended with ``server_round`` (its ``cycle``, ``rounds`` [first, last], labelled shares, queries);
@@ -271,7 +281,7 @@ class RunRecorder:
         summary = {k: _json_safe(v) for k, v in {**self.summary(status), **extra}.items()}
         replace_text(self.directory / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
         self.written_summary = summary
-        return summary
+        return dict(summary)
 
     def finish(self, state_dict: dict[str, torch.Tensor], **extra: Any) -> dict[str, Any]:
         """Write summary.json (with ``extra`` fields, e.g. the pretraining report) and the final global model;
@@ -279,7 +289,7 @@ class RunRecorder:
         keeps the summary written then, and gets no model.pt: its checkpoint holds the model of its last round."""
         with self.writing:
             if self.finished:
-                return self.written_summary
+                return dict(self.written_summary)
             replace_file(self.directory / MODEL_FILE, lambda handle: torch.save(state_dict, handle))
             self.finished = True
             summary = self._write_summary(None, extra)
@@ -292,16 +302,28 @@ class RunRecorder:
         log(INFO, "results written to %s", self.directory)
         return summary
 
-    def stopped(self, status: str, failure: str | None = None) -> dict[str, Any] | None:
+    def stopped(
+        self, status: str, failure: str | None = None, wait: float = STOP_WAIT_SECONDS
+    ) -> dict[str, Any] | None:
         """Record a run that ended before its last round: ``interrupted`` (a signal, Ctrl-C) or ``failed`` (an
-        error, named in ``failure``). Writes summary.json only (the checkpoint holds the model so far); nothing
-        once the run has finished. Waits for a round being recorded, so that summary.json, rounds.jsonl and the
-        checkpoint agree on the rounds done."""
-        with self.writing:
+        error, named in ``failure``). The results go back to those of the last checkpoint (rounds.jsonl and
+        cycles.jsonl rewritten), so that summary.json, rounds.jsonl and the checkpoint hold the same rounds wherever
+        the stop lands, even between a round's record and its checkpoint; the checkpoint holds the model. Waits up to
+        ``wait`` seconds for a round being recorded in another thread. Nothing once the run has finished."""
+        waited = self.writing.acquire(timeout=wait)
+        try:
             if self.finished:
                 return None
             self.finished = True
+            self.rounds = list(self.at_checkpoint["rounds"])
+            self.cycles = list(self.at_checkpoint.get("cycles", []))
+            replace_text(self.directory / ROUNDS_FILE, "".join(_json_line(r) for r in self.rounds))
+            if self.cycles or (self.directory / CYCLES_FILE).exists():
+                replace_text(self.directory / CYCLES_FILE, "".join(_json_line(c) for c in self.cycles))
             return self._write_summary(status, {"failure": failure} if failure else {})
+        finally:
+            if waited:
+                self.writing.release()
 
 
 def _percent(value: float | None) -> str:

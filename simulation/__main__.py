@@ -67,6 +67,6 @@ if __name__ == "__main__":
     exit_on_sigterm()
     try:
         sys.exit(main())
-    except KeyboardInterrupt:  # the run was stopped, and what it had done recorded, on the way out (local_run.py)
-        print("stopped (Ctrl-C)", file=sys.stderr)
+    except KeyboardInterrupt:  # the run's processes were stopped on the way out (local_run.py)
+        print("stopped (Ctrl-C); a run that had begun its rounds goes on with resume=true", file=sys.stderr)
         sys.exit(130)

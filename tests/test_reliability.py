@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 import torch
 
-from server_app.checkpoint import CHECKPOINT_FILE, load_checkpoint
+from server_app import lifecycle
+from server_app.checkpoint import CHECKPOINT_FILE, Checkpoint, load_checkpoint
 from server_app.run_errors import RunFailedError, RunSetupError
 from tests.in_process import ServerKilled, run_in_process, small_run_config
 
@@ -95,8 +96,9 @@ def test_a_killed_run_resumes_and_ends_as_the_uninterrupted_one(uninterrupted: P
 
 
 def test_a_run_stopped_by_a_signal_records_the_rounds_done_before_it_and_resumes(uninterrupted: Path) -> None:
-    """On SIGINT Flower runs the exit handlers in another thread while the ServerApp goes on until the process ends:
-    summary.json says ``interrupted``, and it, rounds.jsonl and the checkpoint hold the same rounds."""
+    """Flower's exit handlers run (as on SIGINT) when round 3's training starts, and the ServerApp goes on, as it
+    does in the engine until the process ends: summary.json says ``interrupted``, and it, rounds.jsonl and the
+    checkpoint hold rounds 1 and 2."""
     results = uninterrupted / "results"
     run_in_process(fedentopt_config(uninterrupted, "stopped"), stop_at_round=3)
     summary = json.loads((results / "stopped" / "summary.json").read_text())
@@ -109,6 +111,28 @@ def test_a_run_stopped_by_a_signal_records_the_rounds_done_before_it_and_resumes
     resumed = json.loads((results / "stopped" / "summary.json").read_text())
     assert resumed["status"] == "completed" and resumed["rounds"] == 4
     assert resumed["final_accuracy"] == json.loads((results / "a" / "summary.json").read_text())["final_accuracy"]
+
+
+def test_ctrl_c_between_a_rounds_record_and_its_checkpoint_leaves_the_files_agreeing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """KeyboardInterrupt in the ServerApp's own thread while round 2's checkpoint is being saved (Ctrl-C in an
+    in-process cell): summary.json, rounds.jsonl and the checkpoint all end at round 1."""
+    saved = lifecycle.save_checkpoint
+
+    def interrupted_at_round_2(path: Path, checkpoint: Checkpoint) -> None:
+        if checkpoint.server_round == 2:
+            raise KeyboardInterrupt
+        saved(path, checkpoint)
+
+    monkeypatch.setattr(lifecycle, "save_checkpoint", interrupted_at_round_2)
+    with pytest.raises(KeyboardInterrupt):
+        run_in_process(fedentopt_config(tmp_path, "ctrl-c"))
+    results = tmp_path / "results"
+    summary = json.loads((results / "ctrl-c" / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["rounds"] == 1
+    assert [r["round"] for r in rounds_of(results, "ctrl-c")] == [1]
+    assert load_checkpoint(results / "ctrl-c" / CHECKPOINT_FILE).server_round == 1
 
 
 def test_failing_hanging_and_garbage_clients_are_left_out(tmp_path: Path) -> None:

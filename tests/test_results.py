@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -73,21 +74,21 @@ def test_further_accuracies_a_method_records_get_their_best_in_the_summary(tmp_p
 
 
 def test_a_stop_waits_for_the_round_being_recorded_and_the_run_records_nothing_after_it(tmp_path: Path) -> None:
-    """Flower runs a stopped run's exit handler in another thread than the ServerApp's: the summary it writes holds
-    the round being recorded at that moment, and the run's own end then changes nothing."""
-    import threading
-
+    """In Flower's simulation engine a stopped run's exit handler runs in another thread than the ServerApp's: the
+    summary it writes holds the round being recorded and checkpointed at that moment, and the run's own end then
+    changes nothing."""
     config = make_config(results_dir=str(tmp_path), run_name="r")
     recorder = RunRecorder(run_directory(config), config)
     recorder.evaluated(0, 2.3, 0.1)
     recorder.round_started(1, [0], 100)
     recorder.replies_received(1, [stats(0, 10, 1.5)], 90)
     stop = threading.Thread(target=recorder.stopped, args=("interrupted",))
-    with recorder.writing:  # the ServerApp thread records round 1 while the stop arrives
+    with recorder.writing:  # the ServerApp thread records and checkpoints round 1 while the stop arrives
         stop.start()
         stop.join(0.3)
         assert stop.is_alive() and not (tmp_path / "r" / "summary.json").exists()
         recorder.evaluated(1, 1.0, 0.6)
+        recorder.checkpointed(recorder.state())
     stop.join(5)
     assert not stop.is_alive()
 
@@ -96,3 +97,22 @@ def test_a_stop_waits_for_the_round_being_recorded_and_the_run_records_nothing_a
     assert recorder.finish({"w": torch.ones(2)}) == summary  # the ServerApp reaching its end afterwards
     assert json.loads((tmp_path / "r" / "summary.json").read_text()) == summary
     assert not (tmp_path / "r" / "model.pt").exists()  # the checkpoint holds the model of the last round recorded
+
+
+def test_a_stop_between_a_rounds_record_and_its_checkpoint_keeps_the_checkpointed_rounds(tmp_path: Path) -> None:
+    """A stop that lands in the ServerApp's own thread (Ctrl-C in process, SIGTERM to a deployed ServerApp) after
+    round 2 was recorded but before its checkpoint was saved: the results go back to round 1, as the checkpoint."""
+    config = make_config(results_dir=str(tmp_path), run_name="r")
+    recorder = RunRecorder(run_directory(config), config)
+    recorder.evaluated(0, 2.3, 0.1)
+    for server_round, accuracy in ((1, 0.5), (2, 0.7)):
+        recorder.round_started(server_round, [0], 100)
+        recorder.replies_received(server_round, [stats(0, 10, 1.5)], 90)
+        recorder.evaluated(server_round, 1.0, accuracy)
+        if server_round == 1:
+            recorder.checkpointed(recorder.state())
+    summary = recorder.stopped("interrupted")
+    assert summary is not None and summary["rounds"] == 1 and summary["best_accuracy"] == 0.5
+    assert [json.loads(line)["round"] for line in (tmp_path / "r" / "rounds.jsonl").read_text().splitlines()] == [1]
+    assert summary["initial_accuracy"] == 0.1
+    assert recorder.stopped("interrupted") is None  # once only

@@ -3,13 +3,16 @@ torch (``simulation/__main__.py``)."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from simulation.local_run import PROJECT_DIR
 from tests.test_end_to_end import processes_using
@@ -72,11 +75,6 @@ def test_python_m_simulation_runs_under_the_same_pid_without_torch(tmp_path: Pat
 def test_a_stopped_run_says_interrupted_holds_its_rounds_and_leaves_nothing_running(tmp_path: Path) -> None:
     """SIGTERM to ``python -m simulation`` mid-run (what ``kill`` or a scheduler's time limit does): the run's
     summary.json says ``interrupted``, and it, rounds.jsonl and the checkpoint hold the same rounds."""
-    import json
-    import signal
-
-    import torch
-
     run = tmp_path / "results" / "main"
     run_config = (
         f"method='fedavg' pretrain='none' model='lenet5' num-server-rounds=50 local-epochs=1 partitioner='iid' "
