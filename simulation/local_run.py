@@ -337,7 +337,7 @@ def run_simulation(
     """Run the app once in simulation; return ``flwr run``'s exit code. Output goes to ``stream_to``.
 
     Without ``flwr_home`` the SuperLink gets a fresh folder under ``.flwr-home/``, removed after a
-    successful run."""
+    successful run; a failed or stopped run's keeps its superlink.log."""
     with span(LAUNCH):
         return _run_simulation(overrides, num_supernodes, resources, flwr_home, project_dir, stream_to, timeout)
 
@@ -356,10 +356,28 @@ def _run_simulation(
     # Concurrent launchers must not share the connection in $FLWR_HOME/config.toml: each gets its own folder.
     (project_dir / ".flwr-home").mkdir(exist_ok=True)
     private_home = Path(tempfile.mkdtemp(prefix="run-", dir=project_dir / ".flwr-home"))
-    code = _run_on_local_superlink(overrides, num_supernodes, resources, private_home, project_dir, stream_to, timeout)
-    if code == 0:  # a failed run's folder keeps superlink.log
-        shutil.rmtree(private_home, ignore_errors=True)
-    return code
+    code = None
+    try:
+        code = _run_on_local_superlink(
+            overrides, num_supernodes, resources, private_home, project_dir, stream_to, timeout
+        )
+        return code
+    finally:
+        remove_run_home(private_home, keep_log=code != 0)
+
+
+#: What a run's Flower home holds besides its log: the staged app and the copy Flower installs from its FAB.
+APP_COPIES = ("app", "apps")
+
+
+def remove_run_home(flwr_home: Path, keep_log: bool) -> None:
+    """Remove a finished run's Flower home; a failed or stopped run's keeps superlink.log (what went wrong) and
+    loses only the copies of the app (12 MB a run)."""
+    if not keep_log:
+        shutil.rmtree(flwr_home, ignore_errors=True)
+        return
+    for name in APP_COPIES:
+        shutil.rmtree(flwr_home / name, ignore_errors=True)
 
 
 def _run_on_local_superlink(

@@ -11,6 +11,7 @@ import tomllib
 from flwr.cli.build import build_fab_from_disk
 
 from simulation.app_files import stage_app
+from simulation.local_run import remove_run_home
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -56,3 +57,14 @@ def test_the_staged_copy_packs_into_the_same_fab(tmp_path: Path) -> None:
     assert staged_config["tool"]["flwr"]["app"].pop("fab-exclude") == [".gitignore"]  # the pattern staging applied
     assert staged_config == project_config
     assert "server_app/app.py" in fab_files(staged)
+
+
+def test_a_runs_flower_home_is_removed_or_after_a_failure_keeps_only_its_log(tmp_path: Path) -> None:
+    for keep_log in (False, True):
+        home = tmp_path / f"run-{keep_log}"
+        for name in ("app/pyproject.toml", "apps/fedft-eds/pyproject.toml", "superlink.log", "config.toml"):
+            (home / name).parent.mkdir(parents=True, exist_ok=True)
+            (home / name).write_text("x")
+        remove_run_home(home, keep_log=keep_log)
+        left = sorted(path.name for path in home.iterdir()) if home.exists() else []
+        assert left == (["config.toml", "superlink.log"] if keep_log else [])
