@@ -183,6 +183,7 @@ class FederatedRun:
             log(ERROR, "cannot start the run: %s", err)
             raise RunSetupError(str(err)) from None
         log(INFO, "%d clients connected; partition sizes %s; the server computes on %s", len(connected), sizes, device)
+        log(INFO, "results go to %s (a stopped run goes on with run-name=%r resume=true)", directory, directory.name)
         log(
             INFO,
             "method %s: freeze %s, data-selection %s (P_ds %.2f), objective %s, client-selection %s, "

@@ -68,5 +68,9 @@ if __name__ == "__main__":
     try:
         sys.exit(main())
     except KeyboardInterrupt:  # the run's processes were stopped on the way out (local_run.py)
-        print("stopped (Ctrl-C); a run that had begun its rounds goes on with resume=true", file=sys.stderr)
+        print(
+            "stopped (Ctrl-C): a run that had begun its rounds goes on with the run-name and resume=true that the log"
+            " gave at its start",
+            file=sys.stderr,
+        )
         sys.exit(130)
