@@ -163,9 +163,9 @@ def engine_processes(root: int) -> list[int]:
 def stop_engines(root: int, grace: float = ENGINE_STOP_GRACE) -> None:
     """Let a run that is being stopped end as Flower ends a run on Ctrl-C: SIGINT to each engine under ``root``,
     alone, and SIGKILL after ``grace`` seconds. Flower's SIGINT handler runs the ServerApp's exit handler, which
-    writes summary.json as ``interrupted``. Neither SIGTERM nor stopping the whole tree at once does: ``ray.init``
-    replaces Flower's SIGTERM handler with Ray's, which exits without Flower's exit handlers, and once Ray's daemons
-    have stopped the engine's Ray driver ends the process at once."""
+    writes summary.json as ``interrupted``. Neither SIGTERM nor stopping the whole tree at once does (observed: no
+    summary.json): ``ray.init`` replaces Flower's SIGTERM handler with Ray's, which runs none of Flower's exit
+    handlers."""
     if engines := engine_processes(root):
         stop_processes(engines, grace=grace, timeout=grace + 5.0, first=signal.SIGINT)
 
