@@ -93,4 +93,8 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     exit_on_sigterm()
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # the running cell recorded its stop (simulation/local_run.py)
+        print("stopped (Ctrl-C): `run` again goes on, skipping finished cells and resuming this one", file=sys.stderr)
+        sys.exit(130)
