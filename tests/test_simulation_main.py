@@ -38,20 +38,25 @@ def _maps(pid: int) -> str:
     return (Path("/proc") / str(pid) / "maps").read_text()
 
 
-@pytest.mark.e2e
-def test_python_m_simulation_runs_under_the_same_pid_without_torch(tmp_path: Path) -> None:
+def start_launcher(tmp_path: Path, rounds: int) -> subprocess.Popen:
+    """``python -m simulation`` with 2 LeNet-5 FedAvg clients from random weights, results in ``tmp_path/results/main``;
+    every process it starts inherits a marker naming ``tmp_path`` (see ``processes_using``)."""
     run_config = (
-        f"method='fedavg' pretrain='none' model='lenet5' num-server-rounds=1 local-epochs=1 partitioner='iid' "
+        f"method='fedavg' pretrain='none' model='lenet5' num-server-rounds={rounds} local-epochs=1 partitioner='iid' "
         f"results-dir='{tmp_path / 'results'}' run-name='main' node-wait-seconds=60.0"
     )
-    env = {**os.environ, "FEDFT_TEST_MARKER": str(tmp_path)}  # inherited by every process the run starts
-    launcher = subprocess.Popen(
+    return subprocess.Popen(
         [sys.executable, "-m", "simulation", "--num-supernodes", "2", "--run-config", run_config],
         cwd=PROJECT_DIR,
-        env=env,
+        env={**os.environ, "FEDFT_TEST_MARKER": str(tmp_path)},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )
+
+
+@pytest.mark.e2e
+def test_python_m_simulation_runs_under_the_same_pid_without_torch(tmp_path: Path) -> None:
+    launcher = start_launcher(tmp_path, rounds=1)
     try:
         deadline = time.monotonic() + 120
         while "--checked" not in _cmdline(launcher.pid):
@@ -76,18 +81,7 @@ def test_a_stopped_run_says_interrupted_holds_its_rounds_and_leaves_nothing_runn
     """SIGTERM to ``python -m simulation`` mid-run (what ``kill`` or a scheduler's time limit does): the run's
     summary.json says ``interrupted``, and it, rounds.jsonl and the checkpoint hold the same rounds."""
     run = tmp_path / "results" / "main"
-    run_config = (
-        f"method='fedavg' pretrain='none' model='lenet5' num-server-rounds=50 local-epochs=1 partitioner='iid' "
-        f"results-dir='{tmp_path / 'results'}' run-name='main' node-wait-seconds=60.0"
-    )
-    env = {**os.environ, "FEDFT_TEST_MARKER": str(tmp_path)}
-    launcher = subprocess.Popen(
-        [sys.executable, "-m", "simulation", "--num-supernodes", "2", "--run-config", run_config],
-        cwd=PROJECT_DIR,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
+    launcher = start_launcher(tmp_path, rounds=50)
     try:
         deadline = time.monotonic() + 300
         while not (run / "rounds.jsonl").is_file() or len((run / "rounds.jsonl").read_text().splitlines()) < 2:
