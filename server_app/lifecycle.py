@@ -49,7 +49,7 @@ from server_app.checkpoint import CHECKPOINT_FILE, Checkpoint, CheckpointError, 
 from server_app.pretraining import check_source, initial_state, pretraining_report
 from server_app.results import RunRecorder, run_directory
 from server_app.run_errors import RunFailedError, RunSetupError
-from server_app.run_lock import RunFolderError, lock_run_folder
+from server_app.run_lock import RunFolderError, lock_run_folder, remove_if_unused
 from strategies.client_population import ClientPopulation, NoClientsError
 from strategies.cohort_fedavg import CohortFedAvg, SelectCohort
 from strategies.fedentopt_selection import FedEntOptSelector, buffer_capacity
@@ -152,7 +152,10 @@ class FederatedRun:
             config = parse_run_config(context.run_config)
             device = resolve_device(config.server_device, key="run config 'server-device'")
             directory = run_directory(config)
+            created = not directory.exists()
             held.enter_context(lock_run_folder(directory, config.results_dir, config.resume))
+            if created:  # runs before the lock is released: a run refused at start leaves no empty folder
+                held.callback(remove_if_unused, directory)
             check_source(config)
             split = federated_split(config)
             checkpoint = resume_point(directory, config)

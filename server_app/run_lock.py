@@ -82,6 +82,18 @@ def _open_lock_file(directory: Path) -> int:
         ) from None
 
 
+def remove_if_unused(directory: Path) -> None:
+    """Remove a run folder that holds nothing but its lock file: a run refused or stopped before it wrote anything
+    (else every refused attempt with an automatic run-name would leave an empty folder behind)."""
+    try:
+        if [entry.name for entry in directory.iterdir()] != [LOCK_FILE]:
+            return
+        (directory / LOCK_FILE).unlink()
+        directory.rmdir()
+    except OSError:  # gone already, or another run began writing it meanwhile
+        pass
+
+
 def lock_run_folder(directory: Path, results_dir: str | Path, resume: bool, resumable: bool = True) -> RunLock:
     """Create ``directory`` and lock it for this run; RunFolderError, one line naming the folder, if it resolves
     outside ``results_dir``, another run holds it, or it holds an earlier run and ``resume`` is off (the message

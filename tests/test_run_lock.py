@@ -14,7 +14,7 @@ import pytest
 
 from server_app.atomic_write import replace_file, replace_text
 from server_app.run_errors import RunSetupError
-from server_app.run_lock import LOCK_FILE, RunFolderError, lock_run_folder
+from server_app.run_lock import LOCK_FILE, RunFolderError, lock_run_folder, remove_if_unused
 from tests.in_process import ServerKilled, run_in_process, small_run_config
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -178,3 +178,27 @@ def test_a_run_that_dies_releases_its_folder(tmp_path: Path) -> None:
     with pytest.raises(ServerKilled):
         run_in_process(quick_run_config(tmp_path), kill_at_round=1)
     lock_run_folder(tmp_path / "results" / "run", tmp_path / "results", resume=True).release()
+
+
+def test_a_run_refused_at_start_leaves_no_empty_folder_behind(tmp_path: Path) -> None:
+    with pytest.raises(RunSetupError, match="min-train-nodes"):
+        run_in_process(quick_run_config(tmp_path, **{"min-train-nodes": 5}))  # 4 clients
+    assert not (tmp_path / "results" / "run").exists()
+
+
+def test_a_folder_that_was_there_before_is_kept_after_a_refused_run(tmp_path: Path) -> None:
+    (tmp_path / "results" / "run").mkdir(parents=True)
+    with pytest.raises(RunSetupError, match="min-train-nodes"):
+        run_in_process(quick_run_config(tmp_path, **{"min-train-nodes": 5}))
+    assert [p.name for p in (tmp_path / "results" / "run").iterdir()] == [LOCK_FILE]
+
+
+def test_only_a_folder_holding_nothing_but_its_lock_is_removed(tmp_path: Path) -> None:
+    for extra in ([], ["config.json"]):
+        run = tmp_path / f"run-{len(extra)}"
+        lock_run_folder(run, tmp_path, resume=True).release()
+        for name in extra:
+            (run / name).write_text("{}")
+        remove_if_unused(run)
+        assert run.exists() == bool(extra)
+    remove_if_unused(tmp_path / "never-made")  # nothing to remove: no error
