@@ -83,8 +83,8 @@ def _open_lock_file(directory: Path) -> int:
 
 
 def remove_if_unused(directory: Path) -> None:
-    """Remove a run folder that holds nothing but its lock file: a run refused or stopped before it wrote anything
-    (else every refused attempt with an automatic run-name would leave an empty folder behind)."""
+    """Remove a run folder that holds nothing but its lock file: a run refused at start (else every refused attempt
+    with an automatic run-name would leave an empty folder behind)."""
     try:
         if [entry.name for entry in directory.iterdir()] != [LOCK_FILE]:
             return
