@@ -115,10 +115,10 @@ def stop_processes(
     caller racing them (a port still bound, a test that finds them running). A PID that a new process takes
     meanwhile is left alone (each is known by its start time). Returns the PIDs still running: not this user's, or
     unkillable."""
-    started = {pid: _start_time(pid) for pid in pids}
+    started = start_times(pids)
 
     def running() -> list[int]:
-        return [pid for pid, start in started.items() if start is not None and _start_time(pid) == start]
+        return still_running(started)
 
     refused = _signal_all(running(), first)
     deadline, killed_at = time.monotonic() + timeout, time.monotonic() + grace
@@ -129,6 +129,17 @@ def stop_processes(
         if time.monotonic() >= killed_at:
             refused += _signal_all(left, signal.SIGKILL)
         time.sleep(0.05)
+
+
+def start_times(pids: list[int]) -> dict[int, str | None]:
+    """Each PID's start time (None once it has ended), which ``still_running`` compares later: a PID that a new
+    process took meanwhile is not the process that was found."""
+    return {pid: _start_time(pid) for pid in pids}
+
+
+def still_running(started: Mapping[int, str | None]) -> list[int]:
+    """The processes of ``started`` (a ``start_times``) that still run."""
+    return [pid for pid, start in started.items() if start is not None and _start_time(pid) == start]
 
 
 def _start_time(pid: int) -> str | None:

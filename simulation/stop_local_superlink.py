@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from simulation.local_run import descendants, stop_engines, stop_processes
+from simulation.local_run import descendants, start_times, still_running, stop_engines, stop_processes
 
 DEFAULT_PORT = "39091"
 
@@ -38,9 +38,12 @@ def main() -> int:
     if not pids:
         print(f"no local SuperLink is running on port {port}")
         return 0
+    # Found before the engines end: Ray's daemons, their children, leave the tree when their engine has ended.
+    tree = start_times([pid for superlink in pids for pid in (*descendants(superlink), superlink)])
     for superlink in pids:
         stop_engines(superlink)
-    left = stop_processes([pid for superlink in pids for pid in (*descendants(superlink), superlink)])
+    started_since = [pid for superlink in pids for pid in descendants(superlink) if pid not in tree]
+    left = stop_processes([*still_running(tree), *started_since])
     if left:
         print(
             f"could not stop the local SuperLink on port {port}: PID {', '.join(map(str, left))} still running "

@@ -84,6 +84,7 @@ def test_stop_local_superlink_exits_1_naming_what_it_could_not_stop(
     monkeypatch.setattr(stop_local_superlink, "local_superlink_pids", lambda port: [4242])
     monkeypatch.setattr(stop_local_superlink, "descendants", lambda pid: [4243])
     monkeypatch.setattr(stop_local_superlink, "stop_engines", lambda pid: None)
+    monkeypatch.setattr(stop_local_superlink, "still_running", list)  # both stand-in PIDs run on
     monkeypatch.setattr(stop_local_superlink, "stop_processes", lambda pids: [4243] if pids == [4243, 4242] else pids)
     assert stop_local_superlink.main() == 1
     assert capsys.readouterr().err == (
