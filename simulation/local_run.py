@@ -158,17 +158,21 @@ def _start_time(pid: int) -> str | None:
 ENGINE_STOP_GRACE = 20.0
 
 
+def command_line(pid: int) -> list[bytes]:
+    """``pid``'s arguments, the program first, as /proc gives them (Linux); empty once it has ended."""
+    try:
+        return (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return []
+
+
 def engine_processes(root: int) -> list[int]:
     """The simulation engines (``flwr-simulation``: Flower's engine, Ray's driver and the ServerApp) under ``root``."""
-    found = []
-    for pid in descendants(root):
-        try:
-            argv = (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if any(Path(arg.decode(errors="replace")).name == "flwr-simulation" for arg in argv[:2]):
-            found.append(pid)
-    return found
+    return [
+        pid
+        for pid in descendants(root)
+        if any(Path(arg.decode(errors="replace")).name == "flwr-simulation" for arg in command_line(pid)[:2])
+    ]
 
 
 def stop_engines(root: int, grace: float = ENGINE_STOP_GRACE) -> None:

@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from simulation.local_run import descendants, start_times, still_running, stop_engines, stop_processes
+from simulation.local_run import command_line, descendants, start_times, still_running, stop_engines, stop_processes
 
 DEFAULT_PORT = "39091"
 
@@ -22,10 +22,7 @@ def local_superlink_pids(port: str) -> list[int]:
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
-        try:
-            arguments = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
+        arguments = command_line(int(entry.name))
         named = any(a.endswith(b"flower-superlink") for a in arguments[:2])
         if named and b"--port" in arguments and arguments[arguments.index(b"--port") + 1 :][:1] == [port.encode()]:
             found.append(int(entry.name))

@@ -125,9 +125,8 @@ def test_stop_engines_interrupts_the_simulation_engine_alone(tmp_path) -> None:
         (engine_pid,) = local_run.engine_processes(parent.pid)
         local_run.stop_engines(parent.pid, grace=10)
         assert (tmp_path / "got").read_text() == "SIGINT"
-        left = local_run.descendants(parent.pid)
-        assert engine_pid not in left or local_run._start_time(engine_pid) is None
-        assert len([pid for pid in left if local_run._start_time(pid) is not None]) == 1  # the other child runs on
+        left = local_run.still_running(local_run.start_times(local_run.descendants(parent.pid)))
+        assert engine_pid not in left and len(left) == 1  # the other child runs on
         local_run.stop_engines(parent.pid, grace=10)  # no engine left: returns at once
     finally:
         stop_processes([*local_run.descendants(parent.pid), parent.pid], grace=0.5)
