@@ -9,12 +9,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import torch
 
-from simulation.local_run import PROJECT_DIR
+from simulation.local_run import PROJECT_DIR, command_line
 from tests.test_end_to_end import processes_using
 
 
@@ -30,45 +32,53 @@ def test_the_supervising_process_imports_no_torch_and_the_checks_do() -> None:
     assert imports_torch("run_config.overrides")  # what ``check`` imports: the test above can fail
 
 
-def _cmdline(pid: int) -> list[str]:
-    return (Path("/proc") / str(pid) / "cmdline").read_bytes().decode().split("\0")
-
-
 def _maps(pid: int) -> str:
     return (Path("/proc") / str(pid) / "maps").read_text()
 
 
-def start_launcher(tmp_path: Path, rounds: int) -> subprocess.Popen:
+@contextmanager
+def launched(tmp_path: Path, rounds: int) -> Iterator[subprocess.Popen]:
     """``python -m simulation`` with 2 LeNet-5 FedAvg clients from random weights, results in ``tmp_path/results/main``;
-    every process it starts inherits a marker naming ``tmp_path`` (see ``processes_using``)."""
+    every process it starts inherits a marker naming ``tmp_path`` (see ``processes_using``). Killed on the way out if
+    it still runs."""
     run_config = (
         f"method='fedavg' pretrain='none' model='lenet5' num-server-rounds={rounds} local-epochs=1 partitioner='iid' "
         f"results-dir='{tmp_path / 'results'}' run-name='main' node-wait-seconds=60.0"
     )
-    return subprocess.Popen(
+    launcher = subprocess.Popen(
         [sys.executable, "-m", "simulation", "--num-supernodes", "2", "--run-config", run_config],
         cwd=PROJECT_DIR,
         env={**os.environ, "FEDFT_TEST_MARKER": str(tmp_path)},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )
-
-
-@pytest.mark.e2e
-def test_python_m_simulation_runs_under_the_same_pid_without_torch(tmp_path: Path) -> None:
-    launcher = start_launcher(tmp_path, rounds=1)
     try:
-        deadline = time.monotonic() + 120
-        while "--checked" not in _cmdline(launcher.pid):
-            assert launcher.poll() is None, launcher.communicate()[0].decode(errors="replace")[-3000:]
-            assert time.monotonic() < deadline, "the launcher never handed over to the supervising process"
-            time.sleep(0.05)
-        supervising_maps = _maps(launcher.pid)
-        output, _ = launcher.communicate(timeout=400)
+        yield launcher
     finally:
         if launcher.poll() is None:
             launcher.kill()
             launcher.wait()
+
+
+def wait_for(launcher: subprocess.Popen, done: Callable[[], bool], seconds: float, what: str) -> None:
+    """Until ``done()``, failing with the launcher's output if it ends first, or with ``what`` after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while not done():
+        assert launcher.poll() is None, launcher.communicate()[0].decode(errors="replace")[-3000:]
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+@pytest.mark.e2e
+def test_python_m_simulation_runs_under_the_same_pid_without_torch(tmp_path: Path) -> None:
+    with launched(tmp_path, rounds=1) as launcher:
+
+        def checked() -> bool:
+            return b"--checked" in command_line(launcher.pid)
+
+        wait_for(launcher, checked, 120, "the launcher never handed over to the supervising process")
+        supervising_maps = _maps(launcher.pid)
+        output, _ = launcher.communicate(timeout=400)
     log = output.decode(errors="replace")
     assert launcher.returncode == 0, log[-3000:]
     assert "libtorch" not in supervising_maps
@@ -80,20 +90,16 @@ def test_python_m_simulation_runs_under_the_same_pid_without_torch(tmp_path: Pat
 def test_a_stopped_run_says_interrupted_holds_its_rounds_and_leaves_nothing_running(tmp_path: Path) -> None:
     """SIGTERM to ``python -m simulation`` mid-run (what ``kill`` or a scheduler's time limit does): the run's
     summary.json says ``interrupted``, and it, rounds.jsonl and the checkpoint hold the same rounds."""
-    run = tmp_path / "results" / "main"
-    launcher = start_launcher(tmp_path, rounds=50)
-    try:
-        deadline = time.monotonic() + 300
-        while not (run / "rounds.jsonl").is_file() or len((run / "rounds.jsonl").read_text().splitlines()) < 2:
-            assert launcher.poll() is None, launcher.communicate()[0].decode(errors="replace")[-3000:]
-            assert time.monotonic() < deadline, "the run never finished two rounds"
-            time.sleep(0.1)
+    rounds_file = tmp_path / "results" / "main" / "rounds.jsonl"
+    with launched(tmp_path, rounds=50) as launcher:
+
+        def two_rounds() -> bool:
+            return rounds_file.is_file() and len(rounds_file.read_text().splitlines()) >= 2
+
+        wait_for(launcher, two_rounds, 300, "the run never finished two rounds")
         launcher.send_signal(signal.SIGTERM)
         output, _ = launcher.communicate(timeout=120)
-    finally:
-        if launcher.poll() is None:
-            launcher.kill()
-            launcher.wait()
+    run = rounds_file.parent
     log = output.decode(errors="replace")
     assert launcher.returncode == 128 + signal.SIGTERM, log[-3000:]
     summary = json.loads((run / "summary.json").read_text())
