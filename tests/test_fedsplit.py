@@ -100,11 +100,13 @@ def test_the_client_sends_the_real_maps_nearest_each_per_class_centroid_under_th
     assert rows == select_metadata(received, labels_held, n_com=20, clusters=4, seed=seed).indices.tolist()
     # On these very maps the kernel picks, per class, the member nearest each final K-means centroid, as
     # scikit-learn's PCA and Lloyd (from the same k-means++ seeds) find them. Checked in float64: on maps without
-    # cluster structure float32 rounding can steer K-means to another, equally valid, clustering.
+    # cluster structure float32 rounding can steer K-means to another, equally valid, clustering. A cluster of two
+    # has both members equally near its centroid, up to rounding: either is right (which one the last bit picked
+    # differed between CPU generations).
     flat = received.flatten(1).double().numpy()
     projected = PCA(n_components=20, svd_solver="full").fit_transform(flat)
     generator = torch.Generator().manual_seed(seed)
-    expected = []
+    nearest: list[set[int]] = []  # per cluster, its members nearest the centroid
     for label in sorted(set(labels_held.tolist())):
         members = np.flatnonzero(labels_held.numpy() == label)
         init = kmeans_plus_plus(torch.from_numpy(projected[members]), 4, generator).numpy()
@@ -112,9 +114,10 @@ def test_the_client_sends_the_real_maps_nearest_each_per_class_centroid_under_th
         for cluster in range(4):
             inside = members[km.labels_ == cluster]
             distances = np.linalg.norm(projected[inside] - km.cluster_centers_[cluster], axis=1)
-            expected.append(int(inside[np.argmin(distances)]))
-    in_float64 = select_metadata(received.double(), labels_held, n_com=20, clusters=4, seed=seed)
-    assert sorted(in_float64.indices.tolist()) == sorted(expected)
+            nearest.append(set(inside[distances <= distances.min() * (1 + 1e-9)].tolist()))
+    chosen = set(select_metadata(received.double(), labels_held, n_com=20, clusters=4, seed=seed).indices.tolist())
+    assert len(chosen) == len(nearest) == 12
+    assert all(len(members & chosen) == 1 for members in nearest)  # one from each cluster, one of its nearest
     assert reply[METRICS][METADATA_SECONDS] > 0
 
 

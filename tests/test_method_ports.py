@@ -1,49 +1,71 @@
 """The methods ported onto the plug-in architecture give the results they gave before it, bit for bit.
 
-The expected digests and accuracies were produced by the code as it was before the plug-ins (commit 94651d7),
-running exactly these configurations in one process (``tests/in_process.py``): every preset path (the local
-update, FedProx's proximal term, entropy selection, FedEntOpt selection, both aggregation rules) must still
-compute the same global model. Pretraining is off (its recipe changed on purpose since) and the features are
-float32 (the float16 cache came later) and the public split the 10% it was then, so only the port is under test.
+The expected accuracies and digests are those of the code as it was before the plug-ins (commit 94651d7), running
+the cases of ``tests/method_port_cases.py`` with CPU-independent numerics (how and why: that file), so that they
+hold on any x86-64 CPU. Recorded on 24 November 2026 with
+
+    git worktree add /tmp/before-plug-ins 94651d7
+    ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE PYTHONPATH=/tmp/before-plug-ins python tests/method_port_cases.py
+
+(the digests first recorded, in 2026-11-23's default numerics, held only on that day's CPU generation).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-import torch
 
-from tests.in_process import run_in_process, small_run_config
+from tests.method_port_cases import CASES, PINNED_ENVIRONMENT
 
-#: case -> (run-config overrides, test accuracy per round, digest of the final model's values)
+REPOSITORY = Path(__file__).resolve().parents[1]
+#: case -> (test accuracy per round, digest of the final model's values)
 BEFORE_THE_PLUG_INS = {
-    "fedavg": ({"method": "fedavg"}, [0.25, 0.25, 0.5], "593c797f27770c2e"),
-    "fedprox": ({"method": "fedprox"}, [0.25, 0.6000000238418579, 0.5], "9f662cdfbb6af6ee"),
-    "fedft-eds": ({"method": "fedft-eds"}, [0.25, 0.4950000047683716, 0.25], "475d81a6797a2956"),
-    "fedft-rds-fedentopt": (
-        {"method": "fedft-rds", "client-selection": "fedentopt", "fraction-train": 0.5, "fedentopt-buffer": 0.25},
-        [0.30000001192092896, 0.25, 0.44999998807907104],
-        "bee16a973eea733f",
-    ),
-    "fedft-eds-clipped-mean": (
-        {"method": "fedft-eds", "aggregation": "clipped-mean"},
-        [0.25, 0.25, 0.25],
-        "cf429c6e8e22649f",
-    ),
+    "fedavg": ([0.25, 0.25, 0.5], "2a0c30356f7afbe4"),
+    "fedprox": ([0.25, 0.6000000238418579, 0.5], "d39634bf47d195a8"),
+    "fedft-eds": ([0.25, 0.4950000047683716, 0.25], "6be4737e17a8a495"),
+    "fedft-rds-fedentopt": ([0.30000001192092896, 0.25, 0.44999998807907104], "544d7c0d5d987b6e"),
+    "fedft-eds-clipped-mean": ([0.25, 0.25, 0.25], "70e4b4d124755123"),
 }
 
 
+@pytest.fixture(scope="module")
+def today() -> dict[str, list]:
+    """Today's code on the cases, in a process of its own with the pinned numerics."""
+    result = subprocess.run(
+        [sys.executable, str(REPOSITORY / "tests" / "method_port_cases.py")],
+        env={**os.environ, **PINNED_ENVIRONMENT, "PYTHONPATH": str(REPOSITORY)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+def test_every_case_has_its_expected_result() -> None:
+    assert set(BEFORE_THE_PLUG_INS) == set(CASES)
+
+
 @pytest.mark.parametrize("case", list(BEFORE_THE_PLUG_INS))
-def test_a_ported_method_computes_what_it_computed_before(tmp_path: Path, case: str) -> None:
-    overrides, accuracies, digest = BEFORE_THE_PLUG_INS[case]
-    base = {"pretrain": "none", "aggregation": "mean", "feature-cache-dtype": "float32", "public-fraction": 0.1}
-    base |= {"device": "cpu", "server-device": "cpu"}  # the digests were recorded on the CPU
-    run_in_process(small_run_config(tmp_path, **{**base, **overrides}), num_partitions=4)
-    run = tmp_path / "results" / "run"
-    rounds = [json.loads(line) for line in (run / "rounds.jsonl").read_text().splitlines()]
-    model = torch.load(run / "model.pt")
-    assert [r["accuracy"] for r in rounds] == accuracies
-    assert hashlib.sha1(b"".join(v.numpy().tobytes() for v in model.values())).hexdigest()[:16] == digest
+def test_a_ported_method_computes_what_it_computed_before(today: dict[str, list], case: str) -> None:
+    accuracies, digest = BEFORE_THE_PLUG_INS[case]
+    assert today[case] == [accuracies, digest]
+
+
+def test_the_cases_refuse_to_run_with_numerics_that_depend_on_the_cpu() -> None:
+    """Unpinned, the digests would depend on the processor: the script says what to set instead of printing them."""
+    environment = {k: v for k, v in os.environ.items() if k not in PINNED_ENVIRONMENT}
+    result = subprocess.run(
+        [sys.executable, str(REPOSITORY / "tests" / "method_port_cases.py")],
+        env={**environment, "PYTHONPATH": str(REPOSITORY)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1 and result.stdout == ""
+    assert "set ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE before starting Python" in result.stderr
