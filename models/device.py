@@ -14,7 +14,9 @@ on a GPU, like one on the CPU, computes the same models every time for its confi
 from __future__ import annotations
 
 import os
+import platform
 import re
+from pathlib import Path
 
 import torch
 
@@ -57,6 +59,41 @@ def describe_available() -> str:
         f", CUDA {torch.version.cuda}" if torch.version.cuda else ", no CUDA support"
     )
     return f"{', '.join(names)} ({build})"
+
+
+def cpu_name(cpuinfo: str | None = None) -> str:
+    """The CPU's model as the OS names it (``cpuinfo``: the text of Linux's /proc/cpuinfo, read when not given),
+    with its family and model numbers where Linux gives them: a hypervisor may name a whole vendor line, e.g.
+    ``AMD EPYC``, whose generations differ in the kernels torch picks."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return platform.processor() or platform.machine()
+    first = cpuinfo.split("\n\n")[0]
+    fields = dict(line.split(":", 1) for line in first.splitlines() if ":" in line)
+    fields = {key.strip(): value.strip() for key, value in fields.items()}
+    name = fields.get("model name") or fields.get("Model") or platform.machine()
+    if "cpu family" in fields and "model" in fields:
+        name += f" (family {fields['cpu family']}, model {fields['model']})"
+    return name
+
+
+def compute_description(device: torch.device) -> dict[str, str | int]:
+    """What computed a result on ``device``: the processor, torch's build, the CPU kernels torch picked and its
+    thread count. Floating-point results (and so trained models) are the same from run to run on one such setup,
+    but differ between CPU generations or thread counts: a pretraining of 30 epochs amplifies the difference into
+    a point or two of accuracy. Recorded beside results so that a figure can be traced to what produced it."""
+    description: dict[str, str | int] = {
+        "device": str(device),
+        "cpu": cpu_name(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+    }
+    if device.type == "cuda":
+        description["gpu"] = torch.cuda.get_device_name(device)
+    return description
 
 
 def resolve_device(name: str, key: str = "'device'") -> torch.device:

@@ -23,7 +23,7 @@ from flwr.common.logger import log
 from data.federated import load_client_partition, load_test_set
 from data.image_data import ImageData
 from data.transforms import random_crop_flip, to_model_input
-from models.device import resolve_device
+from models.device import compute_description, resolve_device
 from models.training import cross_entropy_of, evaluate, train_epochs
 from run_config import RunConfig, build_model_for, federated_split
 from run_config.overrides import config_with_overrides
@@ -51,7 +51,7 @@ def train_pooled(config: RunConfig, epochs: int, num_partitions: int, directory:
     model = build_model_for(config)
     model.load_state_dict(initial_state(config, device))
     model.to(device)
-    recorder = RunRecorder(directory, config, method=METHOD)
+    recorder = RunRecorder(directory, config, method=METHOD, machine=compute_description(device))
     recorder.evaluated(0, *evaluate(model.eval(), test_inputs, test_labels, config.eval_batch_size))
     generator = torch.Generator().manual_seed(config.seed)
     for epoch in range(1, epochs + 1):

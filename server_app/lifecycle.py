@@ -37,7 +37,7 @@ from data.file_formats import DataFormatError
 from data.loading import DataNotFoundError
 from data.partitioning import PartitioningError
 from methods.registry import method
-from models.device import DeviceUnavailableError, resolve_device
+from models.device import DeviceUnavailableError, compute_description, resolve_device
 from profiling.spans import CHECKPOINT, EVALUATION, FINISH, NODE_WAIT, PRETRAINING, RESULTS, SETUP, span
 from protocol.messages import LEARNING_RATE
 from run_config import ConfigError, RunConfig, build_model_for, data_cache, federated_split, parse_run_config
@@ -176,7 +176,12 @@ class FederatedRun:
             check_method(config, {pid: population.identity_of(pid).num_examples for pid in connected})
             if (check_run := method(config.method).check_run) is not None:
                 check_run(config, population.expected)
-            recorder = RunRecorder(directory, config, resume_from=checkpoint.results if checkpoint else None)
+            recorder = RunRecorder(
+                directory,
+                config,
+                resume_from=checkpoint.results if checkpoint else None,
+                machine=compute_description(device),
+            )
             frozen, trained = split_state(state, build_model_for(config).upper_state_keys(config.freeze))
             label_counts = LabelCountRegistry(split.info.num_classes, noisy=config.label_dp_epsilon > 0)
             select = cohort_policy(config, label_counts, population.expected)

@@ -44,6 +44,7 @@ from data.loading import DataNotFoundError, load_dataset
 from data.partitioning import split_public
 from data.transforms import to_model_input
 from models import SplitModel, build_model
+from models.device import compute_description
 from models.training import cross_entropy_of, evaluate, sgd, train_epochs
 from run_config import ConfigError, RunConfig, build_model_for, data_cache, federated_split
 from server_app.background import Cancelled
@@ -224,6 +225,7 @@ def pretrain(
         "validation_samples": len(validation_rows),
         "seconds": time.perf_counter() - tick,
         "device": str(device),
+        "machine": compute_description(device),
     }
 
 

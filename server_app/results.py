@@ -95,13 +95,20 @@ class RunRecorder:
     """Collects each round from the strategy and the central evaluation, and writes the results files."""
 
     def __init__(
-        self, directory: Path, config: RunConfig, method: str | None = None, resume_from: dict[str, Any] | None = None
+        self,
+        directory: Path,
+        config: RunConfig,
+        method: str | None = None,
+        resume_from: dict[str, Any] | None = None,
+        machine: dict[str, Any] | None = None,
     ) -> None:
         """Start the results files; ``resume_from`` (a ``state()``) carries on a run, rewriting the rounds
-        it had finished, so rounds a killed run recorded after its last checkpoint are dropped."""
+        it had finished, so rounds a killed run recorded after its last checkpoint are dropped. ``machine`` (see
+        ``models.device.compute_description``) is what the server computes on, written into the summary."""
         self.directory = directory
         self.config = config
         self.method = method or config.method
+        self.machine = machine
         self.rounds: list[dict[str, Any]] = list(resume_from["rounds"]) if resume_from else []
         self.initial_accuracy: float | None = resume_from["initial_accuracy"] if resume_from else None
         self.initial_class_accuracy: list[float | None] | None = (
@@ -271,6 +278,7 @@ class RunRecorder:
                 (r["client_accuracy_mean"] for r in self.rounds if r.get("client_accuracy_mean") is not None),
                 default=None,
             ),
+            **({"machine": self.machine} if self.machine else {}),
         }
 
     def write_label_counts(self, counts: dict[str, list[float]]) -> None:
@@ -347,4 +355,9 @@ def readable_summary(summary: dict[str, Any]) -> list[str]:
         f"client training time {summary['total_client_train_seconds']:.1f} s"
         + (f", learning efficiency {efficiency:.3f} %/s" if efficiency is not None else "")
     )
+    if machine := summary.get("machine"):
+        lines.append(
+            f"server computed on {machine['device']}: {machine.get('gpu') or machine['cpu']}, torch {machine['torch']}"
+            f", CPU kernels {machine['cpu_capability']}, {machine['threads']} threads"
+        )
     return lines

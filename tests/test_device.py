@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,6 +31,8 @@ from methods.registry import METHODS
 from models.device import (
     DeviceUnavailableError,
     available_devices,
+    compute_description,
+    cpu_name,
     is_device_name,
     make_cuda_deterministic,
     resolve_device,
@@ -232,6 +235,7 @@ def test_training_loop_and_pretraining_on_the_device(device: torch.device, tmp_p
     train = load_dataset("synthetic").train
     report = pretrain(model, ImageData(train.images[:48], train.labels[:48]), "synthetic", config, device)
     assert report["kept_epoch"] == 2 and report["fit_samples"] + report["validation_samples"] == 48
+    assert report["machine"] == compute_description(device)  # what made the weights, stored beside the cache
     assert all(p.device == device for p in model.parameters())
     x, y = torch.randn(12, 1, 32, 32).to(device), torch.randint(0, 4, (12,)).to(device)
     loss = train_epochs(cross_entropy_of(model), list(model.parameters()), x, y, epochs=1, batch_size=5, lr=0.01)
@@ -282,7 +286,32 @@ def test_a_whole_fedft_eds_run_on_the_device_aggregates_every_round(
     run_in_process(config, num_partitions=3)
     summary = json.loads((tmp_path / "results" / "run" / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["rounds_aggregated"] == 2
+    assert summary["machine"]["device"] == str(device)
     assert (tmp_path / "results" / "run" / "accuracy.png").stat().st_size > 10_000  # the run's plot
+
+
+ZEN5_CPUINFO = (
+    "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\nmodel name\t: AMD EPYC\n"
+    "flags\t\t: fpu avx2 avx512f\n\nprocessor\t: 1\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\n"
+)
+ARM_CPUINFO = "processor\t: 0\nBogoMIPS\t: 108.00\nFeatures\t: fp asimd\nCPU implementer\t: 0x41\n\nprocessor\t: 1\n"
+
+
+def test_the_cpu_is_named_with_its_generation_where_linux_gives_it() -> None:
+    """A hypervisor's ``AMD EPYC`` covers generations whose kernels round differently: family and model tell them
+    apart. An ARM board's /proc/cpuinfo has no model name: the architecture stands in."""
+    assert cpu_name(ZEN5_CPUINFO) == "AMD EPYC (family 26, model 2)"
+    assert cpu_name(ARM_CPUINFO) == platform.machine()
+    assert cpu_name()  # this machine's, whatever it is
+
+
+def test_what_computes_is_described_for_every_device(device: torch.device) -> None:
+    description = compute_description(device)
+    assert description["device"] == str(device) and description["torch"] == torch.__version__
+    assert description["threads"] == torch.get_num_threads() >= 1
+    assert description["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert ("gpu" in description) == (device.type == "cuda")
+    json.dumps(description)  # it goes into summary.json as it is
 
 
 def test_a_cuda_device_is_made_deterministic(monkeypatch: pytest.MonkeyPatch) -> None:

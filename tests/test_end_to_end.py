@@ -38,6 +38,7 @@ SUMMARY_FIELDS = {
     "learning_efficiency",
     "nodes_refused",
     "label_counts_refused",
+    "machine",
 }
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from server_app.results import RunRecorder, learning_efficiency, run_directory
+from server_app.results import RunRecorder, learning_efficiency, readable_summary, run_directory
 from tests.conftest import make_config
 
 
@@ -45,6 +45,24 @@ def test_recorder_writes_every_contract_field(tmp_path: Path) -> None:
     assert on_disk["learning_efficiency"] == pytest.approx(100 * 0.6 / 8.0)
     assert on_disk["initial_accuracy"] == 0.1 and on_disk["rounds"] == 2 and on_disk["method"] == "fedft-eds"
     assert torch.equal(torch.load(run / "model.pt")["w"], torch.ones(2))
+
+
+def test_the_summary_says_what_the_server_computed_on(tmp_path: Path) -> None:
+    """Trained models differ between CPU generations and thread counts: the summary and the log's last lines name
+    them, so that a figure that differs from the docs can be traced to its machine."""
+    config = make_config(results_dir=str(tmp_path), run_name="r")
+    machine = {"device": "cpu", "cpu": "AMD EPYC (family 26, model 2)", "cpu_capability": "AVX512"}
+    recorder = RunRecorder(run_directory(config), config, machine={**machine, "torch": "2.13.0+cpu", "threads": 2})
+    recorder.evaluated(0, 2.3, 0.1)
+    recorder.round_started(1, [0], 10)
+    recorder.replies_received(1, [stats(0, 10, 1.5)], 9)
+    recorder.evaluated(1, 1.0, 0.6)
+    summary = recorder.finish({"w": torch.ones(2)})
+    assert json.loads((tmp_path / "r" / "summary.json").read_text())["machine"]["cpu"] == machine["cpu"]
+    assert readable_summary(summary)[-1] == (
+        "server computed on cpu: AMD EPYC (family 26, model 2), torch 2.13.0+cpu, CPU kernels AVX512, 2 threads"
+    )
+    assert "machine" not in RunRecorder(tmp_path / "other", config).summary()  # only what is known
 
 
 def test_learning_efficiency_without_training_time_is_nan() -> None:
