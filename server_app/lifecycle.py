@@ -110,17 +110,42 @@ def expected_examples(config: RunConfig) -> Callable[[int], int | None]:
     return lambda num_local: selection_size(num_local, config.selection_fraction)
 
 
-def stop_recorder(recorder: RunRecorder) -> Callable[[], None]:
-    """An exit handler for Flower's registry that records a stopped run as ``interrupted``. It holds the recorder
-    weakly: Flower keeps every handler for the life of the process, and a process that runs many runs (in-process
-    experiment cells) would otherwise keep each run's model and data."""
-    reference = weakref.ref(recorder)
+class StopRecord:
+    """Records a stop of one run, whenever it comes: Flower runs it as an exit handler on SIGINT (how
+    simulation/local_run.py stops a run), in the thread that got the signal, and the start calls it on Ctrl-C in
+    its own thread. Before the run's recorder exists (pretraining, the clients' start, the start checks) it writes
+    config.json, an empty rounds.jsonl and summary.json saying ``interrupted`` with no rounds (``resume = true``
+    then starts afresh), unless the run resumes, which keeps the summary of the stop it resumes from; afterwards,
+    the recorder's stop (the rounds it had checkpointed). It acts at most once, and not once disarmed (the run
+    ended). It holds the recorder weakly: Flower keeps every handler for the life of the process, and a process
+    that runs many runs (in-process experiment cells) would otherwise keep each run's model and data."""
 
-    def interrupted() -> None:
-        if (alive := reference()) is not None:
-            alive.stopped("interrupted")
+    def __init__(self, directory: Path, config: RunConfig, device: torch.device, resumed: bool) -> None:
+        self.directory, self.config, self.device, self.resumed = directory, config, device, resumed
+        self.recorder: Callable[[], RunRecorder | None] | None = None
+        self.armed = True
+        self.lock = threading.Lock()
 
-    return interrupted
+    def take_over(self, recorder: RunRecorder) -> None:
+        """From now on a stop is the recorder's."""
+        with self.lock:
+            self.recorder = weakref.ref(recorder)
+
+    def disarm(self) -> None:
+        with self.lock:
+            self.armed = False
+
+    def __call__(self) -> None:
+        with self.lock:
+            if not self.armed:
+                return
+            self.armed = False
+            if self.recorder is not None:
+                if (recorder := self.recorder()) is not None:
+                    recorder.stopped("interrupted")
+            elif not self.resumed:
+                machine = compute_description(self.device)
+                RunRecorder(self.directory, self.config, machine=machine).stopped("interrupted")
 
 
 @dataclass
@@ -148,17 +173,24 @@ class FederatedRun:
 
     @classmethod
     def _start(cls, grid: Grid, context: Context, held: ExitStack) -> FederatedRun:
+        record_stop: StopRecord | None = None
         try:
             config = parse_run_config(context.run_config)
             device = resolve_device(config.server_device, key="run config 'server-device'")
             directory = run_directory(config)
             created = not directory.exists()
             held.enter_context(lock_run_folder(directory, config.results_dir, config.resume))
+            log(
+                INFO, "results go to %s (a stopped run goes on with run-name=%r resume=true)", directory, directory.name
+            )
             if created:  # runs before the lock is released: a run refused at start leaves no empty folder
                 held.callback(remove_if_unused, directory)
             check_source(config)
             split = federated_split(config)
             checkpoint = resume_point(directory, config)
+            record_stop = StopRecord(directory, config, device, resumed=checkpoint is not None)
+            add_exit_handler(record_stop)
+            held.callback(record_stop.disarm)
             # Pretraining overlaps the clients' start (Ray, their imports, their data). The population check needs
             # the clients' answers, so it comes after: an impossible run is refused as soon as they have answered,
             # as before, and its pretraining is cancelled (at its next mini-batch) when the start fails.
@@ -182,6 +214,7 @@ class FederatedRun:
                 resume_from=checkpoint.results if checkpoint else None,
                 machine=compute_description(device),
             )
+            record_stop.take_over(recorder)
             frozen, trained = split_state(state, build_model_for(config).upper_state_keys(config.freeze))
             label_counts = LabelCountRegistry(split.info.num_classes, noisy=config.label_dp_epsilon > 0)
             select = cohort_policy(config, label_counts, population.expected)
@@ -190,8 +223,11 @@ class FederatedRun:
         except SETUP_ERRORS as err:
             log(ERROR, "cannot start the run: %s", err)
             raise RunSetupError(str(err)) from None
+        except KeyboardInterrupt:  # Ctrl-C in this thread (an in-process run): recorded as in the engine
+            if record_stop is not None:
+                record_stop()
+            raise
         log(INFO, "%d clients connected; partition sizes %s; the server computes on %s", len(connected), sizes, device)
-        log(INFO, "results go to %s (a stopped run goes on with run-name=%r resume=true)", directory, directory.name)
         log(
             INFO,
             "method %s: freeze %s, data-selection %s (P_ds %.2f), objective %s, client-selection %s, "
@@ -271,7 +307,6 @@ class FederatedRun:
             return strategy.global_arrays(arrays)
         with span(EVALUATION):
             evaluate = CentralEvaluation(self.config, self.frozen, self.device)
-        add_exit_handler(stop_recorder(self.recorder))  # Flower runs it on SIGINT: how simulation/local_run.py stops
         try:
             result = strategy.start(
                 grid=grid,

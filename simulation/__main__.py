@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 from run_config.settings import ConfigError
 from run_config.text import parse_overrides
@@ -46,6 +47,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--run-config", default="", help="overrides, e.g. \"num-server-rounds=5 dataset='fashion-mnist'\""
     )
+    parser.add_argument(
+        "--flwr-home",
+        type=Path,
+        help="the Flower folder of this run (its SuperLink's state, superlink.log), kept; default: a fresh folder "
+        "under .flwr-home/, removed after a completed run",
+    )
     parser.add_argument(CHECKED, action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     try:
@@ -60,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.flush()
         os.execv(sys.executable, [sys.executable, "-m", "simulation", *sys.argv[1:], CHECKED])
     resources = Resources(args.cpus_per_client, args.gpus_per_client, args.ray_address)
-    return run_simulation(overrides, num_supernodes=args.num_supernodes, resources=resources)
+    return run_simulation(overrides, num_supernodes=args.num_supernodes, resources=resources, flwr_home=args.flwr_home)
 
 
 if __name__ == "__main__":
@@ -69,8 +76,7 @@ if __name__ == "__main__":
         sys.exit(main())
     except KeyboardInterrupt:  # the run's processes were stopped on the way out (local_run.py)
         print(
-            "stopped (Ctrl-C): a run that had begun its rounds goes on with the run-name and resume=true that the log"
-            " gave at its start",
+            "stopped (Ctrl-C): the run goes on with the run-name and resume=true that the log gave at its start",
             file=sys.stderr,
         )
         sys.exit(130)

@@ -38,7 +38,9 @@ class ServerKilled(RuntimeError):
 
 class InProcessGrid(FakeGrid):
     """Nodes 101, 102, … holding partitions 0, 1, …; ``kill_at_round`` dies when that round's training starts;
-    ``stop_at_round`` runs Flower's exit handlers there, as its SIGINT handler does, and answers on."""
+    ``stop_at_round`` runs Flower's exit handlers there, as its SIGINT handler does, and answers on;
+    ``stop_at_start`` runs them at the clients' identity query (the run is starting: pretraining) and then dies, as
+    the engine's process ends after them."""
 
     def __init__(
         self,
@@ -46,6 +48,7 @@ class InProcessGrid(FakeGrid):
         num_partitions: int,
         kill_at_round: int | None = None,
         stop_at_round: int | None = None,
+        stop_at_start: bool = False,
     ) -> None:
         self.contexts = {
             101 + pid: Context(
@@ -60,8 +63,13 @@ class InProcessGrid(FakeGrid):
         super().__init__(self.contexts, {message_type: self._answer for message_type in HANDLERS})
         self.kill_at_round = kill_at_round
         self.stop_at_round = stop_at_round
+        self.stop_at_start = stop_at_start
 
     def _answer(self, msg: Message) -> Message:
+        if msg.metadata.message_type == IDENTIFY and self.stop_at_start:
+            trigger_exit_handlers(run_before_force_exit=True)
+            trigger_exit_handlers(run_before_force_exit=False)
+            raise ServerKilled("stopped while the run was starting")
         if msg.metadata.message_type == TRAIN and msg.content[CONFIG][SERVER_ROUND] == self.kill_at_round:
             raise ServerKilled(f"killed at the start of round {self.kill_at_round}")
         if msg.metadata.message_type == TRAIN and msg.content[CONFIG][SERVER_ROUND] == self.stop_at_round:
@@ -104,9 +112,10 @@ def run_in_process(
     num_partitions: int = 4,
     kill_at_round: int | None = None,
     stop_at_round: int | None = None,
+    stop_at_start: bool = False,
 ) -> InProcessGrid:
     """Run the ServerApp's main to the end (or until killed) against in-process clients."""
-    grid = InProcessGrid(run_config, num_partitions, kill_at_round, stop_at_round)
+    grid = InProcessGrid(run_config, num_partitions, kill_at_round, stop_at_round, stop_at_start)
     threads = torch.get_num_threads()  # the client sets its thread count; keep it from leaking into other tests
     try:
         server.main(

@@ -113,6 +113,65 @@ def test_a_run_stopped_by_a_signal_records_the_rounds_done_before_it_and_resumes
     assert resumed["final_accuracy"] == json.loads((results / "a" / "summary.json").read_text())["final_accuracy"]
 
 
+def test_a_run_stopped_while_it_starts_records_the_stop_and_resumes_afresh(uninterrupted: Path) -> None:
+    """Flower's exit handlers run (as on SIGINT) while the clients answer the identity query, pretraining
+    meanwhile, and the process ends: summary.json says ``interrupted`` with no rounds, beside config.json and an
+    empty rounds.jsonl; ``resume = true`` then runs it afresh to the uninterrupted run's result."""
+    results = uninterrupted / "results"
+    with pytest.raises(ServerKilled):
+        run_in_process(fedentopt_config(uninterrupted, "stopped-early"), stop_at_start=True)
+    folder = results / "stopped-early"
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["rounds"] == 0 and summary["best_accuracy"] is None
+    assert summary["machine"]["device"] == "cpu"
+    assert json.loads((folder / "config.json").read_text())["run-name"] == "stopped-early"
+    assert (folder / "rounds.jsonl").read_text() == ""
+    assert not (folder / CHECKPOINT_FILE).exists() and not (folder / "model.pt").exists()
+
+    run_in_process(fedentopt_config(uninterrupted, "stopped-early", resume=True))
+    assert without_timings(rounds_of(results, "stopped-early")) == without_timings(rounds_of(results, "a"))
+    assert json.loads((folder / "summary.json").read_text())["status"] == "completed"
+
+
+def test_a_resumed_run_stopped_while_it_starts_keeps_the_summary_it_resumes_from(uninterrupted: Path) -> None:
+    results = uninterrupted / "results"
+    run_in_process(fedentopt_config(uninterrupted, "twice"), stop_at_round=3)
+    before = (results / "twice" / "summary.json").read_text()
+    with pytest.raises(ServerKilled):
+        run_in_process(fedentopt_config(uninterrupted, "twice", resume=True), stop_at_start=True)
+    assert (results / "twice" / "summary.json").read_text() == before  # interrupted after round 2, as it was
+    assert load_checkpoint(results / "twice" / CHECKPOINT_FILE).server_round == 2
+
+
+def test_ctrl_c_while_a_run_starts_is_recorded_as_a_stop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """KeyboardInterrupt in the ServerApp's own thread during the start checks (an in-process cell)."""
+
+    def interrupted(*args: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(lifecycle, "check_population", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_in_process(fedentopt_config(tmp_path, "ctrl-c-at-start"))
+    summary = json.loads((tmp_path / "results" / "ctrl-c-at-start" / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["rounds"] == 0
+
+
+def test_a_stop_after_the_run_ended_writes_nothing(tmp_path: Path) -> None:
+    """Flower keeps exit handlers for the life of the process: a later stop (another in-process cell) must leave
+    an ended run's files alone, a completed one's and a refused one's (whose folder was removed) alike."""
+    from flwr.supercore.exit.exit_handler import trigger_exit_handlers
+
+    run_in_process(fedentopt_config(tmp_path, "done", **{"num-server-rounds": 1}))
+    with pytest.raises(RunSetupError):
+        run_in_process(fedentopt_config(tmp_path, "refused", **{"fraction-train": 0.01, "min-train-nodes": 3}))
+    summary = (tmp_path / "results" / "done" / "summary.json").read_text()
+    trigger_exit_handlers(run_before_force_exit=True)
+    trigger_exit_handlers(run_before_force_exit=False)
+    assert (tmp_path / "results" / "done" / "summary.json").read_text() == summary
+    assert json.loads(summary)["status"] == "completed"
+    assert not (tmp_path / "results" / "refused").exists()
+
+
 def test_ctrl_c_between_a_rounds_record_and_its_checkpoint_leaves_the_files_agreeing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

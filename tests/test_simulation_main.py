@@ -46,7 +46,8 @@ def launched(tmp_path: Path, rounds: int) -> Iterator[subprocess.Popen]:
         f"results-dir='{tmp_path / 'results'}' run-name='main' node-wait-seconds=60.0"
     )
     launcher = subprocess.Popen(
-        [sys.executable, "-m", "simulation", "--num-supernodes", "2", "--run-config", run_config],
+        [sys.executable, "-m", "simulation", "--num-supernodes", "2", "--run-config", run_config]
+        + ["--flwr-home", str(tmp_path / "flwr-home")],  # a stopped run keeps its log: here, not in the checkout
         cwd=PROJECT_DIR,
         env={**os.environ, "FEDFT_TEST_MARKER": str(tmp_path)},
         stdout=subprocess.PIPE,
