@@ -60,6 +60,7 @@ def measure(seed: int, threads: int, run_config: str, cache_dir: str) -> dict:
         "model": config.model,
         "dataset": config.dataset,
         "epochs": config.pretrain_epochs,
+        "machine": report.get("machine"),
     }
 
 
