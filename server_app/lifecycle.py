@@ -48,7 +48,7 @@ from server_app.central_evaluation import CentralEvaluation
 from server_app.checkpoint import CHECKPOINT_FILE, Checkpoint, CheckpointError, resume_point, save_checkpoint
 from server_app.pretraining import check_source, initial_state, pretraining_report
 from server_app.results import RunRecorder, run_directory
-from server_app.run_errors import RunFailedError, RunSetupError
+from server_app.run_errors import RunFailedError, RunSetupError, RunStopped
 from server_app.run_lock import RunFolderError, lock_run_folder, remove_if_unused
 from strategies.client_population import ClientPopulation, NoClientsError
 from strategies.cohort_fedavg import CohortFedAvg, SelectCohort
@@ -111,24 +111,30 @@ def expected_examples(config: RunConfig) -> Callable[[int], int | None]:
 
 
 class StopRecord:
-    """Records a stop of one run, whenever it comes: Flower runs it as an exit handler on SIGINT (how
-    simulation/local_run.py stops a run), in the thread that got the signal, and the start calls it on Ctrl-C in
-    its own thread. Before the run's recorder exists (pretraining, the clients' start, the start checks) it writes
-    config.json, an empty rounds.jsonl and summary.json saying ``interrupted`` with no rounds (``resume = true``
-    then starts afresh), unless the run resumes, which keeps the summary of the stop it resumes from; afterwards,
-    the recorder's stop (the rounds it had checkpointed). It acts at most once, and not once disarmed (the run
-    ended). It holds the recorder weakly: Flower keeps every handler for the life of the process, and a process
-    that runs many runs (in-process experiment cells) would otherwise keep each run's model and data."""
+    """Records a stop of one run, whenever it comes after the run folder is locked: Flower runs it as an exit
+    handler on SIGINT (how simulation/local_run.py stops a run), in the thread that got the signal, and the start
+    calls it on Ctrl-C in its own thread. Before the run's recorder exists (loading the data, pretraining, the
+    clients' start, the start checks) it writes config.json, an empty rounds.jsonl and summary.json saying
+    ``interrupted`` with no rounds (``resume = true`` then starts afresh), unless the run resumes, which keeps the
+    summary of the stop it resumes from; afterwards, the recorder's stop (the rounds it had checkpointed). It acts
+    at most once, and not once disarmed (the start failed, or the run ended). It holds the recorder weakly: Flower
+    keeps every handler for the life of the process, and a process that runs many runs (in-process experiment
+    cells) would otherwise keep each run's model and data."""
 
     def __init__(self, directory: Path, config: RunConfig, device: torch.device, resumed: bool) -> None:
         self.directory, self.config, self.device, self.resumed = directory, config, device, resumed
         self.recorder: Callable[[], RunRecorder | None] | None = None
         self.armed = True
-        self.lock = threading.Lock()
+        #: Re-entrant: in a ServerApp that runs in the main thread, Flower's signal handler runs in the thread
+        #: that may hold it.
+        self.lock = threading.RLock()
 
     def take_over(self, recorder: RunRecorder) -> None:
-        """From now on a stop is the recorder's."""
+        """From now on a stop is the recorder's. ``RunStopped`` if the stop came first (its summary is written):
+        the run must not go on to record rounds beside it, in the moments before the engine ends the process."""
         with self.lock:
+            if not self.armed:
+                raise RunStopped("the run was stopped while it started")
             self.recorder = weakref.ref(recorder)
 
     def disarm(self) -> None:
@@ -183,14 +189,15 @@ class FederatedRun:
             log(
                 INFO, "results go to %s (a stopped run goes on with run-name=%r resume=true)", directory, directory.name
             )
+            resumed = config.resume and (directory / CHECKPOINT_FILE).exists()
+            record_stop = StopRecord(directory, config, device, resumed=resumed)
+            add_exit_handler(record_stop)
+            held.callback(record_stop.disarm)
             if created:  # runs before the lock is released: a run refused at start leaves no empty folder
                 held.callback(remove_if_unused, directory)
             check_source(config)
             split = federated_split(config)
             checkpoint = resume_point(directory, config)
-            record_stop = StopRecord(directory, config, device, resumed=checkpoint is not None)
-            add_exit_handler(record_stop)
-            held.callback(record_stop.disarm)
             # Pretraining overlaps the clients' start (Ray, their imports, their data). The population check needs
             # the clients' answers, so it comes after: an impossible run is refused as soon as they have answered,
             # as before, and its pretraining is cancelled (at its next mini-batch) when the start fails.
@@ -220,12 +227,16 @@ class FederatedRun:
             select = cohort_policy(config, label_counts, population.expected)
             if checkpoint and checkpoint.selection:
                 select.load_state_dict(checkpoint.selection)  # type: ignore[attr-defined]
-        except SETUP_ERRORS as err:
-            log(ERROR, "cannot start the run: %s", err)
-            raise RunSetupError(str(err)) from None
         except KeyboardInterrupt:  # Ctrl-C in this thread (an in-process run): recorded as in the engine
             if record_stop is not None:
                 record_stop()
+            raise
+        except BaseException as err:  # the run does not start: a stop from here on has nothing to record
+            if record_stop is not None:
+                record_stop.disarm()
+            if isinstance(err, SETUP_ERRORS):
+                log(ERROR, "cannot start the run: %s", err)
+                raise RunSetupError(str(err)) from None
             raise
         log(INFO, "%d clients connected; partition sizes %s; the server computes on %s", len(connected), sizes, device)
         log(

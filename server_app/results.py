@@ -356,8 +356,9 @@ def readable_summary(summary: dict[str, Any]) -> list[str]:
         + (f", learning efficiency {efficiency:.3f} %/s" if efficiency is not None else "")
     )
     if machine := summary.get("machine"):
+        gpu = f"{machine['gpu']} with " if "gpu" in machine else ""
         lines.append(
-            f"server computed on {machine['device']}: {machine.get('gpu') or machine['cpu']}, torch {machine['torch']}"
+            f"server computed on {machine['device']}: {gpu}{machine['cpu']}, torch {machine['torch']}"
             f", CPU kernels {machine['cpu_capability']}, {machine['threads']} threads"
         )
     return lines

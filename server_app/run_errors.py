@@ -20,6 +20,10 @@ class RunSetupError(RunError):
     """The run cannot start; the message says why."""
 
 
+class RunStopped(RunError):
+    """The run was stopped (a signal) and its summary says so; it must not go on."""
+
+
 class RunFailedError(RunError):
     """The run ended without training anything (no round aggregated an update)."""
 

@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--flwr-home",
-        type=Path,
+        type=lambda path: Path(path).resolve(),
         help="the Flower folder of this run (its SuperLink's state, superlink.log), kept; default: a fresh folder "
         "under .flwr-home/, removed after a completed run",
     )

@@ -9,10 +9,12 @@ from typing import Any
 
 import pytest
 import torch
+from flwr.supercore.exit.exit_handler import trigger_exit_handlers
 
 from server_app import lifecycle
+from server_app.background import Background
 from server_app.checkpoint import CHECKPOINT_FILE, Checkpoint, load_checkpoint
-from server_app.run_errors import RunFailedError, RunSetupError
+from server_app.run_errors import RunFailedError, RunSetupError, RunStopped
 from tests.in_process import ServerKilled, run_in_process, small_run_config
 
 #: Measured durations differ between two executions of the same computation; nothing else may.
@@ -143,6 +145,44 @@ def test_a_resumed_run_stopped_while_it_starts_keeps_the_summary_it_resumes_from
     assert load_checkpoint(results / "twice" / CHECKPOINT_FILE).server_round == 2
 
 
+def test_a_run_stopped_late_in_its_start_does_not_go_on_to_record_rounds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stop (Flower's exit handlers, as on SIGINT, from another thread in the engine) comes after pretraining,
+    during the start checks, and the ServerApp's thread would go on until the engine ends the process: it stops
+    instead of recording rounds beside the summary of the stop."""
+    checked = lifecycle.check_population
+
+    def stopped_meanwhile(*args: Any) -> None:
+        checked(*args)
+        trigger_exit_handlers(run_before_force_exit=True)
+        trigger_exit_handlers(run_before_force_exit=False)
+
+    monkeypatch.setattr(lifecycle, "check_population", stopped_meanwhile)
+    with pytest.raises(RunStopped):
+        run_in_process(fedentopt_config(tmp_path, "late"))
+    folder = tmp_path / "results" / "late"
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["rounds"] == 0
+    assert (folder / "rounds.jsonl").read_text() == "" and not (folder / CHECKPOINT_FILE).exists()
+
+
+def test_a_stop_while_a_refused_start_unwinds_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refused start waits for its cancelled pretraining: a stop during that wait has no run to record, and the
+    folder the refused run created is removed, as without the stop."""
+    cancel = Background.cancel
+
+    def stopped_meanwhile(background: Background, wait: float = 0.0) -> None:
+        trigger_exit_handlers(run_before_force_exit=True)
+        trigger_exit_handlers(run_before_force_exit=False)
+        cancel(background, wait)
+
+    monkeypatch.setattr(Background, "cancel", stopped_meanwhile)
+    with pytest.raises(RunSetupError):
+        run_in_process(fedentopt_config(tmp_path, "refused", **{"fraction-train": 0.01, "min-train-nodes": 3}))
+    assert not (tmp_path / "results" / "refused").exists()
+
+
 def test_ctrl_c_while_a_run_starts_is_recorded_as_a_stop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """KeyboardInterrupt in the ServerApp's own thread during the start checks (an in-process cell)."""
 
@@ -159,8 +199,6 @@ def test_ctrl_c_while_a_run_starts_is_recorded_as_a_stop(tmp_path: Path, monkeyp
 def test_a_stop_after_the_run_ended_writes_nothing(tmp_path: Path) -> None:
     """Flower keeps exit handlers for the life of the process: a later stop (another in-process cell) must leave
     an ended run's files alone, a completed one's and a refused one's (whose folder was removed) alike."""
-    from flwr.supercore.exit.exit_handler import trigger_exit_handlers
-
     run_in_process(fedentopt_config(tmp_path, "done", **{"num-server-rounds": 1}))
     with pytest.raises(RunSetupError):
         run_in_process(fedentopt_config(tmp_path, "refused", **{"fraction-train": 0.01, "min-train-nodes": 3}))
