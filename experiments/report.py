@@ -19,7 +19,7 @@ from experiments.plots import (
 )
 from experiments.runner import CELLS_DIR
 from experiments.spec import Cell, Experiment
-from experiments.summary import summarise, write_summary
+from experiments.summary import computed_on, summarise, write_summary
 from run_config import parse_run_config
 
 
@@ -38,7 +38,7 @@ def write_report(experiment: Experiment, results_dir: Path) -> list[Path]:
     results = finished_results(experiment, results_dir)
     missing = [c for c in experiment.cells if c not in results]
     rows = summarise(experiment, results)
-    written = [write_summary(experiment, rows, results_dir, missing), results_dir / "summary.csv"]
+    written = [write_summary(experiment, rows, results_dir, missing, computed_on(results)), results_dir / "summary.csv"]
     if not results:
         return written
     curves, plan = mean_curves(experiment, results), planned(experiment)

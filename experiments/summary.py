@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import math
 import statistics
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,8 +112,33 @@ def write_csv(experiment: Experiment, rows: Sequence[SummaryRow], path: Path) ->
             writer.writerow([*(point[k] for k in keys), row.method, " ".join(map(str, row.seeds)), *values])
 
 
-def write_summary(experiment: Experiment, rows: Sequence[SummaryRow], directory: Path, missing: Sequence[Cell]) -> Path:
-    """summary.md (title, description, cost, table, missing cells) and summary.csv; returns summary.md."""
+def machine_name(machine: Mapping[str, object] | None) -> str:
+    """A cell's server machine (summary.json's ``machine``) in a few words."""
+    if not machine:
+        return "not recorded (cells from before 24 November 2026)"
+    gpu = f"{machine['gpu']} with " if machine.get("gpu") else ""
+    return (
+        f"{gpu}{machine['cpu']}, torch {machine['torch']}, CPU kernels {machine['cpu_capability']}, "
+        f"{machine['threads']} threads"
+    )
+
+
+def computed_on(results: Mapping[Cell, CellResult]) -> str:
+    """Which machines' servers computed the finished cells, and how many cells each: a trained model, and so a
+    table's digits, differ between CPU generations (README, Quickstart)."""
+    counts = Counter(machine_name(result.summary.get("machine")) for result in results.values())
+    return "; ".join(f"{name} ({count} cell{'s' if count > 1 else ''})" for name, count in counts.most_common())
+
+
+def write_summary(
+    experiment: Experiment,
+    rows: Sequence[SummaryRow],
+    directory: Path,
+    missing: Sequence[Cell],
+    machines: str = "",
+) -> Path:
+    """summary.md (title, description, cost, table, missing cells, the machines of ``computed_on``) and
+    summary.csv; returns summary.md."""
     lines = [f"# {experiment.name}", "", experiment.description.strip(), ""]
     if experiment.paper:
         lines += [f"Mirrors: {experiment.paper.strip()}", ""]
@@ -129,6 +155,8 @@ def write_summary(experiment: Experiment, rows: Sequence[SummaryRow], directory:
     ]
     if missing:
         lines += ["Cells without results (not run yet, or failed): " + ", ".join(c.name for c in missing), ""]
+    if machines:
+        lines += [f"Computed on: {machines}.", ""]
     path = directory / "summary.md"
     path.write_text("\n".join(lines))
     write_csv(experiment, rows, directory / "summary.csv")

@@ -149,6 +149,9 @@ def test_report_tables_and_figures_from_real_cells(tmp_path: Path) -> None:
     table = (results_dir / "summary.md").read_text()
     row = next(line for line in table.splitlines() if line.startswith("| fedft-eds |"))
     assert row.startswith(f"| fedft-eds | 2 | {100 * mean_best:.2f} ± ")
+    machine = summaries[0]["machine"]
+    assert f"Computed on: {machine['cpu']}, torch {machine['torch']}, CPU kernels " in table
+    assert table.count("Computed on:") == 1 and "(2 cells)." in table  # both cells on this machine
     assert (results_dir / "experiment.yaml").read_text() == experiment.path.read_text()
 
 

@@ -14,7 +14,7 @@ from experiments.class_accuracy import class_accuracy_table, write_class_accurac
 from experiments.plots import mean_curves, planned, plot_accuracy, plot_cohort_entropy, plot_learning_efficiency
 from experiments.progress import format_duration, progress_line, seconds_left
 from experiments.spec import parse_experiment
-from experiments.summary import markdown_table, mean_std, summarise, write_csv
+from experiments.summary import computed_on, markdown_table, mean_std, summarise, write_csv
 
 
 def experiment():
@@ -51,6 +51,20 @@ def results():
         fedavg1: result(0.7, [12.0, 14.0], [0.7, 0.6], [3.1, 3.3]),
         eds0: result(0.8, [1.0, 1.0], [0.8, 0.7], [2.0, 2.0]),  # seed 1 of fedft-eds has not finished
     }
+
+
+def test_the_machines_that_computed_the_cells_are_named_with_their_counts() -> None:
+    cells = results()
+    epyc = {"device": "cpu", "cpu": "AMD EPYC (family 26, model 2)", "torch": "2.13.0+cpu", "threads": 2}
+    first, second, third = cells.values()
+    first.summary["machine"] = second.summary["machine"] = {**epyc, "cpu_capability": "AVX512"}
+    third.summary["machine"] = {**epyc, "device": "cuda:0", "gpu": "NVIDIA H100", "cpu_capability": "AVX2"}
+    assert computed_on(cells) == (
+        "AMD EPYC (family 26, model 2), torch 2.13.0+cpu, CPU kernels AVX512, 2 threads (2 cells); "
+        "NVIDIA H100 with AMD EPYC (family 26, model 2), torch 2.13.0+cpu, CPU kernels AVX2, 2 threads (1 cell)"
+    )
+    del third.summary["machine"]
+    assert computed_on(cells).endswith("; not recorded (cells from before 24 November 2026) (1 cell)")
 
 
 def test_mean_std_is_sample_std_and_none_for_one_value() -> None:
