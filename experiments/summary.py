@@ -12,7 +12,10 @@ from pathlib import Path
 
 from experiments.cell_results import CellResult
 from experiments.spec import Cell, Experiment, point_label
+from models.device import describe_machine
 
+#: The machine of a cell whose summary.json has none.
+NOT_RECORDED = "not recorded (cells from before 24 November 2026)"
 #: summary.json field -> (column title, factor for display, decimals)
 METRICS: dict[str, tuple[str, float, int]] = {
     "best_accuracy": ("best acc. (%)", 100.0, 2),
@@ -112,21 +115,13 @@ def write_csv(experiment: Experiment, rows: Sequence[SummaryRow], path: Path) ->
             writer.writerow([*(point[k] for k in keys), row.method, " ".join(map(str, row.seeds)), *values])
 
 
-def machine_name(machine: Mapping[str, object] | None) -> str:
-    """A cell's server machine (summary.json's ``machine``) in a few words."""
-    if not machine:
-        return "not recorded (cells from before 24 November 2026)"
-    gpu = f"{machine['gpu']} with " if machine.get("gpu") else ""
-    return (
-        f"{gpu}{machine['cpu']}, torch {machine['torch']}, CPU kernels {machine['cpu_capability']}, "
-        f"{machine['threads']} threads"
-    )
-
-
 def computed_on(results: Mapping[Cell, CellResult]) -> str:
     """Which machines' servers computed the finished cells, and how many cells each: a trained model, and so a
     table's digits, differ between CPU generations (README, Quickstart)."""
-    counts = Counter(machine_name(result.summary.get("machine")) for result in results.values())
+    counts = Counter(
+        describe_machine(machine) if (machine := result.summary.get("machine")) else NOT_RECORDED
+        for result in results.values()
+    )
     return "; ".join(f"{name} ({count} cell{'s' if count > 1 else ''})" for name, count in counts.most_common())
 
 

@@ -96,6 +96,17 @@ def compute_description(device: torch.device) -> dict[str, str | int]:
     return description
 
 
+def describe_machine(description: dict[str, str | int]) -> str:
+    """``compute_description``'s record in a few words, e.g. ``AMD EPYC (family 26, model 2), torch 2.13.0+cpu,
+    CPU kernels AVX512, 2 threads`` (a GPU first, where there is one)."""
+    gpu = f"{description['gpu']} with " if description.get("gpu") else ""
+    threads = description["threads"]
+    return (
+        f"{gpu}{description['cpu']}, torch {description['torch']}, CPU kernels {description['cpu_capability']}, "
+        f"{threads} thread{'' if threads == 1 else 's'}"
+    )
+
+
 def resolve_device(name: str, key: str = "'device'") -> torch.device:
     """The torch device for ``name``; DeviceUnavailableError naming ``key`` (e.g. ``run config 'device'``) when it
     is not on this node."""

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from flwr.common.logger import log
 
+from models.device import describe_machine
 from run_config import RunConfig
 from server_app.atomic_write import replace_file, replace_text
 from server_app.run_plot import write_cycles_plot, write_run_plot
@@ -356,9 +357,5 @@ def readable_summary(summary: dict[str, Any]) -> list[str]:
         + (f", learning efficiency {efficiency:.3f} %/s" if efficiency is not None else "")
     )
     if machine := summary.get("machine"):
-        gpu = f"{machine['gpu']} with " if "gpu" in machine else ""
-        lines.append(
-            f"server computed on {machine['device']}: {gpu}{machine['cpu']}, torch {machine['torch']}"
-            f", CPU kernels {machine['cpu_capability']}, {machine['threads']} threads"
-        )
+        lines.append(f"server computed on {machine['device']}: {describe_machine(machine)}")
     return lines

@@ -33,6 +33,7 @@ from models.device import (
     available_devices,
     compute_description,
     cpu_name,
+    describe_machine,
     is_device_name,
     make_cuda_deterministic,
     resolve_device,
@@ -312,6 +313,9 @@ def test_what_computes_is_described_for_every_device(device: torch.device) -> No
     assert description["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     assert ("gpu" in description) == (device.type == "cuda")
     json.dumps(description)  # it goes into summary.json as it is
+    words = describe_machine({**description, "threads": 1})
+    assert words.startswith(f"{description['gpu']} with " if "gpu" in description else description["cpu"])
+    assert words.endswith(f", CPU kernels {description['cpu_capability']}, 1 thread")
 
 
 def test_a_cuda_device_is_made_deterministic(monkeypatch: pytest.MonkeyPatch) -> None:

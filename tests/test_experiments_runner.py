@@ -151,7 +151,7 @@ def test_report_tables_and_figures_from_real_cells(tmp_path: Path) -> None:
     assert row.startswith(f"| fedft-eds | 2 | {100 * mean_best:.2f} ± ")
     machine = summaries[0]["machine"]
     assert f"Computed on: {machine['cpu']}, torch {machine['torch']}, CPU kernels " in table
-    assert table.count("Computed on:") == 1 and "(2 cells)." in table  # both cells on this machine
+    assert table.count("Computed on:") == 1 and "(4 cells)." in table  # every cell on this machine
     assert (results_dir / "experiment.yaml").read_text() == experiment.path.read_text()
 
 
