@@ -20,6 +20,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import torch
 
 from data.node_data import export_partitions
 from deployment.credentials import write_credentials
@@ -41,6 +42,11 @@ def wait_for(predicate, timeout: float, what: str) -> None:
             return
         time.sleep(0.5)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def read_lines(path: Path) -> list[str]:
+    """The lines of ``path``; none while it does not exist."""
+    return path.read_text().splitlines() if path.is_file() else []
 
 
 def assert_refused_by_gate(result: subprocess.CompletedProcess) -> None:
@@ -176,6 +182,28 @@ def test_tls_authenticated_deployment_runs_fedft_eds_with_fedentopt(tmp_path: Pa
             assert "Connection attempt failed" in text and "SuperNode ID:" not in text
             assert "Receiving:" not in text
         assert "SuperNode ID:" in (homes / "node-0" / "supernode.log").read_text()
+
+        # `flwr stop` during a deployed run: the ServerApp's process records the stop, and summary.json, rounds.jsonl
+        # and the checkpoint hold the same rounds, with no final model. (Node 3 is refused again: no 20 s wait.)
+        long_run = (
+            'method="fedavg" model="lenet5" pretrain="none" num-server-rounds=500 local-epochs=1 '
+            f'node-wait-seconds=2.0 run-name="stopped" results-dir="{tmp_path / "results"}" '
+            f'feature-cache-dir="{tmp_path / "features"}" dirichlet-alpha=0.5'
+        )
+        run_id = json.loads(flwr("run", str(PROJECT), "deploy", "--format", "json", "--run-config", long_run).stdout)[
+            "run-id"
+        ]
+        stopped = tmp_path / "results" / "stopped"
+        wait_for(lambda: len(read_lines(stopped / "rounds.jsonl")) >= 1, 300, "a round of the run to stop")
+        assert flwr("stop", run_id, "deploy").returncode == 0
+        wait_for(lambda: (stopped / "summary.json").is_file(), 60, "the stopped run's summary")
+        listing = json.loads(flwr("ls", "deploy", "--format", "json").stdout)
+        assert {r["run-id"]: r["status"] for r in listing["runs"]}[run_id] == "finished:stopped"
+        summary = json.loads((stopped / "summary.json").read_text())
+        assert summary["status"] == "interrupted" and 1 <= summary["rounds"] < 500
+        assert len(read_lines(stopped / "rounds.jsonl")) == summary["rounds"]
+        assert torch.load(stopped / "checkpoint.pt", weights_only=False)["server_round"] == summary["rounds"]
+        assert not (stopped / "model.pt").exists()
     finally:
         stop = sh(str(SCRIPTS / "stop.sh"), *map(str, states))
         leftovers = processes_marked(marker, MARKER)
