@@ -71,8 +71,8 @@ def cpu_name(cpuinfo: str | None = None) -> str:
         except OSError:
             return platform.processor() or platform.machine()
     first = cpuinfo.split("\n\n")[0]
-    fields = dict(line.split(":", 1) for line in first.splitlines() if ":" in line)
-    fields = {key.strip(): value.strip() for key, value in fields.items()}
+    pairs = (line.split(":", 1) for line in first.splitlines() if ":" in line)
+    fields = {key.strip(): value.strip() for key, value in pairs}
     name = fields.get("model name") or fields.get("Model") or platform.machine()
     if "cpu family" in fields and "model" in fields:
         name += f" (family {fields['cpu family']}, model {fields['model']})"

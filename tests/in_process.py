@@ -32,6 +32,13 @@ HANDLERS = {
 }
 
 
+def flower_stop() -> None:
+    """Run Flower's exit handlers as its SIGINT handler does (those run before its force-exit, then the rest),
+    without ending the process."""
+    trigger_exit_handlers(run_before_force_exit=True)
+    trigger_exit_handlers(run_before_force_exit=False)
+
+
 class ServerKilled(RuntimeError):
     """Stands for the server process dying (raised by the grid when told to)."""
 
@@ -67,15 +74,13 @@ class InProcessGrid(FakeGrid):
 
     def _answer(self, msg: Message) -> Message:
         if msg.metadata.message_type == IDENTIFY and self.stop_at_start:
-            trigger_exit_handlers(run_before_force_exit=True)
-            trigger_exit_handlers(run_before_force_exit=False)
+            flower_stop()
             raise ServerKilled("stopped while the run was starting")
         if msg.metadata.message_type == TRAIN and msg.content[CONFIG][SERVER_ROUND] == self.kill_at_round:
             raise ServerKilled(f"killed at the start of round {self.kill_at_round}")
         if msg.metadata.message_type == TRAIN and msg.content[CONFIG][SERVER_ROUND] == self.stop_at_round:
             self.stop_at_round = None
-            trigger_exit_handlers(run_before_force_exit=True)
-            trigger_exit_handlers(run_before_force_exit=False)
+            flower_stop()
         try:
             return HANDLERS[msg.metadata.message_type](msg, self.contexts[msg.metadata.dst_node_id])
         except Exception as err:  # what Flower's ClientApp runner does with a handler's exception

@@ -9,13 +9,12 @@ from typing import Any
 
 import pytest
 import torch
-from flwr.supercore.exit.exit_handler import trigger_exit_handlers
 
 from server_app import lifecycle
 from server_app.background import Background
 from server_app.checkpoint import CHECKPOINT_FILE, Checkpoint, load_checkpoint
 from server_app.run_errors import RunFailedError, RunSetupError, RunStopped
-from tests.in_process import ServerKilled, run_in_process, small_run_config
+from tests.in_process import ServerKilled, flower_stop, run_in_process, small_run_config
 
 #: Measured durations differ between two executions of the same computation; nothing else may.
 TIMING_FIELDS = {"wall_seconds", "client_train_seconds"}
@@ -155,8 +154,7 @@ def test_a_run_stopped_late_in_its_start_does_not_go_on_to_record_rounds(
 
     def stopped_meanwhile(*args: Any) -> None:
         checked(*args)
-        trigger_exit_handlers(run_before_force_exit=True)
-        trigger_exit_handlers(run_before_force_exit=False)
+        flower_stop()
 
     monkeypatch.setattr(lifecycle, "check_population", stopped_meanwhile)
     with pytest.raises(RunStopped):
@@ -173,8 +171,7 @@ def test_a_stop_while_a_refused_start_unwinds_writes_nothing(tmp_path: Path, mon
     cancel = Background.cancel
 
     def stopped_meanwhile(background: Background, wait: float = 0.0) -> None:
-        trigger_exit_handlers(run_before_force_exit=True)
-        trigger_exit_handlers(run_before_force_exit=False)
+        flower_stop()
         cancel(background, wait)
 
     monkeypatch.setattr(Background, "cancel", stopped_meanwhile)
@@ -203,8 +200,7 @@ def test_a_stop_after_the_run_ended_writes_nothing(tmp_path: Path) -> None:
     with pytest.raises(RunSetupError):
         run_in_process(fedentopt_config(tmp_path, "refused", **{"fraction-train": 0.01, "min-train-nodes": 3}))
     summary = (tmp_path / "results" / "done" / "summary.json").read_text()
-    trigger_exit_handlers(run_before_force_exit=True)
-    trigger_exit_handlers(run_before_force_exit=False)
+    flower_stop()
     assert (tmp_path / "results" / "done" / "summary.json").read_text() == summary
     assert json.loads(summary)["status"] == "completed"
     assert not (tmp_path / "results" / "refused").exists()
