@@ -79,17 +79,17 @@ def batchnorm_reestimated_accuracy(model_file: Path) -> float:
     """Test accuracy of a run's final model after its BatchNorm statistics are recomputed on the public split."""
     from data.federated import load_public_split, load_test_set
     from data.transforms import to_model_input
+    from models.batchnorm import settle_batchnorm
     from models.training import evaluate
     from run_config import build_model_for, federated_split
     from run_config.overrides import config_with_overrides
-    from server_app.pretraining import recompute_batchnorm_statistics
 
     config = config_with_overrides("")
     split = federated_split(config)
     test, public = load_test_set(split), load_public_split(split)
     model = build_model_for(config)
     model.load_state_dict(torch.load(model_file))
-    recompute_batchnorm_statistics(model, to_model_input(public.images, split.info), config.eval_batch_size)
+    settle_batchnorm(model, to_model_input(public.images, split.info), batch_size=config.eval_batch_size)
     _, accuracy = evaluate(
         model.eval(), to_model_input(test.images, split.info), torch.from_numpy(test.labels), config.eval_batch_size
     )

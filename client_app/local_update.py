@@ -3,7 +3,8 @@
 With ``freeze = none`` this is FedAvg's (or FedProx's) update of the whole model. Otherwise φ (the stages
 up to the split level) is frozen in eval mode and θ is trained; φ(x) is taken from the feature cache when
 possible, so later rounds run only θ. The entropy pass uses the received model in eval mode, once,
-before training; the chosen subset is kept for all epochs of the round.
+before training; the chosen subset is kept for all epochs of the round. Training ends by settling θ's BatchNorm
+statistics on the round's training samples (``models/batchnorm.py``), so the reply is scored as it was trained.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from data.transforms import random_crop_flip
 from methods.base import LocalTraining, ObjectiveFactory
 from methods.registry import OBJECTIVES
 from models import NO_FREEZE, SplitModel
+from models.batchnorm import settle_batchnorm
 from models.device import synchronize
 from models.training import Forward, train_epochs
 from run_config import RunConfig
@@ -167,6 +169,9 @@ def local_update(
         weight_decay=config.weight_decay,
         generator=generator,
         augment=random_crop_flip if config.augment else None,
+    )
+    settle_batchnorm(
+        model, inputs, forward=forward, within=model.upper_stages(level), batch_size=config.eval_batch_size
     )
     objective.finish()
     train_seconds = time.perf_counter() - start - cache_seconds

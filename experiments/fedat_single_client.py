@@ -50,10 +50,11 @@ from data.transforms import to_model_input
 from methods.fedat import AT_LEVELS, global_copy, train_server_step
 from methods.model_outputs import extract_in_batches
 from models import SplitModel, build_model
+from models.batchnorm import settle_batchnorm
 from models.training import cross_entropy_of, evaluate, train_epochs
 from run_config import parse_run_config
 from run_config.defaults import load_defaults
-from server_app.pretraining import pretrain, recompute_batchnorm_statistics
+from server_app.pretraining import pretrain
 
 #: The thesis's server steps: SGD lr 0.1; AT 2 epochs, metadata 2 epochs; β = 1,000. Momentum, weight decay and
 #: the batch size are not given by the thesis (ours).
@@ -282,7 +283,7 @@ def with_bn_refresh(score: Score, inputs: torch.Tensor) -> Score:
     def both(model: SplitModel) -> dict[str, float]:
         plain = score(model)
         refreshed = global_copy(model)
-        recompute_batchnorm_statistics(refreshed, inputs, 500)
+        settle_batchnorm(refreshed, inputs, batch_size=500)
         return {**plain, **{f"{k}_bn": v for k, v in score(refreshed).items()}}
 
     return both

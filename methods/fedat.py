@@ -31,6 +31,7 @@ from torch import nn
 
 from methods.model_outputs import eval_mode, feature_map_shapes, forward_with_maps
 from methods.state_averaging import average_states
+from models.batchnorm import settle_batchnorm
 from models.split_model import SplitModel
 
 ATForm = Literal["reference", "thesis"]
@@ -214,9 +215,33 @@ def train_server_step(
             sgd.step()
         if on_epoch_end is not None:
             on_epoch_end(epoch + 1)
+    settle_trained_part(model, step, level, inputs, batch_size)
     model.train()
     for p in model.parameters():
         p.requires_grad_(True)
+
+
+def settle_trained_part(model: SplitModel, step: Step, level: str, inputs: torch.Tensor, batch_size: int) -> None:
+    """End a server step as every training ends (``models/batchnorm.py``): the BatchNorm statistics of the part the
+    step trained become those of the step's inputs, dropout off; the frozen part keeps its own."""
+    if step == 1:
+        settle_batchnorm(model, inputs, batch_size=batch_size)
+    elif step == 2:
+        settle_batchnorm(
+            model,
+            inputs,
+            forward=lambda h: model.forward_from(h, level),
+            within=model.upper_stages(level),
+            batch_size=batch_size,
+        )
+    else:
+        settle_batchnorm(
+            model,
+            inputs,
+            forward=lambda x: model.forward_to(x, level),
+            within=model.lower_stages(level),
+            batch_size=batch_size,
+        )
 
 
 def aggregate_global_copies(

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 
 from methods.model_outputs import eval_mode
 from methods.payload_size import FLOAT32_BYTES, feature_map_bytes
+from models.batchnorm import settle_batchnorm
 from models.split_model import SplitModel
 
 BETA_KEY = "prototype-beta"
@@ -211,4 +212,5 @@ def distil(
             loss.backward()
             sgd.step()
             total, steps = total + loss.detach(), steps + 1
+    settle_batchnorm(model, inputs, batch_size=batch_size)
     return float(total) / max(steps, 1)

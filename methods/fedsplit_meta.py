@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
+from models.batchnorm import settle_batchnorm
 from models.split_model import SplitModel
 from models.training import cross_entropy_of, train_epochs
 from strategies.partial_model import merge_state, split_state
@@ -38,11 +39,13 @@ def meta_train(
 ) -> float:
     """θ_meta (eq. 6.5): train ``model``'s stages above ``level`` in place on (feature maps, labels), by plain SGD
     from their current weights; return the mean training loss. The stages up to ``level`` are neither run nor
-    optimised. Maps and labels must be on the model's device."""
+    optimised; θ's BatchNorm statistics end settled on the maps (``models/batchnorm.py``). Maps and labels must be
+    on the model's device."""
     model.train()
     params = model.upper_parameters(level)
-    return train_epochs(
-        cross_entropy_of(lambda h: model.forward_from(h, level)),
+    upper = lambda h: model.forward_from(h, level)  # noqa: E731
+    loss = train_epochs(
+        cross_entropy_of(upper),
         params,
         feature_maps,
         labels,
@@ -51,6 +54,8 @@ def meta_train(
         lr=training.learning_rate,
         generator=generator,
     )
+    settle_batchnorm(model, feature_maps, forward=upper, within=model.upper_stages(level))
+    return loss
 
 
 def compose(

@@ -124,6 +124,11 @@ class RunConfig:
     pretrain_checkpoint: str = setting(
         "", 'State-dict file for `pretrain = "checkpoint"`: any path without control characters.', path_problem
     )
+    pretrain_samples: int = setting(
+        0,
+        "Images of the pretraining source the server trains on: a stratified, seeded draw of this many (0 = all).",
+        non_negative,
+    )
     pretrain_epochs: int = setting(30, "Server pretraining epochs.", positive)
     pretrain_learning_rate: float = setting(
         0.05,

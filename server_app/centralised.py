@@ -23,6 +23,7 @@ from flwr.common.logger import log
 from data.federated import load_client_partition, load_test_set
 from data.image_data import ImageData
 from data.transforms import random_crop_flip, to_model_input
+from models.batchnorm import settle_batchnorm
 from models.device import compute_description, resolve_device
 from models.training import cross_entropy_of, evaluate, train_epochs
 from run_config import RunConfig, build_model_for, federated_split
@@ -32,6 +33,8 @@ from server_app.results import RunRecorder, run_directory
 from server_app.run_lock import RunFolderError, lock_run_folder
 
 METHOD = "centralised"
+#: Pooled samples whose statistics the BatchNorm layers take after each epoch (as many as pretraining's).
+SETTLE_SAMPLES = 4096
 
 
 def pooled_training_data(config, num_partitions: int) -> ImageData:
@@ -54,6 +57,9 @@ def train_pooled(config: RunConfig, epochs: int, num_partitions: int, directory:
     recorder = RunRecorder(directory, config, method=METHOD, machine=compute_description(device))
     recorder.evaluated(0, *evaluate(model.eval(), test_inputs, test_labels, config.eval_batch_size))
     generator = torch.Generator().manual_seed(config.seed)
+    # BatchNorm statistics are settled on a fixed, seeded sample of the pool after every epoch (models/batchnorm.py)
+    settle_rows = torch.randperm(len(labels), generator=torch.Generator().manual_seed(config.seed))[:SETTLE_SAMPLES]
+    settle_inputs = inputs[settle_rows.to(device)]
     for epoch in range(1, epochs + 1):
         recorder.round_started(epoch, [], 0)
         tick = time.perf_counter()
@@ -71,6 +77,7 @@ def train_pooled(config: RunConfig, epochs: int, num_partitions: int, directory:
             generator=generator,
             augment=random_crop_flip if config.augment else None,
         )
+        settle_batchnorm(model, settle_inputs, batch_size=config.eval_batch_size)
         seconds = time.perf_counter() - tick
         stats = {
             "partition_id": -1,

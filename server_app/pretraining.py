@@ -35,7 +35,6 @@ from typing import Any
 
 import torch
 from flwr.common.logger import log
-from torch.nn.modules.batchnorm import _BatchNorm
 
 from data.catalog import DATASETS
 from data.federated import load_public_split
@@ -44,6 +43,7 @@ from data.loading import DataNotFoundError, load_dataset
 from data.partitioning import split_public
 from data.transforms import to_model_input
 from models import SplitModel, build_model
+from models.batchnorm import settle_batchnorm
 from models.device import compute_description
 from models.training import cross_entropy_of, evaluate, sgd, train_epochs
 from run_config import ConfigError, RunConfig, build_model_for, data_cache, federated_split
@@ -55,16 +55,15 @@ CPU = torch.device("cpu")
 PRETRAIN_MOMENTUM, PRETRAIN_WEIGHT_DECAY = 0.9, 5e-4
 #: Share of the source held out to choose the best epoch; warm-up share of the epochs.
 VALIDATION_FRACTION, WARMUP_FRACTION = 0.1, 0.1
-#: At most this many source samples re-estimate the BatchNorm statistics after each scored epoch, in batches of
-#: ``BATCHNORM_BATCH_SIZE``: the cumulative average weighs every batch alike, so the split into batches is part of
-#: the recipe. It was ``eval-batch-size``, whose default (500) every cached pretraining used; fixed at that value,
-#: the cache keys stay valid and forward-only passes elsewhere may run in smaller batches.
+#: At most this many source samples settle the BatchNorm statistics after each scored epoch (``models/batchnorm.py``),
+#: in passes of at most ``BATCHNORM_BATCH_SIZE``: the cumulative average weighs every pass alike, so the split into
+#: passes is part of the recipe.
 BATCHNORM_SAMPLES, BATCHNORM_BATCH_SIZE = 4096, 500
 #: Besides the first and the final epoch, every this many epochs is scored on the validation slice.
 SCORED_EPOCH_INTERVAL = 10
 #: Bumped whenever the recipe changes what it produces (2: warm-up + cosine, best epoch, re-estimated BatchNorm;
-#: 3: the final epoch).
-RECIPE_VERSION = 3
+#: 3: the final epoch; 4: statistics settled in near-equal passes, models/batchnorm.py).
+RECIPE_VERSION = 4
 
 
 def cache_dir(config: RunConfig) -> Path:
@@ -83,6 +82,7 @@ def recipe(config: RunConfig) -> dict:
         "public-fraction": config.public_fraction if config.pretrain == "public" else None,
         "target-classes": DATASETS[config.dataset].num_classes,
         "seed": config.seed,
+        "samples": config.pretrain_samples,
         "epochs": config.pretrain_epochs,
         "learning-rate": config.pretrain_learning_rate,
         "batch-size": config.batch_size,
@@ -124,27 +124,6 @@ def learning_rate_at(epoch: int, epochs: int, base: float) -> float:
         return base * (epoch - 0.5) / warmup
     progress = (epoch - warmup - 0.5) / max(epochs - warmup, 1)
     return base * 0.5 * (1.0 + math.cos(math.pi * progress))
-
-
-@torch.no_grad()
-def recompute_batchnorm_statistics(model: torch.nn.Module, inputs: torch.Tensor, batch_size: int) -> None:
-    """Replace every BatchNorm layer's running statistics by the exact mean and variance of its inputs over
-    ``inputs``, with the rest of the model in eval mode (dropout off), as the model is evaluated."""
-    layers = [m for m in model.modules() if isinstance(m, _BatchNorm)]
-    if not layers:
-        return
-    was_training = model.training
-    model.eval()
-    momenta = {layer: layer.momentum for layer in layers}
-    for layer in layers:
-        layer.reset_running_stats()
-        layer.momentum = None  # cumulative average over the batches below
-        layer.train()
-    for start in range(0, len(inputs), batch_size):
-        model(inputs[start : start + batch_size])
-    for layer, momentum in momenta.items():
-        layer.momentum = momentum
-    model.train(was_training)
 
 
 def pretrain(
@@ -195,7 +174,7 @@ def pretrain(
             optimizer=optimizer,
         )
         if epoch == 1 or epoch % SCORED_EPOCH_INTERVAL == 0 or epoch == config.pretrain_epochs:
-            recompute_batchnorm_statistics(model, batchnorm_inputs, BATCHNORM_BATCH_SIZE)
+            settle_batchnorm(model, batchnorm_inputs, batch_size=BATCHNORM_BATCH_SIZE)
             model.eval()
             validation_loss, accuracy = evaluate(model, validation_inputs, validation_labels, config.eval_batch_size)
             curve[str(epoch)] = accuracy
@@ -229,12 +208,21 @@ def pretrain(
     }
 
 
+def source_sample(source: ImageData, config: RunConfig) -> ImageData:
+    """The ``pretrain-samples`` images of ``source`` the server pretrains on: a stratified draw seeded by ``seed``
+    (every image when the setting is 0 or at least the source's size)."""
+    if config.pretrain_samples == 0 or config.pretrain_samples >= len(source):
+        return source
+    _, kept = split_public(source.labels, config.pretrain_samples / len(source), config.seed)
+    return source.subset(kept)
+
+
 def _pretrained_from_source(
     config: RunConfig, target: SplitModel, device: torch.device, stop: threading.Event | None
 ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     if config.pretrain == "public":
         public = load_public_split(federated_split(config), data_cache(config))
-        report = pretrain(target, public, config.dataset, config, device, stop)
+        report = pretrain(target, source_sample(public, config), config.dataset, config, device, stop)
         return target.state_dict(), report
     source_info = DATASETS[config.pretrain_dataset]
     torch.manual_seed(config.seed)
@@ -245,7 +233,7 @@ def _pretrained_from_source(
         raise ConfigError(
             f"run config 'pretrain-dataset' = {config.pretrain_dataset!r} cannot be loaded: {err}"
         ) from None
-    report = pretrain(source_model, source, config.pretrain_dataset, config, device, stop)
+    report = pretrain(source_model, source_sample(source, config), config.pretrain_dataset, config, device, stop)
     head = set(target.classifier_keys())
     state = target.state_dict()  # the seeded fresh classifier stays
     state.update({k: v for k, v in source_model.state_dict().items() if k not in head})

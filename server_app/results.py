@@ -17,16 +17,18 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
-from logging import ERROR, INFO
+from logging import ERROR, INFO, WARNING
 from pathlib import Path
 from typing import Any
 
 import torch
 from flwr.common.logger import log
 
+from data.catalog import DATASETS
 from models.device import describe_machine
 from run_config import RunConfig
 from server_app.atomic_write import replace_file, replace_text
+from server_app.collapse import round_warning, run_warnings
 from server_app.run_plot import write_cycles_plot, write_run_plot
 
 CONFIG_FILE, ROUNDS_FILE, SUMMARY_FILE, MODEL_FILE = "config.json", "rounds.jsonl", "summary.json", "model.pt"
@@ -109,6 +111,7 @@ class RunRecorder:
         self.directory = directory
         self.config = config
         self.method = method or config.method
+        self.classes = DATASETS[config.dataset].num_classes  # chance level is 1 / classes
         self.machine = machine
         self.rounds: list[dict[str, Any]] = list(resume_from["rounds"]) if resume_from else []
         self.initial_accuracy: float | None = resume_from["initial_accuracy"] if resume_from else None
@@ -232,21 +235,34 @@ class RunRecorder:
             **self._pending.get("evaluation_fields", {}),
             **fields,
         }
+        warning = round_warning(accuracy, [self.initial_accuracy, *(r["accuracy"] for r in self.rounds)], self.classes)
+        if warning is not None:
+            record["warning"] = warning
         self.rounds.append(record)
         with (self.directory / ROUNDS_FILE).open("a") as handle:
             handle.write(_json_line(record))
         if self._pending_cycle is not None:
             self._record_cycle(record)
         log(
-            INFO,
-            "round %d: accuracy %.4f, loss %.4f, %.1f s (clients trained %.1f s)",
+            INFO if warning is None else WARNING,
+            "round %d: accuracy %.4f, loss %.4f, %.1f s (clients trained %.1f s)%s%s",
             server_round,
             accuracy,
             loss,
             record["wall_seconds"],
             record["client_train_seconds"],
+            self._cohort_text(record),
+            "" if warning is None else f"; warning: the global model is {warning}",
         )
         self._pending = {}
+
+    def _cohort_text(self, record: dict[str, Any]) -> str:
+        """Where the server chose a cohort (FedEntOpt, or a fraction of the clients): who, and the label entropy of
+        their combined label counts against its maximum, log2 C."""
+        entropy = record.get("cohort_label_entropy")
+        if entropy is None or (self.config.client_selection != "fedentopt" and self.config.fraction_train >= 1):
+            return ""
+        return f"; cohort {record['clients']}: label entropy {entropy:.2f} of {math.log2(self.classes):.2f} bits"
 
     def summary(self, status: str | None = None) -> dict[str, Any]:
         """The run's summary; ``status`` defaults to ``completed``, or ``failed`` when no round aggregated."""
@@ -272,6 +288,9 @@ class RunRecorder:
             "total_bytes_up": sum(r["bytes_up"] for r in self.rounds),
             "mean_cohort_label_entropy": _mean(r.get("cohort_label_entropy") for r in self.rounds),
             "mean_last10_accuracy": _mean(r["accuracy"] for r in self.rounds[-10:]),
+            "warnings": run_warnings(
+                self.initial_accuracy, [(r["round"], r["accuracy"]) for r in self.rounds], self.classes
+            ),
             **({"cycles": [_cycle_summary(c) for c in self.cycles]} if self.cycles else {}),
             **best_other_accuracies(self.rounds),
             **{key: value for fields in self.method_summaries for key, value in fields(self.rounds).items()},
@@ -303,7 +322,8 @@ class RunRecorder:
             self.finished = True
             summary = self._write_summary(None, extra)
         for line in readable_summary(summary):
-            log(INFO if summary["status"] == "completed" else ERROR, "%s", line)
+            level = WARNING if line.startswith("warning:") else INFO if summary["status"] == "completed" else ERROR
+            log(level, "%s", line)
         if self.cycles:
             write_cycles_plot(self.directory, self.cycles)
         if write_run_plot(self.directory, self.rounds, self.initial_accuracy) is None:
@@ -356,6 +376,7 @@ def readable_summary(summary: dict[str, Any]) -> list[str]:
         f"client training time {summary['total_client_train_seconds']:.1f} s"
         + (f", learning efficiency {efficiency:.3f} %/s" if efficiency is not None else "")
     )
+    lines.extend(f"warning: {warning}" for warning in summary.get("warnings") or [])
     if machine := summary.get("machine"):
         lines.append(f"server computed on {machine['device']}: {describe_machine(machine)}")
     return lines

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,3 +15,9 @@ make_config = default_config  # the default configuration with snake_case overri
 @pytest.fixture
 def defaults() -> dict[str, Any]:
     return load_defaults()
+
+
+@pytest.fixture(scope="session")
+def pretrained(tmp_path_factory) -> Path:
+    """One pretraining cache for the whole test session (the learns-tests share their pretrained start)."""
+    return tmp_path_factory.mktemp("pretrained")

@@ -13,6 +13,7 @@ from client_app.local_data import LocalData
 from client_app.local_update import local_update
 from data.catalog import DATASETS
 from models import WideResNet
+from models.batchnorm import settle_batchnorm
 from tests.conftest import make_config
 
 torch.set_flush_denormal(True)
@@ -207,3 +208,31 @@ def test_features_streamed_from_disk_give_the_update_held_features_give(tmp_path
     assert b.cache_seconds == 0 and len(list(tmp_path.glob("*.npy"))) == 1
     assert a.selected_entropy_mean == b.selected_entropy_mean
     assert all(torch.equal(x, y) for x, y in zip(held.state_dict().values(), streamed.state_dict().values()))
+
+
+def test_the_trained_model_leaves_with_the_statistics_of_what_it_trained_on() -> None:
+    """The round ends by settling θ's BatchNorm statistics on the selected samples with dropout off, for the full
+    model (FedAvg) and for θ above a frozen φ (FedFT-EDS): settling again on those samples changes nothing."""
+    for method, level in (("fedavg", "none"), ("fedft-eds", "mid")):
+        model, data = tiny_setup()
+        received = copy.deepcopy(model)
+        cfg = config(method=method, selection_fraction=0.25, feature_cache_dtype="float32")
+        local_update(model, data, cfg, server_round=1, partition_id=0, learning_rate=0.1, device=CPU)
+        with torch.no_grad():
+            received.eval()
+            features = received.forward_to(data.inputs(CPU), level) if level != "none" else data.inputs(CPU)
+            chosen = (
+                select_by_entropy(hardened_entropy(received.forward_from(features, level), 0.1), 15)
+                if level != "none"
+                else torch.arange(len(data))
+            )
+        trained = {k: v.clone() for k, v in model.state_dict().items()}
+        settle_batchnorm(
+            model,
+            features[chosen],
+            forward=lambda h, m=model, lv=level: m.forward_from(h, lv),
+            within=model.upper_stages(level),
+            batch_size=32,
+        )
+        for key, value in model.state_dict().items():
+            torch.testing.assert_close(value, trained[key], rtol=1e-5, atol=1e-6, msg=f"{method}: {key}")

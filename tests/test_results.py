@@ -134,3 +134,37 @@ def test_a_stop_between_a_rounds_record_and_its_checkpoint_keeps_the_checkpointe
     assert [json.loads(line)["round"] for line in (tmp_path / "r" / "rounds.jsonl").read_text().splitlines()] == [1]
     assert summary["initial_accuracy"] == 0.1
     assert recorder.stopped("interrupted") is None  # once only
+
+
+def test_a_collapse_is_in_the_round_record_the_log_and_the_summary(tmp_path: Path, caplog) -> None:
+    """FedMD once fell from 80.8% to 10.0% and the run said only 'run completed': now the round, the summary and
+    the log's last lines say it."""
+    config = make_config(results_dir=str(tmp_path), run_name="r", dataset="fashion-mnist-mini")
+    recorder = RunRecorder(run_directory(config), config)
+    recorder.evaluated(0, 0.5, 0.808)
+    for server_round, accuracy in ((1, 0.4), (2, 0.1)):
+        recorder.round_started(server_round, [0], 10)
+        recorder.replies_received(server_round, [stats(0, 10, 1.0)], 9)
+        recorder.evaluated(server_round, 2.3, accuracy)
+    with caplog.at_level("INFO", logger="flwr"):
+        summary = recorder.finish({"w": torch.ones(2)})
+    rounds = [json.loads(line) for line in (tmp_path / "r" / "rounds.jsonl").read_text().splitlines()]
+    assert rounds[0]["warning"] == "40.8 points below the start (80.8%)"
+    assert rounds[1]["warning"].startswith("at chance level")
+    assert summary["warnings"] == [
+        "the final model (round 2) is at chance level (≤ 15% for 10 classes) after being above it"
+    ]
+    assert any(r.levelname == "WARNING" and "warning: the final model" in r.getMessage() for r in caplog.records)
+
+
+def test_a_chosen_cohort_and_its_label_entropy_are_in_the_round_line(tmp_path: Path, caplog) -> None:
+    config = make_config(
+        results_dir=str(tmp_path), run_name="r", client_selection="fedentopt", fraction_train=0.3, fedentopt_buffer=0.2
+    )
+    recorder = RunRecorder(run_directory(config), config)
+    recorder.evaluated(0, 2.3, 0.1)
+    recorder.round_started(1, [4, 1, 7], 10, cohort_label_entropy=3.1)
+    recorder.replies_received(1, [stats(4, 10, 1.0)], 9)
+    with caplog.at_level("INFO", logger="flwr"):
+        recorder.evaluated(1, 1.0, 0.6)
+    assert "; cohort [4, 1, 7]: label entropy 3.10 of 3.32 bits" in caplog.records[-1].getMessage()

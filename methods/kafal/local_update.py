@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 from methods.kafal.kcfu import KCFUOptions, class_terms, kcfu_loss
 from methods.kafal.queries.learning_loss import LossPredictionModule, loss_prediction_loss
+from models.batchnorm import settle_batchnorm
 from models.split_model import SplitModel
 from models.training import sgd, train_epochs
 
@@ -127,5 +128,6 @@ def kcfu_update(
         generator=generator,
         optimizer=optimiser,
     )
+    settle_batchnorm(model, labelled_inputs)  # the statistics of the labelled pool it trained on, dropout off
     means = (sums / max(steps, 1)).tolist()
     return KCFUResult(loss, means[0], means[1])
