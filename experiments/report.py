@@ -9,6 +9,7 @@ from experiments.active_learning import write_active_learning_report
 from experiments.cell_results import CellResult, is_finished, read_cell
 from experiments.class_accuracy import write_class_accuracy_report
 from experiments.entropy_histogram import client_entropies
+from experiments.paired import paired_section
 from experiments.plots import (
     mean_curves,
     planned,
@@ -38,7 +39,10 @@ def write_report(experiment: Experiment, results_dir: Path) -> list[Path]:
     results = finished_results(experiment, results_dir)
     missing = [c for c in experiment.cells if c not in results]
     rows = summarise(experiment, results)
-    written = [write_summary(experiment, rows, results_dir, missing, computed_on(results)), results_dir / "summary.csv"]
+    summary = write_summary(
+        experiment, rows, results_dir, missing, computed_on(results), paired_section(experiment, results)
+    )
+    written = [summary, results_dir / "summary.csv"]
     if not results:
         return written
     curves, plan = mean_curves(experiment, results), planned(experiment)

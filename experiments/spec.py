@@ -98,6 +98,8 @@ class Experiment:
     paper: str = ""
     histogram: EntropyHistogram | None = None
     rounds_to_reach: RoundsToReach | None = None
+    #: method label -> the baseline label it is compared with seed by seed (``experiments/paired.py``)
+    compare: Mapping[str, str] = field(default_factory=dict)
     cells: tuple[Cell, ...] = field(default=(), repr=False)
 
 
@@ -126,6 +128,7 @@ _FIELDS: dict[str, tuple[type | tuple[type, ...], str]] = {
     "seeds": (list, "list of seeds (integers >= 0)"),
     "entropy-histogram": (dict, "temperatures (list), partition (int), method (label)"),
     "rounds-to-reach": (dict, "method (label) and round (int): rounds every method needs to reach its accuracy"),
+    "compare": (dict, "method label -> baseline label: paired differences per seed in the summary"),
 }
 _REQUIRED = ("description", "cost", "methods")
 
@@ -285,6 +288,20 @@ def _rounds_to_reach(check: _Checker, raw: Any, methods: Mapping[str, Any]) -> R
     return RoundsToReach(method, round_)
 
 
+def _compare(check: _Checker, raw: Any, methods: Mapping[str, Any]) -> dict[str, str]:
+    if raw is None:
+        return {}
+    pairs = check.typed("compare", raw, dict)
+    for method, baseline in pairs.items():
+        for where, label in ((f"compare.{method}", method), (f"compare.{method} (its baseline)", baseline)):
+            check.typed(where, label, str)
+            if label not in methods:
+                check.fail(where, f"= {label!r} is not a method of this file; allowed: " + ", ".join(methods))
+        if method == baseline:
+            check.fail(f"compare.{method}", "names the method as its own baseline")
+    return dict(pairs)
+
+
 def expand_cells(
     methods: Mapping[str, Mapping[str, Any]],
     grid: Mapping[str, tuple[Any, ...]],
@@ -373,6 +390,7 @@ def parse_experiment(raw: Any, path: Path) -> Experiment:
         paper=raw.get("paper", ""),
         histogram=_histogram(check, raw.get("entropy-histogram"), methods, clients),
         rounds_to_reach=_rounds_to_reach(check, raw.get("rounds-to-reach"), methods),
+        compare=_compare(check, raw.get("compare"), methods),
         cells=cells,
     )
 

@@ -131,9 +131,10 @@ def write_summary(
     directory: Path,
     missing: Sequence[Cell],
     machines: str = "",
+    extra: Sequence[str] = (),
 ) -> Path:
-    """summary.md (title, description, cost, table, missing cells, the machines of ``computed_on``) and
-    summary.csv; returns summary.md."""
+    """summary.md (title, description, cost, table, ``extra`` lines such as the paired differences, missing cells,
+    the machines of ``computed_on``) and summary.csv; returns summary.md."""
     lines = [f"# {experiment.name}", "", experiment.description.strip(), ""]
     if experiment.paper:
         lines += [f"Mirrors: {experiment.paper.strip()}", ""]
@@ -147,6 +148,7 @@ def write_summary(
         "",
         markdown_table(experiment, rows),
         "",
+        *extra,
     ]
     if missing:
         lines += ["Cells without results (not run yet, or failed): " + ", ".join(c.name for c in missing), ""]

@@ -1,0 +1,99 @@
+"""Paired differences per seed: each method against its named baseline on the same seed, split and start.
+
+A seed fixes the split, the start and every draw, so the difference of two methods' runs on one seed removes what the
+two runs share; the mean of those differences, their spread and how many seeds the method wins say more than two
+means of unpaired runs (``compare: {method: baseline}`` in an experiment file).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from experiments.cell_results import CellResult
+from experiments.spec import Cell, Experiment, point_label
+from experiments.summary import mean_std
+
+#: summary.json fields compared, with their column titles (accuracies, shown in percentage points).
+COMPARED = {"best_accuracy": "best acc.", "final_accuracy": "final acc."}
+
+
+@dataclass(frozen=True)
+class PairedRow:
+    """One method against its baseline at one grid point: the per-seed differences of each compared field."""
+
+    point: tuple[tuple[str, object], ...]
+    method: str
+    baseline: str
+    seeds: tuple[int, ...]
+    differences: Mapping[str, tuple[float, ...]]  # field -> method − baseline, per seed (fractions)
+
+
+def paired_rows(experiment: Experiment, results: Mapping[Cell, CellResult]) -> list[PairedRow]:
+    """Every ``compare`` pair at every grid point, over the seeds both finished."""
+    by_key = {(c.point, c.method, c.seed): results[c] for c in experiment.cells if c in results}
+    points = list(dict.fromkeys(c.point for c in experiment.cells))
+    rows = []
+    for point in points:
+        for method, baseline in experiment.compare.items():
+            seeds = tuple(
+                s for s in experiment.seeds if (point, method, s) in by_key and (point, baseline, s) in by_key
+            )
+            if not seeds:
+                continue
+            differences = {
+                field: tuple(
+                    float(by_key[(point, method, s)].summary[field])
+                    - float(by_key[(point, baseline, s)].summary[field])
+                    for s in seeds
+                )
+                for field in COMPARED
+            }
+            rows.append(PairedRow(point, method, baseline, seeds, differences))
+    return rows
+
+
+def _points(values: Sequence[float]) -> str:
+    return ", ".join(f"{100 * v:+.1f}" for v in values)
+
+
+def _summary(values: Sequence[float]) -> str:
+    mean, std = mean_std(values)
+    if math.isnan(mean):
+        return "–"
+    wins = sum(v > 0 for v in values)
+    spread = "" if std is None else f" ± {100 * std:.1f}"
+    return f"{100 * mean:+.1f}{spread} ({wins}/{len(values)} seeds ahead)"
+
+
+def paired_table(experiment: Experiment, rows: Sequence[PairedRow]) -> str:
+    """Markdown: per pair, each field's per-seed differences (percentage points) and their mean ± std."""
+    keys = list(experiment.grid)
+    header = [*keys, "method − baseline", "seeds"]
+    for title in COMPARED.values():
+        header += [f"{title} per seed (pts)", f"{title} mean ± std"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in rows:
+        point = dict(row.point)
+        cells = [str(point[k]) for k in keys] + [f"{row.method} − {row.baseline}", " ".join(map(str, row.seeds))]
+        for field in COMPARED:
+            cells += [_points(row.differences[field]), _summary(row.differences[field])]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def paired_section(experiment: Experiment, results: Mapping[Cell, CellResult]) -> list[str]:
+    """The summary's lines on the paired differences (none when the file compares nothing)."""
+    rows = paired_rows(experiment, results)
+    if not rows:
+        return []
+    where = {point_label(r.point) for r in rows} - {""}
+    return [
+        "Paired differences (method − baseline on the same seed: same split, start and draws), in percentage points"
+        + (f" at {', '.join(sorted(where))}" if where else "")
+        + ":",
+        "",
+        paired_table(experiment, rows),
+        "",
+    ]
