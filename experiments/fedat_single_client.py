@@ -47,7 +47,7 @@ import torch
 from data.catalog import DATASETS
 from data.loading import load_dataset
 from data.transforms import to_model_input
-from methods.fedat import AT_LEVELS, global_copy, train_server_step
+from methods.fedat import AT_LEVELS, global_copy, settle_trained_part, train_server_step
 from methods.model_outputs import extract_in_batches
 from models import SplitModel, build_model
 from models.batchnorm import settle_batchnorm
@@ -135,15 +135,19 @@ def fresh_rng(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-def snapshot_hook(model: SplitModel, counts: Sequence[int], store: dict[int, SplitModel]) -> Callable[[int], None]:
-    """An ``on_epoch_end`` for ``train_server_step`` that puts a copy of ``model`` in ``store`` after each epoch
-    count in ``counts``: one run gives the model after every count (the optimiser continuing, as in separate runs
-    of that many epochs from the same start and seed)."""
+def snapshot_hook(
+    model: SplitModel, counts: Sequence[int], store: dict[int, SplitModel], finish: Callable[[SplitModel], None]
+) -> Callable[[int], None]:
+    """An ``on_epoch_end`` for ``train_server_step`` that puts a copy of ``model``, ended with ``finish`` as the step
+    ends its model (BatchNorm statistics settled), in ``store`` after each epoch count in ``counts``: one run gives the
+    model after every count (the optimiser continuing, as in separate runs of that many epochs from the same start
+    and seed)."""
     wanted = set(counts)
 
     def hook(done: int) -> None:
         if done in wanted:
             store[done] = global_copy(model)
+            finish(store[done])
 
     return hook
 
@@ -242,7 +246,9 @@ def step2_snapshots(
 ) -> dict[int, SplitModel]:
     """Step 2 alone from a copy of ``start``, max(counts) epochs in one run; copies of the model after each count."""
     model, store = global_copy(start), dict[int, SplitModel]()
-    hook = snapshot_hook(model, counts, store)
+    hook = snapshot_hook(
+        model, counts, store, lambda copy: settle_trained_part(copy, 2, level, maps, step["batch_size"])
+    )
     train_server_step(model, 2, level, maps, labels, epochs=max(counts), generator=generator, on_epoch_end=hook, **step)
     return store
 

@@ -16,7 +16,7 @@ from experiments.spec import Cell, Experiment, point_label
 from experiments.summary import mean_std
 
 #: summary.json fields compared, with their column titles (accuracies, shown in percentage points).
-COMPARED = {"best_accuracy": "best acc.", "final_accuracy": "final acc."}
+COMPARED = {"best_accuracy": "best acc.", "final_accuracy": "final acc.", "mean_last10_accuracy": "last-10 mean"}
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,8 @@ def parse_value(text: str) -> bool | int | float | str:
 
 
 def parse_overrides(text: str) -> dict[str, Any]:
-    """``'num-server-rounds=3 dataset="mnist"'`` -> ``{"num-server-rounds": 3, "dataset": "mnist"}``."""
+    """``'num-server-rounds=3 dataset="mnist"'`` -> ``{"num-server-rounds": 3, "dataset": "mnist"}``; a key given twice
+    is refused (Flower would keep the last silently)."""
     overrides = {}
     try:
         items = shlex.split(text)
@@ -36,6 +37,8 @@ def parse_overrides(text: str) -> dict[str, Any]:
         key, equals, value = item.partition("=")
         if not equals:
             raise ConfigError(f"run config item {item!r} is not key=value")
+        if key in overrides:
+            raise ConfigError(f"run config key {key!r} is given twice ({item!r} after {key}={overrides[key]!r}): keep one")
         overrides[key] = parse_value(value)
     return overrides
 

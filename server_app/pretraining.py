@@ -158,7 +158,6 @@ def pretrain(
             raise Cancelled("pretraining cancelled")
         return cross_entropy(inputs, labels)
 
-    tick = time.perf_counter()
     for epoch in range(1, config.pretrain_epochs + 1):
         for group in optimizer.param_groups:
             group["lr"] = learning_rate_at(epoch, config.pretrain_epochs, config.pretrain_learning_rate)
@@ -202,7 +201,6 @@ def pretrain(
         "epochs": config.pretrain_epochs,
         "fit_samples": len(fit_rows),
         "validation_samples": len(validation_rows),
-        "seconds": time.perf_counter() - tick,
         "device": str(device),
         "machine": compute_description(device),
     }
@@ -282,14 +280,17 @@ def initial_state(
     if path.is_file():
         try:
             state = load_state_dict(path)
-            log(INFO, "pretrained weights from cache %s", path)
+            seconds = (pretraining_report(config) or {}).get("seconds")
+            took = f" (pretrained earlier in {seconds:.1f} s)" if isinstance(seconds, (int, float)) else ""
+            log(INFO, "pretrained weights from cache %s%s", path, took)
             return state
         except ValueError as err:
             log(WARNING, "ignoring the pretraining cache: %s; pretraining again", err)
     tick = time.perf_counter()
     state, report = _pretrained_from_source(config, model, device, stop)
     state = {k: v.detach().cpu() for k, v in state.items()}
-    log(INFO, "pretraining took %.1f s on %s; caching it at %s", time.perf_counter() - tick, device, path)
+    report["seconds"] = time.perf_counter() - tick  # the whole phase (source loaded, trained, settled): one number
+    log(INFO, "pretraining took %.1f s on %s; caching it at %s", report["seconds"], device, path)
     path.parent.mkdir(parents=True, exist_ok=True)
     _write_atomically(_report_path(path), lambda target: target.write_text(json.dumps(report, indent=1) + "\n"))
     _write_atomically(path, lambda target: torch.save(state, target))

@@ -191,3 +191,24 @@ def test_a_pretraining_that_diverges_names_the_learning_rate(tmp_path: Path, mon
     scripted_validation(monkeypatch, [0.3, math.nan])
     with pytest.raises(ConfigError, match=r"^pretraining diverged .* lower 'pretrain-learning-rate' \(now 0.05\)$"):
         pretraining.pretrain(LeNet5(1, 4), load_dataset("synthetic").train, "synthetic", config, torch.device("cpu"))
+
+
+def test_the_pretraining_time_is_one_number_in_the_log_and_the_report(tmp_path: Path, caplog) -> None:
+    config = cfg(tmp_path, pretrain="public", public_fraction=0.2)
+    with caplog.at_level("INFO", logger="flwr"):
+        initial_state(config)
+        initial_state(config)  # from the cache: the log says how long the pretraining took when it ran
+    seconds = pretraining.pretraining_report(config)["seconds"]
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith(f"pretraining took {seconds:.1f} s") for m in messages)
+    assert any(m.endswith(f"(pretrained earlier in {seconds:.1f} s)") for m in messages)
+
+
+def test_pretrain_samples_draws_a_stratified_subset_and_keys_the_cache(tmp_path: Path) -> None:
+    source = load_dataset("synthetic").train
+    config = cfg(tmp_path, pretrain="public", pretrain_samples=100)
+    kept = pretraining.source_sample(source, config)
+    assert len(kept) == 100 and sorted(set(kept.labels.tolist())) == [0, 1, 2, 3]
+    assert abs(int((kept.labels == 0).sum()) - 25) <= 1
+    assert pretraining.source_sample(source, cfg(tmp_path, pretrain_samples=0)) is source
+    assert cache_path(config) != cache_path(cfg(tmp_path, pretrain="public"))
