@@ -222,6 +222,31 @@ def dataset_source(name: str, data_dir: str = "") -> dict | None:
     return {"files": [[str(f), f.stat().st_size, f.stat().st_mtime_ns] for f in files]}
 
 
+def data_dir_problem(data_dir: str) -> str | None:
+    """Why ``data-dir`` cannot be searched (not a folder, unreadable), or None (empty: not set; the hub)."""
+    if not data_dir or data_dir == HUB:
+        return None
+    folder = Path(data_dir).expanduser()
+    if not folder.is_dir():
+        return f"run config 'data-dir' = {data_dir!r} is not a folder on this machine"
+    if not os.access(folder, os.R_OK | os.X_OK):
+        return f"run config 'data-dir' = {data_dir!r} cannot be read (permissions)"
+    return None
+
+
+def where_from(name: str, data_dir: str = "") -> str:
+    """Where dataset ``name`` is read from, for the log (a folder, a file, the embedded subset, the generator, the
+    hub); raises ``DataNotFoundError`` when it is in none of the places searched."""
+    if name == "fashion-mnist-mini":
+        return f"the embedded subset {MINI_FILE}"
+    if name == "synthetic":
+        return "generated in memory"
+    if data_dir == HUB:
+        return "the Hugging Face hub"
+    files = _source_files(name, data_dir)
+    return str(files[0]) if len(files) == 1 else str(files[0].parent)
+
+
 def _source_files(name: str, data_dir: str) -> list[Path]:
     """The files ``_load_files`` reads the dataset from: MNIST's pickle where its IDX files are not found."""
     if (pickle_path := _mnist_pickle_instead(name, data_dir)) is not None:

@@ -8,9 +8,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from data.generic import GenericDataSettings
 from methods import fedat_method, fedavg, fedfsc, fedft, fedkad_method, fedprox, fedsplit, moon
 from methods.base import CrossEntropy, Method, ObjectiveFactory
 from methods.kafal import method as kafal
+from run_config import RunConfig
 
 _MODULES = (fedavg, fedprox, fedft, kafal, moon, fedfsc, fedsplit, fedat_method, fedkad_method)
 
@@ -35,3 +37,11 @@ AXIS_DEFAULTS: Mapping[str, object] = {
 def method(name: str) -> Method:
     """The method called ``name``."""
     return METHODS[name]
+
+
+def generic_dataset(config: RunConfig) -> str | None:
+    """The other dataset the run's method draws its generic set D_g from (``generic-source = "dataset"``), if any."""
+    if GenericDataSettings not in METHODS[config.method].settings:
+        return None
+    generic = config.settings(GenericDataSettings)
+    return generic.generic_dataset if generic.generic_source == "dataset" else None

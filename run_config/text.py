@@ -28,7 +28,7 @@ def parse_value(text: str) -> bool | int | float | str:
 def parse_overrides(text: str) -> dict[str, Any]:
     """``'num-server-rounds=3 dataset="mnist"'`` -> ``{"num-server-rounds": 3, "dataset": "mnist"}``; a key given twice
     is refused (Flower would keep the last silently)."""
-    overrides = {}
+    overrides: dict[str, Any] = {}
     try:
         items = shlex.split(text)
     except ValueError as err:
@@ -38,7 +38,9 @@ def parse_overrides(text: str) -> dict[str, Any]:
         if not equals:
             raise ConfigError(f"run config item {item!r} is not key=value")
         if key in overrides:
-            raise ConfigError(f"run config key {key!r} is given twice ({item!r} after {key}={overrides[key]!r}): keep one")
+            raise ConfigError(
+                f"run config key {key!r} is given twice ({item!r} after {key}={overrides[key]!r}): keep one"
+            )
         overrides[key] = parse_value(value)
     return overrides
 

@@ -36,11 +36,12 @@ from data.federated import partition_sizes
 from data.file_formats import DataFormatError
 from data.loading import DataNotFoundError
 from data.partitioning import PartitioningError
-from methods.registry import method
+from methods.registry import generic_dataset, method
 from models.device import DeviceUnavailableError, compute_description, resolve_device
 from profiling.spans import CHECKPOINT, EVALUATION, FINISH, NODE_WAIT, PRETRAINING, RESULTS, SETUP, span
 from protocol.messages import LEARNING_RATE
 from run_config import ConfigError, RunConfig, build_model_for, data_cache, federated_split, parse_run_config
+from run_config.data_check import check_data
 from run_config.population import aggregation_settings, check_population
 from run_config.schema import check_method
 from server_app.background import Background
@@ -196,6 +197,8 @@ class FederatedRun:
             if created:  # runs before the lock is released: a run refused at start leaves no empty folder
                 held.callback(remove_if_unused, directory)
             check_source(config)
+            for line in check_data(config, generic_dataset(config)):
+                log(INFO, "%s", line)
             split = federated_split(config)
             checkpoint = resume_point(directory, config)
             # Pretraining overlaps the clients' start (Ray, their imports, their data). The population check needs

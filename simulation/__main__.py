@@ -29,12 +29,19 @@ CHECKED = "--checked"
 def check(args: argparse.Namespace) -> None:
     """Raise ``ConfigError`` for a bad run config, population or memory need."""
     # Imported here, not above: they import torch, which the supervising process does without.
+    from methods.registry import generic_dataset, method
+    from run_config.data_check import check_data
     from run_config.overrides import config_with_overrides
     from run_config.population import check_population
+    from server_app.pretraining import check_source
     from simulation.memory_check import check_memory
 
     config = config_with_overrides(args.run_config)
+    check_data(config, generic_dataset(config))
+    check_source(config)
     check_population(config, args.num_supernodes)
+    if (check_run := method(config.method).check_run) is not None:  # e.g. a generic set larger than its source
+        check_run(config, args.num_supernodes)
     if not args.ray_address:
         check_memory(config, args.num_supernodes, args.cpus_per_client, args.gpus_per_client)
 

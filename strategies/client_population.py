@@ -11,8 +11,9 @@ An identity is bad input like any reply (``protocol.replies.read_identity``). Th
 ``num-partitions`` most of the first identified nodes report, so one node claiming a million partitions cannot
 make the server wait for, or partition the data for, a million clients; a node that disagrees with it, or claims a
 partition a connected node already holds, is refused (logged, and never selected). When every node that connected
-was refused and the wait is over, the run cannot start: ``NoClientsError`` names how many were refused and why (a
-setting no client can work with, such as a split the data cannot make, refuses them all alike).
+was refused (and ``ALL_REFUSED_GRACE_SECONDS`` have passed, or the wait is over), the run cannot start:
+``NoClientsError`` names how many were refused and why (a setting no client can work with, such as a split the data
+cannot make or another dataset than the nodes hold, refuses them all alike).
 """
 
 from __future__ import annotations
@@ -31,6 +32,12 @@ from protocol.messages import CONFIG, IDENTIFY, LABEL_COUNTS_RECORD, WITH_LABEL_
 from protocol.replies import Identity, read_identity, refusal
 from strategies.client_errors import error_summary
 from strategies.query_batches import send_in_batches
+
+
+#: A run whose every connected node was refused (for instance all hold another dataset than the run's) fails this
+#: long after its start, not after the whole ``node-wait-seconds``: nodes that disagree with the run will not agree
+#: later, and an operator should learn it in seconds.
+ALL_REFUSED_GRACE_SECONDS = 10.0
 
 
 class NoClientsError(ValueError):
@@ -126,7 +133,8 @@ class ClientPopulation:
         Waits until every client the population reports is known, or ``wait_seconds`` have passed and at
         least ``minimum`` are known. ``while_waiting`` is called at every poll (what it raises ends the wait).
         """
-        deadline = time.monotonic() + self.wait_seconds
+        start = time.monotonic()
+        deadline = start + self.wait_seconds
         while True:
             if while_waiting is not None:
                 while_waiting()
@@ -140,16 +148,17 @@ class ClientPopulation:
                 if not complete:
                     log(WARNING, "proceeding with %d of %d clients connected", len(known), self.expected)
                 return known
-            if waited and not known and connected and online <= self.refused.keys():
-                raise NoClientsError(self._all_refused(connected))
+            every_one_refused = not known and connected and online <= self.refused.keys()
+            if every_one_refused and (waited or time.monotonic() - start >= ALL_REFUSED_GRACE_SECONDS):
+                raise NoClientsError(self._all_refused(connected, time.monotonic() - start))
             log(INFO, "waiting for clients: %d of %s connected", len(known), self.expected or "?")
             time.sleep(1.0)
 
-    def _all_refused(self, connected: list[int]) -> str:
+    def _all_refused(self, connected: list[int], waited: float) -> str:
         reasons = Counter(self.refused[node] for node in connected)
         why, count = reasons.most_common(1)[0]
         others = f"; {len(connected) - count} for other reasons" if count < len(connected) else ""
         return (
-            f"no client could join: all {len(connected)} connected nodes were refused after {self.wait_seconds:g} s "
-            f"of waiting ('node-wait-seconds'); {count} with: {why}{others}"
+            f"no client could join: all {len(connected)} connected nodes were refused ({waited:.0f} s after the "
+            f"start; 'node-wait-seconds' = {self.wait_seconds:g}); {count} with: {why}{others}"
         )

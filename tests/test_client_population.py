@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from flwr.app import Error, Message, MetricRecord, RecordDict
 
+import strategies.client_population as population_module
 from protocol.messages import IDENTIFY
 from strategies.client_population import ClientPopulation, NoClientsError
 from tests.fake_grid import FakeGrid, identify_reply
@@ -135,6 +138,17 @@ def test_a_run_whose_every_node_is_refused_ends_after_the_wait_saying_why() -> N
     with pytest.raises(NoClientsError) as refused:
         population.available(grid)
     assert str(refused.value) == (
-        "no client could join: all 2 connected nodes were refused after 0 s of waiting ('node-wait-seconds'); "
+        "no client could join: all 2 connected nodes were refused (0 s after the start; 'node-wait-seconds' = 0); "
         "2 with: error reply: boom"
     )
+
+
+def test_a_run_whose_every_node_is_refused_ends_within_the_grace_not_the_whole_wait(monkeypatch) -> None:
+    """Nodes holding another dataset than the run's will not agree later: the run ends seconds after its start,
+    not after ``node-wait-seconds`` (once 2 min 20 s in a deployment)."""
+    monkeypatch.setattr(population_module, "ALL_REFUSED_GRACE_SECONDS", 1.5)
+    grid = FakeGrid([101, 205], claims({101: None, 205: None}))
+    tick = time.monotonic()
+    with pytest.raises(NoClientsError, match="all 2 connected nodes were refused"):
+        ClientPopulation(wait_seconds=120).available(grid)
+    assert 1.5 <= time.monotonic() - tick < 10

@@ -24,6 +24,16 @@ CASES = [
         "set 'fraction-train' below 1 (the paper uses 0.1) and 'fedentopt-buffer' to at most 1 − fraction-train",
     ),
     ("num-server-rounds", "error: run config item 'num-server-rounds' is not key=value"),
+    ("seed=1 seed=2", "error: run config key 'seed' is given twice ('seed=2' after seed=1)"),
+    (
+        "data-dir=/tmp/does-not-exist",
+        "error: run config 'data-dir' = '/tmp/does-not-exist' is not a folder on this machine: set it to the folder",
+    ),
+    ("dataset=cifar10", "error: run config 'dataset' = 'cifar10': dataset 'cifar10' not found. Looked for"),
+    (
+        "method=fedkad generic-size=5000",
+        "error: run config 'generic-size' = 5000 asks for more images than the generic source holds: 1200",
+    ),
 ]
 
 

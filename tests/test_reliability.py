@@ -349,8 +349,8 @@ def test_a_split_no_client_can_make_ends_the_run_naming_the_reason_instead_of_wa
     config = small_run_config(tmp_path, **{"min-partition-size": 500})
     with pytest.raises(
         RunSetupError,
-        match=r"^no client could join: all 4 connected nodes were refused after 0 s of waiting "
-        r"\('node-wait-seconds'\); 4 with: error reply: PartitioningError: min-partition-size = 500 is impossible: "
+        match=r"^no client could join: all 4 connected nodes were refused \(0 s after the start; "
+        r"'node-wait-seconds' = 0\); 4 with: error reply: PartitioningError: min-partition-size = 500 is impossible: "
         r"4 clients x 500 > 640 training samples$",
     ):
         run_in_process(config)

@@ -1,0 +1,34 @@
+"""The datasets a run reads, checked at its start: by the launcher before Flower's engine starts, and by the
+ServerApp before it waits for nodes. A missing folder or dataset is one line naming the key; a found one is named
+with where it is read from, so the log says which folder each dataset came from."""
+
+from __future__ import annotations
+
+from data.loading import DataNotFoundError, data_dir_problem, where_from
+from run_config.schema import ConfigError, RunConfig
+
+
+def datasets_of(config: RunConfig, generic_dataset: str | None = None) -> dict[str, str]:
+    """Run-config key -> the dataset the run reads through it: the task's, pretraining's other source, and the
+    generic set's (``generic_dataset``, for the methods that draw D_g from another dataset)."""
+    datasets = {"dataset": config.dataset}
+    if config.pretrain == "dataset":
+        datasets["pretrain-dataset"] = config.pretrain_dataset
+    if generic_dataset is not None:
+        datasets["generic-dataset"] = generic_dataset
+    return datasets
+
+
+def check_data(config: RunConfig, generic_dataset: str | None = None) -> list[str]:
+    """Lines naming where each dataset of the run is read from; ``ConfigError`` naming the key when ``data-dir`` is
+    no readable folder or a dataset is in none of the places searched."""
+    problem = data_dir_problem(config.data_dir)
+    if problem:
+        raise ConfigError(f"{problem}: set it to the folder holding the dataset's files, or leave it empty")
+    lines = []
+    for key, name in datasets_of(config, generic_dataset).items():
+        try:
+            lines.append(f"{key} {name!r} is read from {where_from(name, config.data_dir)}")
+        except DataNotFoundError as err:
+            raise ConfigError(f"run config {key!r} = {name!r}: {err}") from None
+    return lines
