@@ -33,6 +33,9 @@ from experiments.cell_results import CellResult  # noqa: E402
 from experiments.method_styles import MethodStyle, method_styles  # noqa: E402
 from experiments.spec import Cell, Experiment  # noqa: E402
 from experiments.summary import SummaryRow  # noqa: E402
+from run_config import parse_run_config  # noqa: E402
+from run_config.defaults import load_defaults  # noqa: E402
+from server_app.results import split_label  # noqa: E402
 from server_app.run_plot import set_seconds_scale  # noqa: E402
 
 NOT_RUN = "not run"
@@ -47,6 +50,7 @@ class Planned:
     points: tuple[str, ...]
     methods: tuple[str, ...]
     seeds: int = 1
+    title: str = ""  # every figure's: the experiment, its dataset and split
 
     def not_run(self, ran: Iterable[str]) -> list[str]:
         """The planned methods missing from ``ran``, in the file's order."""
@@ -55,12 +59,23 @@ class Planned:
 
 
 def planned(experiment: Experiment) -> Planned:
-    """The grid points and methods of every cell of the experiment."""
+    """The grid points and methods of every cell of the experiment, and the figures' title."""
     return Planned(
         points=tuple(dict.fromkeys(c.point_label for c in experiment.cells)),
         methods=tuple(experiment.methods),
         seeds=len(experiment.seeds),
+        title=experiment_title(experiment),
     )
+
+
+def experiment_title(experiment: Experiment) -> str:
+    """``name: dataset, split, K clients``; the split as its grid varies it (``dirichlet-alpha`` over a grid)."""
+    config = parse_run_config({**load_defaults(), **experiment.cells[0].overrides}) if experiment.cells else None
+    if config is None:
+        return experiment.name
+    varied = {"partitioner", "dirichlet-alpha", "classes-per-client"} & set(experiment.grid)
+    split = f"split by {', '.join(sorted(varied))}" if varied else f"{split_label(config)} split"
+    return f"{experiment.name}: {config.dataset}, {split}, {experiment.clients} clients"
 
 
 @dataclass(frozen=True)
@@ -129,6 +144,11 @@ def _panels(count: int, width: float = 5.0, height: float = 3.6, blocks: int = 1
         if not any(ax in grid for grid in grids):
             ax.set_visible(False)
     return figure, grids
+
+
+def _suptitle(figure, plan: Planned) -> None:
+    if plan.title:
+        figure.suptitle(plan.title, fontsize=10)
 
 
 def _save(figure, path: Path) -> Path:
@@ -299,6 +319,7 @@ def accuracy_figure(curves: Mapping[str, Mapping[str, Curve]], plan: Planned, ag
     seconds = [s for methods in curves.values() for c in methods.values() for s in c.client_seconds]
     zoom = any(squashed(curves.get(point, {})) for point in plan.points)
     figure, grids = _panels(len(plan.points), blocks=2 if zoom else 1)
+    _suptitle(figure, plan)
     for block, axes in enumerate(grids):
         for ax, point in zip(axes, plan.points):
             methods = curves.get(point, {})
@@ -392,6 +413,7 @@ def learning_efficiency_figure(rows: Sequence[SummaryRow], plan: Planned) -> Fig
     width = 0.8 / len(plan.methods)
     slots = len(plan.points) * len(plan.methods)
     figure, ax = plt.subplots(figsize=(max(6.0, 0.5 * slots + 2.5), 4.2), layout="constrained")
+    _suptitle(figure, plan)
     means, tops = [], []
     for p, point in enumerate(plan.points):
         for m, method in enumerate(plan.methods):
@@ -427,6 +449,7 @@ def cohort_entropy_figure(curves: Mapping[str, Mapping[str, Curve]], plan: Plann
     """Label entropy (bits) of each round's cohort, with FedEntOpt's check log2(C − 1) and the maximum log2 C."""
     styles = method_styles(plan.methods)
     figure, (axes,) = _panels(len(plan.points))
+    _suptitle(figure, plan)
     references: list[tuple[float, Any, str]] = [(math.log2(num_classes), ":", f"log2 C = {math.log2(num_classes):.2f}")]
     if num_classes > 2:
         references.append((math.log2(num_classes - 1), "--", f"log2(C−1) = {math.log2(num_classes - 1):.2f}"))

@@ -324,9 +324,10 @@ class RunRecorder:
         for line in readable_summary(summary):
             level = WARNING if line.startswith("warning:") else INFO if summary["status"] == "completed" else ERROR
             log(level, "%s", line)
+        title = run_title(self.config, self.method)
         if self.cycles:
-            write_cycles_plot(self.directory, self.cycles)
-        if write_run_plot(self.directory, self.rounds, self.initial_accuracy) is None:
+            write_cycles_plot(self.directory, self.cycles, title)
+        if write_run_plot(self.directory, self.rounds, self.initial_accuracy, title) is None:
             log(INFO, "no accuracy.png: nothing to plot, or matplotlib is not installed (pip install '.[experiments]')")
         log(INFO, "results written to %s", self.directory)
         return summary
@@ -355,6 +356,27 @@ class RunRecorder:
                 self.writing.release()
 
 
+def split_label(config: RunConfig) -> str:
+    """How the clients' data is split: Dir(α), #C=k (labels per client) or IID."""
+    if config.partitioner == "dirichlet":
+        return f"Dir({config.dirichlet_alpha:g})"
+    if config.partitioner == "pathological":
+        return f"#C={config.classes_per_client}"
+    return "IID"
+
+
+def run_title(config: RunConfig, method: str) -> str:
+    """A run's plots' title: method, dataset, split, model and start."""
+    start = {
+        "public": "pretrained on the server's share",
+        "dataset": f"pretrained on {config.pretrain_dataset}",
+        "checkpoint": "from a checkpoint",
+        "none": "from random weights",
+    }[config.pretrain]
+    selection = ", FedEntOpt selection" if config.client_selection == "fedentopt" else ""
+    return f"{method} on {config.dataset}, {split_label(config)} split{selection}; {config.model} {start}"
+
+
 def _percent(value: float | None) -> str:
     return "n/a" if value is None else f"{100 * value:.1f}%"
 
@@ -371,10 +393,16 @@ def readable_summary(summary: dict[str, Any]) -> list[str]:
         f"accuracy: initial {_percent(summary['initial_accuracy'])}, best {_percent(summary['best_accuracy'])}"
         f" (round {summary['best_round']}), final {_percent(summary['final_accuracy'])}"
     )
-    efficiency = summary.get("learning_efficiency")
+    efficiency, best, start = (summary.get(k) for k in ("learning_efficiency", "best_accuracy", "initial_accuracy"))
+    learned = efficiency is not None and best is not None and (start is None or best > start)
     lines.append(
         f"client training time {summary['total_client_train_seconds']:.1f} s"
-        + (f", learning efficiency {efficiency:.3f} %/s" if efficiency is not None else "")
+        + (
+            f"; learning efficiency {efficiency:.3f} %/s (best accuracy ÷ client training seconds, the FedFT-EDS "
+            "paper's §IV-D measure for comparing methods on one machine)"
+            if learned
+            else ""
+        )
     )
     lines.extend(f"warning: {warning}" for warning in summary.get("warnings") or [])
     if machine := summary.get("machine"):

@@ -119,14 +119,16 @@ def _draw_panel(ax: Any, x: Sequence[float], series: RunSeries) -> None:
     ax.grid(alpha=0.3)
 
 
-def run_plot_figure(rounds: Sequence[Mapping[str, Any]], initial_accuracy: float | None) -> Any:
-    """The matplotlib Figure: accuracy against round (left) and cumulative client seconds (right), one legend
-    below them."""
+def run_plot_figure(rounds: Sequence[Mapping[str, Any]], initial_accuracy: float | None, title: str = "") -> Any:
+    """The matplotlib Figure titled ``title``: accuracy against round (left) and cumulative client seconds (right),
+    one legend below them."""
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
     series = run_series(rounds, initial_accuracy)
     figure = Figure(figsize=(10, 4.2), layout="constrained")
+    if title:
+        figure.suptitle(title, fontsize=10)
     by_round, by_seconds = figure.subplots(1, 2, sharey=True)
     _draw_panel(by_round, series.rounds, series)
     for index, aggregated in zip(series.rounds, series.aggregated):
@@ -144,9 +146,12 @@ def run_plot_figure(rounds: Sequence[Mapping[str, Any]], initial_accuracy: float
     return figure
 
 
-def write_run_plot(directory: Path, rounds: Sequence[Mapping[str, Any]], initial_accuracy: float | None) -> Path | None:
-    """Write ``directory/accuracy.png`` from the rounds.jsonl records and the initial model's accuracy (None when
-    not evaluated); return its path, or None when matplotlib is not installed or there is nothing to plot."""
+def write_run_plot(
+    directory: Path, rounds: Sequence[Mapping[str, Any]], initial_accuracy: float | None, title: str = ""
+) -> Path | None:
+    """Write ``directory/accuracy.png`` (titled ``title``) from the rounds.jsonl records and the initial model's
+    accuracy (None when not evaluated); return its path, or None when matplotlib is not installed or there is
+    nothing to plot."""
     if not rounds and initial_accuracy is None:
         return None
     try:
@@ -154,12 +159,13 @@ def write_run_plot(directory: Path, rounds: Sequence[Mapping[str, Any]], initial
     except ImportError:
         return None
     path = Path(directory) / PLOT_FILE
-    run_plot_figure(rounds, initial_accuracy).savefig(path, dpi=110)
+    run_plot_figure(rounds, initial_accuracy, title).savefig(path, dpi=110)
     return path
 
 
-def cycles_figure(cycles: Sequence[Mapping[str, Any]]) -> Any:
-    """Test accuracy at each cycle's end against the labelled share it trained on (active learning, cycles.jsonl)."""
+def cycles_figure(cycles: Sequence[Mapping[str, Any]], title: str = "") -> Any:
+    """Test accuracy at each cycle's end against the labelled share it trained on (active learning, cycles.jsonl),
+    titled ``title``."""
     from matplotlib.figure import Figure
 
     shares = [100 * _number(c.get("trained_labelled_fraction")) for c in cycles]
@@ -172,11 +178,14 @@ def cycles_figure(cycles: Sequence[Mapping[str, Any]]) -> Any:
     ax.set_xlabel("labelled share of the clients' data trained on (%)")
     ax.set_ylabel("test accuracy at the cycle's end (%)")
     ax.grid(alpha=0.3)
+    if title:
+        ax.set_title(title, fontsize=9)
     return figure
 
 
-def write_cycles_plot(directory: Path, cycles: Sequence[Mapping[str, Any]]) -> Path | None:
-    """Write ``directory/labelled_accuracy.png`` from the cycles.jsonl rows; None without matplotlib or rows."""
+def write_cycles_plot(directory: Path, cycles: Sequence[Mapping[str, Any]], title: str = "") -> Path | None:
+    """Write ``directory/labelled_accuracy.png`` (titled ``title``) from the cycles.jsonl rows; None without
+    matplotlib or rows."""
     if not cycles:
         return None
     try:
@@ -184,5 +193,5 @@ def write_cycles_plot(directory: Path, cycles: Sequence[Mapping[str, Any]]) -> P
     except ImportError:
         return None
     path = Path(directory) / CYCLES_PLOT_FILE
-    cycles_figure(cycles).savefig(path, dpi=110)
+    cycles_figure(cycles, title).savefig(path, dpi=110)
     return path

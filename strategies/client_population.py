@@ -33,7 +33,6 @@ from protocol.replies import Identity, read_identity, refusal
 from strategies.client_errors import error_summary
 from strategies.query_batches import send_in_batches
 
-
 #: A run whose every connected node was refused (for instance all hold another dataset than the run's) fails this
 #: long after its start, not after the whole ``node-wait-seconds``: nodes that disagree with the run will not agree
 #: later, and an operator should learn it in seconds.

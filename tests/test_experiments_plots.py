@@ -208,3 +208,14 @@ def test_a_composed_model_is_drawn_dashed_at_the_rounds_it_was_judged_and_named_
     assert legend[-1].startswith("dashed: the method's")
     plain = accuracy_figure(mean_curves(experiment(), results()), planned(experiment()))
     assert not any(t.get_text().startswith("dashed") for t in plain.legends[0].get_texts())
+
+
+def test_every_experiment_figure_is_titled_with_the_experiment_dataset_and_split():
+    from experiments.plots import experiment_title, planned
+    from experiments.spec import parse_experiment
+
+    raw = {"name": "demo", "description": "d", "cost": "c", "clients": 20, "methods": ["fedavg"], "base": {}}
+    title = planned(parse_experiment(raw, Path("x.yaml"))).title
+    assert title == "demo: fashion-mnist-mini, Dir(0.1) split, 20 clients"
+    varied = parse_experiment({**raw, "grid": {"dirichlet-alpha": [0.1, 0.5]}}, Path("x.yaml"))
+    assert experiment_title(varied) == "demo: fashion-mnist-mini, split by dirichlet-alpha, 20 clients"

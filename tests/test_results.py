@@ -168,3 +168,22 @@ def test_a_chosen_cohort_and_its_label_entropy_are_in_the_round_line(tmp_path: P
     with caplog.at_level("INFO", logger="flwr"):
         recorder.evaluated(1, 1.0, 0.6)
     assert "; cohort [4, 1, 7]: label entropy 3.10 of 3.32 bits" in caplog.records[-1].getMessage()
+
+
+def test_learning_efficiency_is_shown_with_what_it_divides_only_when_training_gained(tmp_path: Path) -> None:
+    base = {
+        "status": "completed",
+        "rounds_aggregated": 2,
+        "rounds": 2,
+        "rounds_skipped": 0,
+        "best_round": 2,
+        "final_accuracy": 0.6,
+        "total_client_train_seconds": 8.0,
+    }
+    gained = readable_summary({**base, "initial_accuracy": 0.1, "best_accuracy": 0.6, "learning_efficiency": 7.5})
+    assert gained[2] == (
+        "client training time 8.0 s; learning efficiency 7.500 %/s (best accuracy ÷ client training seconds, "
+        "the FedFT-EDS paper's §IV-D measure for comparing methods on one machine)"
+    )
+    fell = readable_summary({**base, "initial_accuracy": 0.8, "best_accuracy": 0.6, "learning_efficiency": 7.5})
+    assert fell[2] == "client training time 8.0 s"

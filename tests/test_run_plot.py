@@ -61,3 +61,18 @@ def test_seconds_spanning_decades_get_a_log_axis_that_keeps_0() -> None:
     assert wide.get_xscale() == "symlog" and "log scale" in wide.get_xlabel()
     assert 0.0 in list(wide.get_xticks()) and wide.get_xlim()[0] < 0.0
     assert narrow.get_xscale() == "linear"
+
+
+def test_the_figure_is_titled_with_method_dataset_split_and_start() -> None:
+    from server_app.results import run_title
+    from tests.conftest import make_config
+
+    config = make_config(method="fedft-eds", pretrain="dataset", pretrain_dataset="mnist", dirichlet_alpha=0.1)
+    title = run_title(config, config.method)
+    assert title == "fedft-eds on fashion-mnist-mini, Dir(0.1) split; wrn-16-1 pretrained on mnist"
+    figure = run_plot_figure(records([2.0], [0.5]), 0.4, title)
+    assert figure.get_suptitle() == title
+    iid = make_config(partitioner="iid", client_selection="fedentopt", fraction_train=0.3, pretrain="none")
+    assert run_title(iid, "fedavg") == (
+        "fedavg on fashion-mnist-mini, IID split, FedEntOpt selection; wrn-16-1 from random weights"
+    )
