@@ -9,13 +9,14 @@
 # 127.0.0.1:PORT from this machine (deployment/loopback_gate.py). HOST must be 0.0.0.0, ::, 127.0.0.1 or ::1.
 # STATE_DIR receives superlink.db (registered SuperNodes and runs survive a restart), superlink.log and
 # superlink.pid. --insecure (testing only) turns TLS and authentication off; CERT_DIR is then ignored.
-# PYTHON (default python3) is the interpreter of the environment where the app is installed (pip install .).
+# The interpreter is that of the environment where the app is installed (pip install .): $PYTHON, else the active
+# virtual environment, else the project's .venv, else python3 (deployment/python-env.sh).
 set -euo pipefail
 insecure=0
 if [[ "${1:-}" == "--insecure" ]]; then insecure=1; shift; fi
-if [[ $# -lt 2 ]]; then sed -n '2,12p' "$0"; exit 2; fi
+if [[ $# -lt 2 ]]; then sed -n '2,13p' "$0"; exit 2; fi
 state=$1 certs=$2 host=${3:-0.0.0.0} port=${4:-9093}
-python=${PYTHON:-python3}
+source "$(dirname "$0")/python-env.sh"
 # Refuse here, not only in the background process, a HOST the gate cannot protect (and a missing install).
 "$python" -c 'import os, sys; from deployment.gated_superlink import refuse_if_unprotected as refuse
 refuse(sys.argv[1:], os.environ)' --host "$host" || exit 1

@@ -10,20 +10,22 @@
 #   NODE_CONFIG        e.g. 'partition-id=0 num-partitions=3 data-path="/data/node-0"' (device="cuda" on a Jetson),
 #                      or the path of a .toml file with these keys (deployment/fedft-node.toml)
 #
-# STATE_DIR receives supernode.log, supernode.pid and the node's Flower home (installed apps).
+# STATE_DIR receives supernode.log, supernode.pid and the node's Flower home (installed apps): keep it outside the
+# app's project folder. flower-supernode is taken from the app's environment (deployment/python-env.sh).
 # --insecure (testing only) connects without TLS or authentication; CA_CERT and PRIVATE_KEY are then ignored.
 set -euo pipefail
 insecure=0
 if [[ "${1:-}" == "--insecure" ]]; then insecure=1; shift; fi
-if [[ $# -lt 6 ]]; then sed -n '2,14p' "$0"; exit 2; fi
+if [[ $# -lt 6 ]]; then sed -n '2,15p' "$0"; exit 2; fi
 state=$1 superlink=$2 ca=$3 key=$4 port=$5 node_config=$6
+source "$(dirname "$0")/python-env.sh"
 mkdir -p "$state/flwr-home"
 if (( insecure )); then
   security=(--insecure)
 else
   security=(--root-certificates "$ca" --auth-supernode-private-key "$key")
 fi
-FLWR_HOME="$state/flwr-home" setsid flower-supernode "${security[@]}" --superlink "$superlink" \
+FLWR_HOME="$state/flwr-home" setsid "$(dirname "$python")/flower-supernode" "${security[@]}" --superlink "$superlink" \
   --host 127.0.0.1 --port "$port" --node-config "$node_config" ${SUPERNODE_EXTRA_ARGS:-} \
   >>"$state/supernode.log" 2>&1 </dev/null &
 echo $! >"$state/supernode.pid"

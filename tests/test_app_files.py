@@ -68,3 +68,27 @@ def test_a_runs_flower_home_is_removed_or_after_a_failure_keeps_only_its_log(tmp
         remove_run_home(home, keep_log=keep_log)
         left = sorted(path.name for path in home.iterdir()) if home.exists() else []
         assert left == (["config.toml", "superlink.log"] if keep_log else [])
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_deployment_folders_in_the_project_stay_out_of_the_fab(tmp_path: Path) -> None:
+    """DEPLOYMENT.md followed inside the project once packed the SuperNodes' installed app copies and the exported
+    partitions into the next run's FAB, over Flower's 10 MB cap: .gitignore keeps them out."""
+    project = tmp_path / "project"
+    files = {
+        "pyproject.toml": (ROOT / "pyproject.toml").read_text(),
+        ".gitignore": (ROOT / ".gitignore").read_text(),
+        "server_app/app.py": "x = 1\n",
+        "state/node/apps/fedft-eds/server_app/app.py": "copy = 1\n" * 200_000,
+        "export/node-0/partition.json": "{}" * 200_000,
+        "keys/ca.json": "{}",
+        "results/run/summary.json": "{}",
+        "measurements/benchmarks/r.json": "{}",
+    }
+    for name, text in files.items():
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / name).write_text(text)
+    packed = fab_files(project)
+    assert "server_app/app.py" in packed
+    assert not [name for name in packed if name.split("/")[0] in ("state", "export", "keys", "results")]
+    assert len(build_fab_from_disk(project)) < 100_000

@@ -1,0 +1,18 @@
+# Sourced by the start scripts: sets `python` to the interpreter of the environment the app is installed in, or
+# exits with one line saying how to point at it. Order: $PYTHON, the active virtual environment ($VIRTUAL_ENV), the
+# project's .venv (made by `make setup`), python3 on PATH.
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+if [[ -n "${PYTHON:-}" ]]; then
+  python=$PYTHON
+elif [[ -n "${VIRTUAL_ENV:-}" && -x "$VIRTUAL_ENV/bin/python" ]]; then
+  python=$VIRTUAL_ENV/bin/python
+elif [[ -x "$here/../.venv/bin/python" ]]; then
+  python=$(cd "$here/.." && pwd)/.venv/bin/python
+else
+  python=python3
+fi
+if ! "$python" -c 'import flwr' 2>/dev/null; then
+  echo "error: $python has no Flower: activate the environment the app is installed in (source .venv/bin/activate)" \
+       "or set PYTHON=/path/to/venv/bin/python" >&2
+  exit 1
+fi
