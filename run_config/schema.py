@@ -130,10 +130,11 @@ class RunConfig:
         non_negative,
     )
     pretrain_epochs: int = setting(30, "Server pretraining epochs.", positive)
+    pretrain_batch_size: int = setting(64, "Server pretraining mini-batch size.", positive)
     pretrain_learning_rate: float = setting(
         0.05,
         "Server pretraining SGD peak learning rate (warm-up, then cosine "
-        "decay; momentum 0.9, weight decay 5e-4, batch `batch-size`).",
+        "decay; momentum 0.9, weight decay 5e-4, batch `pretrain-batch-size`).",
         positive,
     )
     pretrain_cache_dir: str = setting(

@@ -85,7 +85,7 @@ def recipe(config: RunConfig) -> dict:
         "samples": config.pretrain_samples,
         "epochs": config.pretrain_epochs,
         "learning-rate": config.pretrain_learning_rate,
-        "batch-size": config.batch_size,
+        "batch-size": config.pretrain_batch_size,
         "momentum": PRETRAIN_MOMENTUM,
         "weight-decay": PRETRAIN_WEIGHT_DECAY,
         "validation-fraction": VALIDATION_FRACTION,
@@ -168,7 +168,7 @@ def pretrain(
             fit_inputs,
             fit_labels,
             epochs=1,
-            batch_size=config.batch_size,
+            batch_size=config.pretrain_batch_size,
             generator=generator,
             optimizer=optimizer,
         )
