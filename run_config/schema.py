@@ -111,10 +111,12 @@ class RunConfig:
     temperature: float = setting(0.1, "ρ of the hardened softmax for entropy ranking (< 1 hardens).", positive)
     # Pretraining.
     pretrain: str = setting(
-        "public",
+        AUTO,
         "Initial weights: `public` (pretrain on the server's held-out split), `dataset` "
-        "(on `pretrain-dataset`), `checkpoint` (`pretrain-checkpoint`) or `none`.",
+        "(on `pretrain-dataset`), `checkpoint` (`pretrain-checkpoint`) or `none`; `auto`: the method's, `public` "
+        "but for methods whose papers start from random weights (`kafal`: `none`).",
         one_of("public", "dataset", "checkpoint", "none"),
+        auto=True,
     )
     pretrain_dataset: str = setting(
         "mnist",
