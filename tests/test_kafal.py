@@ -401,9 +401,7 @@ def test_partial_work_stragglers_train_their_shortened_epochs(
     assert any(e < 4 for epochs in ran.values() for e in epochs)
 
 
-def test_constant_stragglers_without_work_are_the_same_every_round(
-    tmp_path: Path, labeller: RecordingLabeller
-) -> None:
+def test_constant_stragglers_without_work_are_the_same_every_round(tmp_path: Path, labeller: RecordingLabeller) -> None:
     stragglers = {"straggler-fraction": 0.25, "straggler-mode": "constant", "fraction-train": 1.0}
     run_in_process(kafal_config(tmp_path, **stragglers), num_partitions=PARTITIONS)
     run = tmp_path / "results" / "run"
