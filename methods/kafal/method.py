@@ -460,7 +460,7 @@ def kafal_strategy(run: FederatedRun) -> Strategy:
         num_classes=DATASETS[config.dataset].num_classes,
         query_timeout=config.round_timeout,
         **{
-            **run.cohort_arguments(),  # stragglers (mode, work, epochs), aggregation, checks: as every method
+            **run.cohort_arguments(),  # stragglers (mode, work, epochs), aggregation: as every method
             "select": cycle_cohorts(schedule, run.select, settings.al_final_round_all),
             "round_config": merge_round_config(learning_rate_schedule(config), cycle_position),
         },

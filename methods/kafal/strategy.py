@@ -118,7 +118,8 @@ class ActiveLearningFedAvg(CohortFedAvg):
         return arrays, metrics
 
     def check_reply(self, partition_id: int, content: RecordDict) -> None:
-        """The protocol's checks, with ``num-examples`` = the labelled pool the server expects of this client."""
+        """The protocol's checks, with ``num-examples`` = the labelled pool the server expects of this client (not
+        the run's ``expected_examples``, the whole local data: a KAFAL client trains on its labelled pool)."""
         read_train_reply(
             content,
             self._expected_from[partition_id],
