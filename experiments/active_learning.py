@@ -2,8 +2,10 @@
 end against the labelled share it trained on, per method, mean ± std over seeds (the KAFAL paper's Fig. 4 and 14,
 Tables 2-3); and the paper's Table 1, the rounds each method needs to reach a reference method's accuracy.
 
-``labelled_accuracy.md`` holds the table, ``accuracy_vs_labelled.png`` the figure (one panel per grid point) and,
-for experiments that name ``rounds-to-reach``, ``rounds_to_reach.md`` holds Table 1.
+``labelled_accuracy.md`` holds the table and, for the file's ``compare`` pairs, the paired differences per seed at
+every cycle (the summary's paired table compares only the final accuracy, the last cycle's);
+``accuracy_vs_labelled.png`` the figure (one panel per grid point) and, for experiments that name
+``rounds-to-reach``, ``rounds_to_reach.md`` holds Table 1.
 """
 
 from __future__ import annotations
@@ -77,6 +79,51 @@ def labelled_table(curves: CycleCurves) -> str:
     return "\n".join(lines)
 
 
+def cycle_paired_table(
+    curves: CycleCurves, seeds: Mapping[tuple[str, str], Sequence[int]], compare: Mapping[str, str]
+) -> str:
+    """Markdown: per grid point, ``compare`` pair and cycle, method − baseline accuracy on each seed both ran (same
+    split, start and draws), in percentage points, with their mean ± std and the seeds the method is ahead on.
+
+    ``seeds`` gives, per (grid point, method), the seed of each of its curves in ``curves``."""
+    lines = [
+        "| grid point | method − baseline | cycle | labelled | per seed (pts) | mean ± std (seeds ahead) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for point in dict.fromkeys(p for p, _ in curves):
+        for method, baseline in compare.items():
+            if (point, method) not in curves or (point, baseline) not in curves:
+                continue
+            ours = dict(zip(seeds[(point, method)], curves[(point, method)]))
+            theirs = dict(zip(seeds[(point, baseline)], curves[(point, baseline)]))
+            common = [s for s in ours if s in theirs]
+            if not common:
+                continue
+            for cycle in range(min(min(len(ours[s]), len(theirs[s])) for s in common)):
+                differences = [ours[s][cycle][1] - theirs[s][cycle][1] for s in common]
+                share = float(np.mean([ours[s][cycle][0] for s in common]))
+                mean, std = mean_std(differences)
+                spread = "" if std is None else f" ± {100 * std:.2f}"
+                ahead = sum(d > 0 for d in differences)
+                lines.append(
+                    f"| {point or '–'} | {method} − {baseline} | {cycle} | {100 * share:.1f}% | "
+                    + ", ".join(f"{100 * d:+.2f}" for d in differences)
+                    + f" (seeds {', '.join(map(str, common))}) | {100 * mean:+.2f}{spread} ({ahead}/{len(common)}) |"
+                )
+    return "\n".join(lines) + "\n"
+
+
+def curve_seeds(
+    experiment: Experiment, cycles: Mapping[Cell, list[dict[str, Any]]]
+) -> dict[tuple[str, str], list[int]]:
+    """The seed of each curve ``cycle_curves`` gives, per (grid point, method), in the same order."""
+    seeds: dict[tuple[str, str], list[int]] = {}
+    for cell in experiment.cells:
+        if cycles.get(cell):
+            seeds.setdefault((cell.point_label, cell.method), []).append(cell.seed)
+    return seeds
+
+
 def labelled_figure(curves: CycleCurves, methods: Sequence[str]) -> Any:
     """One panel per grid point: accuracy (mean ± std over seeds) against the labelled share trained on."""
     from matplotlib.figure import Figure
@@ -145,10 +192,19 @@ def write_active_learning_report(
     curves = cycle_curves(experiment, cycles)
     written: list[Path] = []
     if curves:
+        paired = ""
+        if experiment.compare:
+            paired = (
+                "\n## Paired differences at each cycle's end\n\n"
+                "Method − baseline test accuracy on the same seed (same split, start and draws), percentage points; "
+                "cycle 0 trains on the same initial labels for every query strategy.\n\n"
+                + cycle_paired_table(curves, curve_seeds(experiment, cycles), experiment.compare)
+            )
         (results_dir / TABLE_FILE).write_text(
             f"# {experiment.name}: test accuracy (%) at each cycle's end, by labelled share trained on\n\n"
             "Mean ± std over seeds; columns are cycles, headed by their mean labelled share.\n\n"
             + labelled_table(curves)
+            + paired
         )
         figure = labelled_figure(curves, list(experiment.methods))
         figure.savefig(results_dir / FIGURE_FILE, dpi=110)

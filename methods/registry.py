@@ -31,6 +31,7 @@ AXIS_DEFAULTS: Mapping[str, object] = {
     "data-selection": "all",
     "selection-fraction": 1.0,
     "objective": "plain",
+    "pretrain": "dataset",
 }
 
 

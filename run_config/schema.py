@@ -111,10 +111,12 @@ class RunConfig:
     temperature: float = setting(0.1, "ρ of the hardened softmax for entropy ranking (< 1 hardens).", positive)
     # Pretraining.
     pretrain: str = setting(
-        "dataset",
+        AUTO,
         "Initial weights: `public` (pretrain on the server's held-out split), `dataset` "
-        "(on `pretrain-dataset`), `checkpoint` (`pretrain-checkpoint`) or `none`.",
+        "(on `pretrain-dataset`), `checkpoint` (`pretrain-checkpoint`) or `none`; `auto`: the method's, `dataset` "
+        "but for methods whose papers start from random weights (`kafal`: `none`).",
         one_of("public", "dataset", "checkpoint", "none"),
+        auto=True,
     )
     pretrain_dataset: str = setting(
         "mnist",
@@ -200,7 +202,7 @@ class RunConfig:
     classes_per_client: int = setting(2, "Pathological (#C=k): labels per client.", positive)
     public_fraction: float = setting(
         0.2,
-        "Share of the training set held out on the server, never given to clients: what `pretrain = \"public\"` "
+        'Share of the training set held out on the server, never given to clients: what `pretrain = "public"` '
         "trains on and FedAT/FedKAD/FedMD draw their generic set from (0.2 of the default set: 1,200 images).",
         below_one,
     )

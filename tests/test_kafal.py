@@ -250,6 +250,18 @@ def test_settings_refused(overrides: dict[str, Any], message: str) -> None:
         parsed(**overrides)
 
 
+def test_the_preset_starts_from_random_weights_and_restarts_every_cycle() -> None:
+    """``method = "kafal"`` alone runs as the paper's Alg. 1: no pretraining, Ω⁰ again at each cycle's start, and
+    its schedule fills the app's default rounds; an explicit ``pretrain`` still wins."""
+    defaults = {**load_defaults(), "method": "kafal"}
+    config = parse_run_config(defaults)
+    settings = config.settings(kafal.KAFALSettings)
+    assert config.pretrain == "none" and settings.al_reinitialise
+    assert kafal.schedule_of(settings).total_rounds == config.num_server_rounds
+    assert parse_run_config({**defaults, "pretrain": "public"}).pretrain == "public"
+    assert parse_run_config({**defaults, "method": "fedavg"}).pretrain == "dataset"
+
+
 def test_global_sampling_accepted_where_the_strategy_allows_it() -> None:
     for query in ("random", "entropy", "margin", "coreset", "badge", "alfa-mix"):
         assert parsed(**{"al-query": query, "al-sampling-model": "global"}).method == "kafal"
@@ -356,3 +368,44 @@ def test_kcfu_options_follow_the_settings() -> None:
     )
     assert (ablation.class_weighting, ablation.balanced, ablation.mixing) == ("uniform", False, False)
     assert not kafal.kcfu_options(parsed(**{"kafal-gamma": "paper"}).settings(kafal.KAFALSettings)).normalise_gamma
+
+
+def test_partial_work_stragglers_train_their_shortened_epochs(
+    tmp_path: Path, labeller: RecordingLabeller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ran: dict[int, list[int]] = {}  # partition -> the epochs of each of its KCFU updates, in order
+    real = kafal.train_on_pool
+
+    def recording(node: Node, model, pool, optimisation: LocalSGD, compensate, seed, loss_module=None):
+        ran.setdefault(node.partition_id, []).append(optimisation.epochs)
+        return real(node, model, pool, optimisation, compensate, seed, loss_module)
+
+    monkeypatch.setattr(kafal, "train_on_pool", recording)
+    stragglers = {
+        "straggler-fraction": 0.5,
+        "straggler-mode": "constant",
+        "straggler-work": "partial",
+        "local-epochs": 4,
+        "fraction-train": 1.0,
+        "al-cycles": 1,
+        "num-server-rounds": 4,
+    }
+    run_in_process(kafal_config(tmp_path, **stragglers), num_partitions=PARTITIONS)
+    rounds = read_jsonl(tmp_path / "results" / "run" / "rounds.jsonl")
+    assert len(rounds) == 4 and all(not r["rejected"] and not r["dropped"] for r in rounds)
+    slow = [sorted(int(pid) for pid in r["partial_epochs"]) for r in rounds]
+    assert len(slow[0]) == 2 and slow == [slow[0]] * 4  # 'constant': the same two every round
+    assert all(sorted(r["clients"]) == list(range(PARTITIONS)) for r in rounds)  # every client, every round
+    for pid in range(PARTITIONS):  # each update ran the round's epochs: its shortened ones when it straggled
+        assert ran[pid] == [r["partial_epochs"].get(str(pid), 4) for r in rounds]
+    assert any(e < 4 for epochs in ran.values() for e in epochs)
+
+
+def test_constant_stragglers_without_work_are_the_same_every_round(tmp_path: Path, labeller: RecordingLabeller) -> None:
+    stragglers = {"straggler-fraction": 0.25, "straggler-mode": "constant", "fraction-train": 1.0}
+    run_in_process(kafal_config(tmp_path, **stragglers), num_partitions=PARTITIONS)
+    run = tmp_path / "results" / "run"
+    rounds = read_jsonl(run / "rounds.jsonl")
+    assert len(rounds) == 6 and len(rounds[0]["dropped"]) == 1
+    assert all(r["dropped"] == rounds[0]["dropped"] and rounds[0]["dropped"][0] not in r["clients"] for r in rounds)
+    assert read_jsonl(run / "cycles.jsonl")[0]["query_problems"] == []  # the idle client still queries

@@ -13,7 +13,14 @@ import pytest
 
 from data.catalog import DATASETS
 from data.file_formats import DataFormatError, read_mnist_pickle
-from experiments.active_learning import FIGURE_FILE, TABLE_FILE, cycle_stats, labelled_table, rounds_to_reach
+from experiments.active_learning import (
+    FIGURE_FILE,
+    TABLE_FILE,
+    cycle_paired_table,
+    cycle_stats,
+    labelled_table,
+    rounds_to_reach,
+)
 from experiments.in_process import run_cell_in_process
 from experiments.report import write_report
 from experiments.runner import CELLS_DIR, run_experiment
@@ -64,6 +71,18 @@ def test_rounds_to_reach_and_cycle_table() -> None:
     assert "| kafal | 2 | 60.00 ± 14.14 | 80.00 ± 14.14 |" in table and "| method | seeds | 10.0% | 20.0% |" in table
 
 
+def test_cycle_paired_table_pairs_seeds_and_cycles() -> None:
+    kafal = [[(0.1, 0.5), (0.2, 0.8)], [(0.1, 0.6), (0.2, 0.7)]]  # seeds 0, 1
+    random = [[(0.1, 0.6), (0.2, 0.75)], [(0.1, 0.5), (0.2, 0.7)]]  # seeds 1, 0: paired by seed, not by order
+    table = cycle_paired_table(
+        {("", "kafal"): kafal, ("", "random"): random},
+        {("", "kafal"): [0, 1], ("", "random"): [1, 0]},
+        {"kafal": "random"},
+    )
+    assert "| – | kafal − random | 0 | 10.0% | +0.00, +0.00 (seeds 0, 1) | +0.00 ± 0.00 (0/2) |" in table
+    assert "| – | kafal − random | 1 | 20.0% | +10.00, -5.00 (seeds 0, 1) | +2.50 ± 10.61 (1/2) |" in table
+
+
 def test_rounds_to_reach_names_a_method_of_the_file(tmp_path: Path) -> None:
     raw = {"description": "d", "cost": "c", "methods": ["fedavg"], "rounds-to-reach": {"method": "kcfu", "round": 2}}
     with pytest.raises(ExperimentFileError, match="'rounds-to-reach.method' = 'kcfu' is not a method of this file"):
@@ -95,6 +114,7 @@ def test_kafal_cells_run_in_process_and_are_reported(tmp_path: Path) -> None:
         "base": base,
         "methods": {"kafal": {"method": "kafal"}, "random": {"method": "kafal", "al-query": "random"}},
         "rounds-to-reach": {"method": "kafal", "round": 2},
+        "compare": {"kafal": "random"},
     }
     experiment = parse_experiment(raw, tmp_path / "tiny.yaml")
     (tmp_path / "tiny.yaml").write_text(json.dumps(raw))
@@ -105,7 +125,8 @@ def test_kafal_cells_run_in_process_and_are_reported(tmp_path: Path) -> None:
     written = write_report(experiment, tmp_path / "out")
     names = {path.name for path in written}
     assert {TABLE_FILE, FIGURE_FILE, "rounds_to_reach.md"} <= names
-    assert "| random | 1 |" in (tmp_path / "out" / TABLE_FILE).read_text()
+    table = (tmp_path / "out" / TABLE_FILE).read_text()
+    assert "| random | 1 |" in table and "| – | kafal − random | 1 |" in table
     rows = (tmp_path / "out" / "rounds_to_reach.md").read_text()
     assert re.search(r"\| kafal \| ([12]) \| \1\.0 \|", rows) and "| random |" in rows  # the reference: by round 2
 

@@ -19,7 +19,13 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 def test_defaults_parse_to_fedft_eds(defaults: dict) -> None:
     config = parse_run_config(defaults)
     assert config.dataset == "fashion-mnist-mini" and config.method == "fedft-eds"
-    resolved = {"freeze": "mid", "data-selection": "entropy", "selection-fraction": 0.1, "objective": "plain"}
+    resolved = {
+        "freeze": "mid",
+        "data-selection": "entropy",
+        "selection-fraction": 0.1,
+        "objective": "plain",
+        "pretrain": "dataset",
+    }
     assert config.to_dict() == {**defaults, **resolved}
 
 

@@ -1,4 +1,4 @@
-"""KAFAL, knowledge-aware federated active learning (Cao et al., ICCV 2023; SPEC §7): algorithm kernels.
+"""KAFAL, knowledge-aware federated active learning (Cao et al., ICCV 2023): algorithm kernels.
 
 - ``pools``: a client's labelled and unlabelled pools, labels revealed only through an oracle.
 - ``ksas``: knowledge-specialised active sampling scores (Eq. 1-3).

@@ -3,8 +3,8 @@
 - its pools: the labelled local indices in labelling order and their labels (``ActivePool.to_arrays``);
 - its local model after its last local update, with the cycle and round it was trained in (what KSAS and the
   client-model strategies score with);
-- for QBC, the global model it downloaded for that update, the round's learning rate and whether it compensated
-  (the committee's other members are trained from it);
+- for QBC, the global model it downloaded for that update, the round's learning rate, its local epochs (fewer for a
+  straggler doing partial work) and whether it compensated (the committee's other members are trained from it);
 - for LL4AL, its loss-prediction module and the cycle it belongs to.
 
 Nothing here is sent to the server.
@@ -28,12 +28,14 @@ LOSS_MODULE = "kafal-loss-module"
 
 @dataclass(frozen=True)
 class ModelInfo:
-    """When a kept model was made: its cycle and round, the round's learning rate, whether it compensated."""
+    """When a kept model was made: its cycle and round, the round's learning rate and local epochs, whether it
+    compensated."""
 
     cycle: int
     server_round: int
     learning_rate: float = 0.0
     compensate: bool = False
+    epochs: int = 0
 
 
 def _info_key(key: str) -> str:
@@ -63,6 +65,7 @@ def save_module(state: RecordDict, key: str, module: nn.Module, info: ModelInfo)
             "server-round": info.server_round,
             "learning-rate": info.learning_rate,
             "compensate": info.compensate,
+            "local-epochs": info.epochs,
         }
     )
 
@@ -78,6 +81,7 @@ def load_module(state: RecordDict, key: str, module: nn.Module, cycle: int | Non
         int(record["server-round"]),  # type: ignore[arg-type]
         float(record["learning-rate"]),  # type: ignore[arg-type]
         bool(record["compensate"]),
+        int(record["local-epochs"]),  # type: ignore[arg-type]
     )
     if cycle is not None and info.cycle != cycle:
         return None

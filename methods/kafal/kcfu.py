@@ -1,4 +1,4 @@
-"""Knowledge-compensatory federated update, KCFU: KAFAL's local loss (Cao et al., Eq. 4-6, Alg. 2; SPEC §7).
+"""Knowledge-compensatory federated update, KCFU: KAFAL's local loss (Cao et al., ICCV 2023, §3.3, Eq. 4-6, Alg. 2).
 
     L_client = CE(g(x; ω) + log n, y)                                         balanced softmax (Eq. 4)
     L_comp   = Γ(x̃') · KL(σ(g(x̃'; Ω)) ‖ σ(g(x̃'; ω)))                         compensation (Eq. 5)
@@ -13,8 +13,8 @@ Where the paper and the authors' code differ, the defaults here are:
 
 - Γ: the paper writes Γ = Σ_c n_c / n_{y'}; the code normalises these inverse frequencies to sum to 1 over the
   classes and gives 0 to classes without labels (the paper's form is infinite there). Default: the code's
-  normalised form, as SPEC §7 and the task describe it (``normalise_gamma=False`` gives the paper's form, with 0
-  for unlabelled classes). The "Γ = 1/C" ablation is ``class_weighting="uniform"``.
+  normalised form (``normalise_gamma=False`` gives the paper's form, with 0 for unlabelled classes). The "Γ = 1/C"
+  ablation is ``class_weighting="uniform"``.
 - Weights: the paper's ν and 1 − ν (default); the code adds both terms with weight 1 (``authors_code``).
 - KL: the paper's KL summed over classes (default); the code averages it over classes, i.e. KL / C.
 - Pairs: the paper draws x'_a, x'_b at random from the unlabelled batch (default: a random permutation); the code

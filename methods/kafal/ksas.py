@@ -1,4 +1,4 @@
-"""Knowledge-specialised active sampling, KSAS (Cao et al., Eq. 1-3; SPEC §7).
+"""Knowledge-specialised active sampling, KSAS (Cao et al., ICCV 2023, §3.2, Eq. 1-3).
 
 For an unlabelled sample x of client i, with g(x; ω_i) the client model's logits after its last local update and
 g(x; Ω̂_i) the final aggregated global model's logits:

@@ -1,4 +1,4 @@
-"""A client's labelled and unlabelled pools for federated active learning (KAFAL, SPEC §7).
+"""A client's labelled and unlabelled pools for federated active learning (KAFAL, Cao et al., ICCV 2023, §3.1 and §4).
 
 Each client starts with a random ``al-initial-fraction`` (default 0.10) of its local samples labelled and, after
 every active-learning cycle, asks an oracle for the labels of ``al-budget-fraction`` (default 0.05) of its local

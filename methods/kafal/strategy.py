@@ -1,7 +1,7 @@
 """KAFAL's server step (Alg. 1): FedAvg over the clients' labelled pools, in cycles that end in a query.
 
-``ActiveLearningFedAvg`` is ``CohortFedAvg`` (partition-id cohorts, checked replies, the aggregation rules) with the
-active-learning schedule added:
+``ActiveLearningFedAvg`` is ``CohortFedAvg`` (partition-id cohorts, stragglers, checked replies, the aggregation
+rules) with the active-learning schedule added:
 
 - each cycle starts from the initial global model Ω⁰ when ``al-reinitialise`` (Alg. 1 line 3 and the authors' code),
   until a round of the cycle has aggregated;
@@ -118,7 +118,8 @@ class ActiveLearningFedAvg(CohortFedAvg):
         return arrays, metrics
 
     def check_reply(self, partition_id: int, content: RecordDict) -> None:
-        """The protocol's checks, with ``num-examples`` = the labelled pool the server expects of this client."""
+        """The protocol's checks, with ``num-examples`` = the labelled pool the server expects of this client (not
+        the run's ``expected_examples``, the whole local data: a KAFAL client trains on its labelled pool)."""
         read_train_reply(
             content,
             self._expected_from[partition_id],
