@@ -7,12 +7,15 @@ Two signs, both measured against the same scoring as the start (``models/batchno
   left chance, e.g. one trained from scratch for a round, is not a collapse);
 - **far below the start**: more than ``FALL_POINTS`` percentage points below the initial model's accuracy.
 
-A run that ends on either sign gets a warning in summary.json, as does one that passed through chance on the way.
+A run that ends on either sign gets a warning in summary.json, as does one that passed through chance on the way. A
+method that starts its model afresh on purpose (KAFAL's cycles from Ω⁰) starts the comparison afresh too: its rounds
+are compared with those since the restart, not with the run's start.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 #: At most this multiple of 1/C counts as chance level.
 CHANCE_MULTIPLE = 1.5
@@ -38,23 +41,16 @@ def round_warning(accuracy: float, earlier: Sequence[float | None], num_classes:
     return None
 
 
-def run_warnings(initial: float | None, rounds: Sequence[tuple[int, float]], num_classes: int) -> list[str]:
-    """summary.json's ``warnings`` from the start's accuracy and each (round, accuracy): how the run's global model
-    ended, and in which earlier rounds it was at chance."""
+def run_warnings(rounds: Sequence[Mapping[str, Any]]) -> list[str]:
+    """summary.json's ``warnings``, from the round records' own (``warning``): how the final model ended, and in which
+    earlier rounds the model was at chance."""
     if not rounds:
         return []
-    history: list[float | None] = [initial, *(accuracy for _, accuracy in rounds)]
     warnings = []
-    final_round, final = rounds[-1]
-    problem = round_warning(final, history[:-1], num_classes)
-    if problem is not None:
-        warnings.append(f"the final model (round {final_round}) is {problem}")
-    chance = chance_level(num_classes)
-    fell = [
-        r
-        for i, (r, accuracy) in enumerate(rounds[:-1])
-        if accuracy <= chance and round_warning(accuracy, history[: i + 1], num_classes) is not None
-    ]
+    final = rounds[-1]
+    if final.get("warning"):
+        warnings.append(f"the final model (round {final['round']}) is {final['warning']}")
+    fell = [r["round"] for r in rounds[:-1] if str(r.get("warning", "")).startswith("at chance")]
     if fell:
         plural = "s" if len(fell) > 1 else ""
         warnings.append(f"the global model was at chance level in round{plural} {', '.join(map(str, fell))}")

@@ -121,6 +121,10 @@ class RunRecorder:
         self.cycles: list[dict[str, Any]] = list(resume_from.get("cycles", [])) if resume_from else []
         self._pending: dict[str, Any] = {}
         self._pending_cycle: dict[str, Any] | None = None
+        #: Rounds before this index were trained from another start (a cycle that restarted the model): collapse
+        #: warnings compare a round only with the rounds since.
+        restarted = [c["rounds"][1] for c in self.cycles if c.get("restarts")]
+        self._since = sum(1 for r in self.rounds if restarted and r["round"] <= max(restarted))
         self._round_start = 0.0
         self.finished = False
         #: Held while a round is being recorded and checkpointed, and by ``stopped``: in Flower's simulation engine a
@@ -155,8 +159,9 @@ class RunRecorder:
         self.at_checkpoint = state
 
     def cycle_ended(self, server_round: int, **fields: Any) -> None:
-        """A cycle ended with ``server_round`` (its ``cycle``, ``rounds`` [first, last], labelled shares, queries);
-        its row of cycles.jsonl is written with that round's evaluation."""
+        """A cycle ended with ``server_round`` (its ``cycle``, ``rounds`` [first, last], labelled shares, queries;
+        ``restarts``: the next cycle starts its model afresh); its row of cycles.jsonl is written with that round's
+        evaluation."""
         self._pending_cycle = fields
 
     def _record_cycle(self, record: dict[str, Any]) -> None:
@@ -175,6 +180,8 @@ class RunRecorder:
             "bytes_up": sum(r["bytes_up"] for r in rounds) + fields.get("query_bytes_up", 0),
         }
         self.cycles.append(row)
+        if fields.get("restarts"):
+            self._since = len(self.rounds)
         with (self.directory / CYCLES_FILE).open("a") as handle:
             handle.write(_json_line(row))
         log(
@@ -235,7 +242,8 @@ class RunRecorder:
             **self._pending.get("evaluation_fields", {}),
             **fields,
         }
-        warning = round_warning(accuracy, [self.initial_accuracy, *(r["accuracy"] for r in self.rounds)], self.classes)
+        start = self.initial_accuracy if self._since == 0 else None  # a restarted model has no start to compare with
+        warning = round_warning(accuracy, [start, *(r["accuracy"] for r in self.rounds[self._since :])], self.classes)
         if warning is not None:
             record["warning"] = warning
         self.rounds.append(record)
@@ -288,9 +296,7 @@ class RunRecorder:
             "total_bytes_up": sum(r["bytes_up"] for r in self.rounds),
             "mean_cohort_label_entropy": _mean(r.get("cohort_label_entropy") for r in self.rounds),
             "mean_last10_accuracy": _mean(r["accuracy"] for r in self.rounds[-10:]),
-            "warnings": run_warnings(
-                self.initial_accuracy, [(r["round"], r["accuracy"]) for r in self.rounds], self.classes
-            ),
+            "warnings": run_warnings(self.rounds),
             **({"cycles": [_cycle_summary(c) for c in self.cycles]} if self.cycles else {}),
             **best_other_accuracies(self.rounds),
             **{key: value for fields in self.method_summaries for key, value in fields(self.rounds).items()},

@@ -22,13 +22,21 @@ def test_far_below_the_start_is_flagged_with_the_fall():
     assert round_warning(0.50, [None, 0.80], 10) is None  # no scored start to compare with
 
 
+def rounds(*pairs):
+    return [{"round": r, "accuracy": a, **({"warning": w} if w else {})} for r, a, w in pairs]
+
+
 def test_run_warnings_name_the_final_model_and_the_rounds_at_chance():
-    assert run_warnings(0.808, [(1, 0.10), (2, 0.10)], 10) == [
-        "the final model (round 2) is at chance level (≤ 15% for 10 classes) after being above it",
+    at_chance = "at chance level (≤ 15% for 10 classes) after being above it"
+    assert run_warnings(rounds((1, 0.1, at_chance), (2, 0.1, at_chance))) == [
+        f"the final model (round 2) is {at_chance}",
         "the global model was at chance level in round 1",
     ]
-    assert run_warnings(0.5, [(1, 0.1), (2, 0.6), (3, 0.1), (4, 0.62)], 10) == [
+    assert run_warnings(rounds((1, 0.1, at_chance), (2, 0.6, None), (3, 0.1, at_chance), (4, 0.62, None))) == [
         "the global model was at chance level in rounds 1, 3"
     ]
-    assert run_warnings(0.5, [(1, 0.6), (2, 0.7)], 10) == []
-    assert run_warnings(0.5, [], 10) == []
+    assert run_warnings(rounds((1, 0.6, "20.0 points below the start (80.0%)"))) == [
+        "the final model (round 1) is 20.0 points below the start (80.0%)"
+    ]
+    assert run_warnings(rounds((1, 0.6, None), (2, 0.7, None))) == []
+    assert run_warnings([]) == []

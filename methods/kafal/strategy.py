@@ -158,6 +158,7 @@ class ActiveLearningFedAvg(CohortFedAvg):
             "cycle": cycle,
             "rounds": list(self.schedule.rounds_of(cycle)),
             "trained_labelled_fraction": labelled / held if held else None,
+            "restarts": self.reinitialise,  # the next cycle starts from Ω⁰ (its rounds are compared afresh)
         }
         if self.schedule.queries_after(server_round):
             fields.update(self.query(server_round, cycle, arrays, grid, clients))
