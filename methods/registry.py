@@ -32,6 +32,7 @@ AXIS_DEFAULTS: Mapping[str, object] = {
     "selection-fraction": 1.0,
     "objective": "plain",
     "pretrain": "dataset",
+    "model": "wrn-16-1",
 }
 
 

@@ -187,7 +187,13 @@ class RunConfig:
         "searches the well-known places; `hub` downloads from Hugging Face (needs internet).",
         path_problem,
     )
-    model: str = setting("wrn-16-1", f"Model: {MODEL_NAMES_HELP}.", _model)
+    model: str = setting(
+        AUTO,
+        f"Model: {MODEL_NAMES_HELP}; `auto`: the method's, `wrn-16-1` (the FedFT-EDS paper's) but for KAFAL "
+        "(`mlp-2nn`, its paper's model for 28×28 digits, Fig. 14).",
+        _model,
+        auto=True,
+    )
     dropout: float = setting(0.3, "Dropout inside WRN blocks.", below_one)
     partitioner: str = setting(
         "dirichlet", "How training data is split over clients.", one_of("dirichlet", "pathological", "iid")

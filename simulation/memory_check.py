@@ -103,13 +103,16 @@ def frozen_part_bytes(config: RunConfig, model: SplitModel) -> int:
 
 
 def pretrain_samples(config: RunConfig) -> int:
-    """Images the server pretrains on when its weights are not cached: 0 without pretraining or from a checkpoint."""
+    """Images the server pretrains on when its weights are not cached (at most ``pretrain-samples``): 0 without
+    pretraining or from a checkpoint."""
     if config.pretrain in ("none", "checkpoint"):
         return 0
     if config.pretrain == "dataset":
-        return DATASETS[config.pretrain_dataset].train_samples
-    train = DATASETS[config.dataset].train_samples
-    return train - round(train * (1 - config.public_fraction))
+        source = DATASETS[config.pretrain_dataset].train_samples
+    else:
+        train = DATASETS[config.dataset].train_samples
+        source = train - round(train * (1 - config.public_fraction))
+    return min(source, config.pretrain_samples) if config.pretrain_samples else source
 
 
 def pretrain_source_bytes(config: RunConfig) -> int:

@@ -114,8 +114,9 @@ def test_pretraining_in_the_run_adds_its_images_model_batch_and_batchnorm_pass_t
 @pytest.mark.parametrize(
     ("overrides", "samples", "source_bytes"),
     [
-        ("", 1200, 0),  # the public 20% of fashion-mnist-mini's 6,000, part of the run's own dataset
-        ("pretrain='dataset' pretrain-dataset='fashion-mnist'", 60_000, 70_000 * (28 * 28 + 8)),
+        ("", 6000, 70_000 * (28 * 28 + 8)),  # 6,000 of MNIST's images, the whole decoded MNIST besides the run's
+        ("pretrain='public'", 1200, 0),  # the public 20% of fashion-mnist-mini's 6,000, part of the run's own data
+        ("pretrain='dataset' pretrain-dataset='fashion-mnist' pretrain-samples=0", 60_000, 70_000 * (28 * 28 + 8)),
         ("pretrain='checkpoint'", 0, 0),
         ("pretrain='none'", 0, 0),
     ],
@@ -233,6 +234,6 @@ def test_the_fitted_constants_are_what_the_fit_derives_from_the_recorded_runs() 
 
 def test_pretraining_is_counted_unless_its_weights_are_cached(tmp_path: Path) -> None:
     config = config_with_overrides(f"pretrain-cache-dir='{tmp_path}'")
-    assert simulation_size(config, 10, 2).pretrain_samples == 1200
+    assert simulation_size(config, 10, 2).pretrain_samples == 6000
     cache_path(config).write_bytes(b"weights")
     assert simulation_size(config, 10, 2).pretrain_samples == 0

@@ -25,6 +25,7 @@ def test_defaults_parse_to_fedft_eds(defaults: dict) -> None:
         "selection-fraction": 0.1,
         "objective": "plain",
         "pretrain": "dataset",
+        "model": "wrn-16-1",
     }
     assert config.to_dict() == {**defaults, **resolved}
 

@@ -470,7 +470,7 @@ def kafal_strategy(run: FederatedRun) -> Strategy:
 KAFAL = Method(
     "kafal",
     "KAFAL: federated active learning with KSAS queries and the KCFU local update (or a baseline query).",
-    presets={"freeze": "none", "data-selection": "all", "objective": "plain", "pretrain": "none"},
+    presets={"freeze": "none", "data-selection": "all", "objective": "plain", "pretrain": "none", "model": "mlp-2nn"},
     settings=(KAFALSettings,),
     client_train=kafal_train,
     strategy=kafal_strategy,
