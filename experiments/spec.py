@@ -179,7 +179,7 @@ class _Checker:
                 + (
                     f"did you mean {' or '.join(repr(c) for c in close)}?"
                     if close
-                    else "README › Configuration lists every key"
+                    else "docs/configuration.md lists every key"
                 ),
             )
 

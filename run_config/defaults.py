@@ -1,5 +1,5 @@
 """The defaults as Flower reads them (``[tool.flwr.app.config]``), and the two texts written from the settings'
-declarations: that pyproject section and the README's settings table (``python -m scripts.update_settings``)."""
+declarations: that pyproject section and the settings table of docs/configuration.md (``python -m scripts.update_settings``)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def pyproject_config() -> str:
 
 
 def markdown_table() -> str:
-    """The configuration table of the README: key, default, meaning."""
+    """The settings table of docs/configuration.md: key, default, meaning."""
     rows = ["| key | default | meaning |", "|---|---|---|"]
     rows += [f"| `{s.key}` | `{toml_value(s.default)}` | {s.help} |" for s in all_settings()]
     return "\n".join(rows)

@@ -417,7 +417,7 @@ def recorded_value(recorded: Mapping[str, Any], key: str) -> Any:
 def unknown_key_message(key: str, known: Iterable[str]) -> str:
     """``'temprature' is not a run-config key; did you mean 'temperature'?``"""
     close = difflib.get_close_matches(key, list(known), n=3, cutoff=0.6)
-    hint = f"did you mean {' or '.join(repr(c) for c in close)}?" if close else "README › Configuration lists every key"
+    hint = f"did you mean {' or '.join(repr(c) for c in close)}?" if close else "docs/configuration.md lists every key"
     return f"'{key}' is not a run-config key; {hint}"
 
 

@@ -1,5 +1,6 @@
-"""Rewrite what is written from the settings' declarations: pyproject's ``[tool.flwr.app.config]`` and the README's
-settings table (``python -m scripts.update_settings``; tests/test_run_config.py checks both are current)."""
+"""Rewrite what is written from the settings' declarations: pyproject's ``[tool.flwr.app.config]`` and the settings
+table of docs/configuration.md (``python -m scripts.update_settings``; tests/test_run_config.py checks both are
+current)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 from run_config.defaults import PYPROJECT, markdown_table, pyproject_config
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+SETTINGS_PAGE = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
 TABLE_HEADER = "| key | default | meaning |"
 SECTION = "[tool.flwr.app.config]"
 
@@ -20,7 +21,7 @@ def replace_block(text: str, start_marker: str, new_block: str, end_marker: str)
 
 
 def main() -> None:
-    README.write_text(replace_block(README.read_text(), TABLE_HEADER, markdown_table(), "\n\n"))
+    SETTINGS_PAGE.write_text(replace_block(SETTINGS_PAGE.read_text(), TABLE_HEADER, markdown_table(), "\n\n"))
     PYPROJECT.write_text(replace_block(PYPROJECT.read_text(), SECTION, pyproject_config() + "\n", "\n["))
 
 

@@ -21,7 +21,7 @@ def test_a_malformed_file_fails_before_any_run(tmp_path: Path, capsys: pytest.Ca
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump({"description": "d", "cost": "c", "methods": ["fedavg"], "grid": {"lr": [0.1]}}))
     assert main(["run", str(path), "--results-dir", str(tmp_path / "out")]) == 2
-    assert f"error: {path}: 'grid.lr' is not a run-config key; README › Configuration lists every key" in (
+    assert f"error: {path}: 'grid.lr' is not a run-config key; docs/configuration.md lists every key" in (
         capsys.readouterr().err
     )
     assert not (tmp_path / "out").exists()

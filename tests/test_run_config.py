@@ -1,4 +1,4 @@
-"""Configuration: the defaults parse, bad values are refused naming the key, the README lists every key."""
+"""Configuration: the defaults parse, bad values are refused naming the key, the docs list every key."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from run_config.schema import default_values
 
 SETTINGS = all_settings()
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+SETTINGS_PAGE = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
 
 
 def test_defaults_parse_to_fedft_eds(defaults: dict) -> None:
@@ -162,13 +162,14 @@ def test_missing_key_is_reported(defaults: dict) -> None:
         parse_run_config(defaults)
 
 
-def test_readme_configuration_table_is_current() -> None:
-    """Every key appears in the README with its default and help (regenerate with python -m scripts.update_settings)."""
-    assert markdown_table() in README.read_text()
+def test_the_settings_table_is_current() -> None:
+    """Every key appears in docs/configuration.md with its default and help (regenerate with python -m
+    scripts.update_settings)."""
+    assert markdown_table() in SETTINGS_PAGE.read_text()
 
 
-def test_readme_rows_are_one_per_key() -> None:
-    section = README.read_text().split("## Configuration", 1)[1].split("\n## ", 1)[0]
+def test_the_settings_table_has_one_row_per_key() -> None:
+    section = SETTINGS_PAGE.read_text().split("## Configuration", 1)[1].split("\n## ", 1)[0]
     rows = re.findall(r"^\| `([a-z0-9-]+)` \| `", section, flags=re.M)
     assert sorted(rows) == sorted(s.key for s in SETTINGS)
 

@@ -1,4 +1,4 @@
-"""The README's `flwr run .` commands work exactly as written: Flower's CLI from the virtual environment, 10
+"""The documented `flwr run .` commands (docs/running.md) work exactly as written: Flower's CLI from the virtual environment, 10
 simulated clients, the local SuperLink stopped afterwards by PID."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.e2e
 
 
 def readme_block(name: str) -> str:
-    text = (PROJECT_DIR / "README.md").read_text()
+    text = (PROJECT_DIR / "docs" / "running.md").read_text()
     block = text.split(f"<!-- {name}:start -->", 1)[1].split(f"<!-- {name}:end -->", 1)[0]
     return "\n".join(line for line in block.strip().splitlines() if not line.startswith("```"))
 
