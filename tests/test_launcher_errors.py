@@ -60,6 +60,7 @@ def test_make_run_passes_the_error_through(tmp_path) -> None:
         timeout=600,
     )
     assert done.returncode != 0 and "did you mean 'temperature' or 'moon-temperature'?" in done.stderr
+    assert "python -m simulation exited with code 2 (2: settings refused at start;" in done.stderr
 
 
 def _refused(command: list[str], home: Path) -> subprocess.CompletedProcess:
