@@ -17,6 +17,12 @@ from experiments.summary import mean_std
 
 #: summary.json fields compared, with their column titles (accuracies, shown in percentage points).
 COMPARED = {"best_accuracy": "best acc.", "final_accuracy": "final acc.", "mean_last10_accuracy": "last-10 mean"}
+#: A model a method adds beside the global one, compared where both cells of every pair recorded it.
+ALSO_COMPARED = {
+    "best_composed_accuracy": "best composed acc.",
+    "best_client_accuracy_mean": "best client-mean acc.",
+    "best_base_accuracy": "best base acc.",
+}
 
 
 @dataclass(frozen=True)
@@ -42,14 +48,11 @@ def paired_rows(experiment: Experiment, results: Mapping[Cell, CellResult]) -> l
             )
             if not seeds:
                 continue
-            differences = {
-                field: tuple(
-                    float(by_key[(point, method, s)].summary[field])
-                    - float(by_key[(point, baseline, s)].summary[field])
-                    for s in seeds
-                )
-                for field in COMPARED
-            }
+            pairs = [(by_key[(point, method, s)].summary, by_key[(point, baseline, s)].summary) for s in seeds]
+            recorded = [
+                f for f in ALSO_COMPARED if all(a.get(f) is not None and b.get(f) is not None for a, b in pairs)
+            ]
+            differences = {f: tuple(float(a[f]) - float(b[f]) for a, b in pairs) for f in [*COMPARED, *recorded]}
             rows.append(PairedRow(point, method, baseline, seeds, differences))
     return rows
 
@@ -68,17 +71,21 @@ def _summary(values: Sequence[float]) -> str:
 
 
 def paired_table(experiment: Experiment, rows: Sequence[PairedRow]) -> str:
-    """Markdown: per pair, each field's per-seed differences (percentage points) and their mean ± std."""
+    """Markdown: per pair, each field's per-seed differences (percentage points) and their mean ± std (– where a
+    pair did not record the field)."""
     keys = list(experiment.grid)
+    titles = {**COMPARED, **ALSO_COMPARED}
+    fields = [f for f in titles if any(f in row.differences for row in rows)]
     header = [*keys, "method − baseline", "seeds"]
-    for title in COMPARED.values():
-        header += [f"{title} per seed (pts)", f"{title} mean ± std"]
+    for field in fields:
+        header += [f"{titles[field]} per seed (pts)", f"{titles[field]} mean ± std"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
         point = dict(row.point)
         cells = [str(point[k]) for k in keys] + [f"{row.method} − {row.baseline}", " ".join(map(str, row.seeds))]
-        for field in COMPARED:
-            cells += [_points(row.differences[field]), _summary(row.differences[field])]
+        for field in fields:
+            values = row.differences.get(field)
+            cells += [_points(values), _summary(values)] if values is not None else ["–", "–"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -10,6 +10,7 @@ from random weights set ``pretrain = "none"``. The pretraining is cached once pe
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,8 +61,12 @@ def run_method(tmp_path: Path, pretrained: Path, clients: int = 4, **overrides: 
     return Outcome(summary["initial_accuracy"], [r["accuracy"] for r in rounds], summary)
 
 
-def assert_learns(outcome: Outcome, *, at_least: float) -> None:
-    """The global model ends at ``at_least`` or above (well above chance), with no collapse warning."""
+def assert_learns(outcome: Outcome, *, at_least: float, also: Mapping[str, float] | None = None) -> None:
+    """The global model ends at ``at_least`` or above (well above chance), with no collapse warning; each summary
+    field of ``also`` (a model the method adds: FedSplit's composed model, FedMD's clients) reaches its minimum."""
     assert outcome.final >= at_least, f"ended at {outcome.final:.3f} < {at_least}: {outcome.describe()}"
     assert outcome.final > outcome.initial, f"ended at or below its start: {outcome.describe()}"
     assert not outcome.summary["warnings"], f"{outcome.summary['warnings']}: {outcome.describe()}"
+    for field, minimum in (also or {}).items():
+        value = outcome.summary.get(field)
+        assert value is not None and value >= minimum, f"{field} = {value} < {minimum}: {outcome.describe()}"

@@ -47,3 +47,24 @@ def test_a_pair_must_name_methods_of_the_file():
         experiment(compare={"fedft-eds": "fedprox"})
     with pytest.raises(ExperimentFileError, match="names the method as its own baseline"):
         experiment(compare={"fedavg": "fedavg"})
+
+
+def test_a_model_both_methods_add_is_compared_too():
+    exp = parse_experiment(
+        {
+            "description": "d",
+            "cost": "c",
+            "methods": ["fedsplit-kmeans", "fedsplit-all"],
+            "seeds": [0],
+            "compare": {"fedsplit-kmeans": "fedsplit-all"},
+        },
+        Path("exp.yaml"),
+    )
+    kmeans, everything = exp.cells
+    with_composed = {
+        kmeans: CellResult({**result(0.7, 0.7).summary, "best_composed_accuracy": 0.55}, [], {}),
+        everything: CellResult({**result(0.7, 0.7).summary, "best_composed_accuracy": 0.65}, [], {}),
+    }
+    (row,) = paired_rows(exp, with_composed)
+    assert row.differences["best_composed_accuracy"] == pytest.approx((-0.10,))
+    assert "best composed acc. per seed (pts)" in "\n".join(paired_section(exp, with_composed))

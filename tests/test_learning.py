@@ -11,8 +11,17 @@ from tests.learning import assert_learns, run_method
 
 #: method -> (run-config overrides, the accuracy its global model must reach)
 LEARNS: dict[str, tuple[dict, float]] = {
-    "fedavg": ({}, 0.6),
-    "fedft-eds": ({"local-epochs": 3}, 0.4),
+    # The whole model on all data (FedAvg, FedProx, MOON) or a random 10% (RDS), 4 rounds of 1 epoch:
+    # final accuracy over seeds 0/1/2 beside each.
+    "fedavg": ({}, 0.6),  # 0.750 / 0.675 / 0.757
+    "fedprox": ({}, 0.6),  # 0.760 / 0.668 / 0.751
+    "moon": ({}, 0.55),  # 0.749 / 0.643 / 0.759
+    "fedavg-rds": ({}, 0.3),  # 0.495 / 0.366 / 0.504
+    "fedprox-rds": ({}, 0.3),  # 0.494 / 0.363 / 0.486
+    # θ above the frozen φ (pretrained on MNIST), on all data or 10% of it, 3 local epochs for the 10%.
+    "fedft-all": ({}, 0.5),  # 0.683 / 0.598 / 0.720
+    "fedft-rds": ({"local-epochs": 3}, 0.45),  # 0.562 / 0.544 / 0.609
+    "fedft-eds": ({"local-epochs": 3}, 0.45),  # 0.564 / 0.527 / 0.517
     # From random weights as the paper (its preset; the task's pretraining overridden): 2 cycles of 2 rounds of
     # 5 epochs, 10% then 15% labelled, each cycle from scratch. Seeds 0/1/2 end at 0.613 / 0.488 / 0.523.
     "kafal": (
@@ -26,7 +35,12 @@ def test_every_method_has_a_learns_test():
     assert set(LEARNS) == set(METHODS), f"methods without a learns-test: {sorted(set(METHODS) - set(LEARNS))}"
 
 
+#: method -> what a model it adds beside the global one must reach (summary field -> minimum)
+ALSO: dict[str, dict[str, float]] = {}
+
+
 @pytest.mark.parametrize("method", sorted(LEARNS))
 def test_the_method_learns(method, tmp_path, pretrained):
     overrides, at_least = LEARNS[method]
-    assert_learns(run_method(tmp_path, pretrained, method=method, **overrides), at_least=at_least)
+    outcome = run_method(tmp_path, pretrained, method=method, **overrides)
+    assert_learns(outcome, at_least=at_least, also=ALSO.get(method))
