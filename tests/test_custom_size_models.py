@@ -330,3 +330,96 @@ def test_client_model_replies_name_a_usable_architecture() -> None:
         read_client_model(RecordDict({CLIENT_MODEL_RECORD: ConfigRecord({MODEL_NAME: "wrn-16-1"})}), usable)
     with pytest.raises(Refused, match="not a string"):
         read_client_model(RecordDict({CLIENT_MODEL_RECORD: ConfigRecord({MODEL_NAME: 3})}), usable)
+
+
+def _replies_and_sent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **overrides: Any) -> tuple[list, list]:
+    """Run FedMD recording every training message sent and every reply (in order)."""
+    import tests.in_process as harness
+
+    replies: list[Message] = []
+    original = harness.HANDLERS[TRAIN]
+
+    def keep(msg: Message, context: Any) -> Message:
+        reply = original(msg, context)
+        replies.append(reply)
+        return reply
+
+    monkeypatch.setitem(harness.HANDLERS, TRAIN, keep)
+    sent = _run_recording(_config(tmp_path, method="fedmd", **overrides), monkeypatch)
+    return sent, replies
+
+
+def _same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(v, b[k]) for k, v in a.items())
+
+
+def test_fedmd_clients_are_scored_after_their_own_training_and_a_client_alone_keeps_its_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # fedmd-digest = none: no client digests, so what a client receives next round is what it sent (trained alone);
+    # the scores are those of the models as they arrived (FedMD (clients), after the Revisit).
+    alone = {"fedmd-digest": "none", "fedmd-public-epochs": 0, "num-server-rounds": 2, "client-eval-samples": 20}
+    sent, replies = _replies_and_sent(tmp_path, monkeypatch, **alone)
+    first, second = replies[:NUM_CLIENTS], sent[NUM_CLIENTS:]
+    by_node = {r.metadata.src_node_id: r.content[ARRAYS].to_torch_state_dict() for r in first}
+    for msg in second:
+        assert _same(msg.content[ARRAYS].to_torch_state_dict(), by_node[msg.metadata.dst_node_id])
+    record = _rounds(tmp_path)[0]
+    assert "client_distilled_accuracy_mean" not in record and "kd_loss_last" in record  # the global model still distils
+    # With the digest, the client models change between reply and next message, and both scores are reported.
+    digest = tmp_path / "digest"
+    sent, replies = _replies_and_sent(digest, monkeypatch, **{**alone, "fedmd-digest": "reference"})
+    by_node = {r.metadata.src_node_id: r.content[ARRAYS].to_torch_state_dict() for r in replies[:NUM_CLIENTS]}
+    assert not any(
+        _same(msg.content[ARRAYS].to_torch_state_dict(), by_node[msg.metadata.dst_node_id])
+        for msg in sent[NUM_CLIENTS:]
+    )
+    record = _rounds(digest)[0]
+    assert 0 <= record["client_accuracy_mean"] <= 1 and 0 <= record["client_distilled_accuracy_mean"] <= 1
+
+
+def test_fedmd_transfer_learning_trains_each_first_model_on_the_labelled_public_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from data.loading import load_dataset
+
+    def first_models(folder: Path, epochs: int) -> list[dict[str, torch.Tensor]]:
+        sent = _run_recording(_config(folder, method="fedmd", **{"fedmd-public-epochs": epochs}), monkeypatch)
+        return [msg.content[ARRAYS].to_torch_state_dict() for msg in sent]
+
+    config = parse_run_config(_config(tmp_path))
+    generic = load_generic_data(federated_split(config), config.settings(GenericDataSettings))
+    assert generic.labelled and len(load_dataset("synthetic").train.labels) > len(generic)
+
+    def public_loss(state: dict[str, torch.Tensor]) -> float:
+        model = build_model(state_name(state), 1, 4)
+        model.load_state_dict(state)
+        return torch.nn.functional.cross_entropy(model.eval()(generic.inputs), generic.labels).item()
+
+    fresh, transferred = first_models(tmp_path / "fresh", 0), first_models(tmp_path / "transfer", 20)
+    assert all(public_loss(t) < 0.8 * public_loss(f) for f, t in zip(fresh, transferred)), [
+        (public_loss(f), public_loss(t)) for f, t in zip(fresh, transferred)
+    ]
+
+
+def state_name(state: dict[str, torch.Tensor]) -> str:
+    """The architecture (of CUSTOM's two) a state belongs to."""
+    return "wrn-16-1" if len(state) == len(build_model("wrn-16-1", 1, 4).state_dict()) else "wrn-10-1"
+
+
+def test_fedmd_transfer_learning_needs_labelled_public_data(tmp_path: Path) -> None:
+    other = {"generic-source": "dataset", "generic-dataset": "fashion-mnist-mini", "generic-size": 24}
+    with pytest.raises(RunSetupError, match="fedmd-public-epochs"):
+        run_in_process(_config(tmp_path, method="fedmd", **other), num_partitions=NUM_CLIENTS)
+    run_in_process(_config(tmp_path, method="fedmd", **other, **{"fedmd-public-epochs": 0}), NUM_CLIENTS)
+    assert _summary(tmp_path)["status"] == "completed"
+
+
+@pytest.mark.parametrize("method", ["fedkad", "fedmd"])
+def test_the_defaults_fit_the_default_dataset(method: str) -> None:
+    from methods.fedkad_method import check_kd_run
+    from run_config.defaults import load_defaults
+
+    config = parse_run_config({**load_defaults(), "method": method})
+    assert config.dataset == "fashion-mnist-mini" and config.public_fraction == 0.2
+    check_kd_run(config, 10)  # D_g of generic-size images fits the held-out share, the draw fits D_g

@@ -1,4 +1,5 @@
-"""FedKAD / FedMD kernels: prototypes, holder-only global prototypes, consensus, L1 distillation, prototype CE."""
+"""FedKAD / FedMD kernels: prototypes, holder-only global prototypes, consensus, L1 distillation, prototype CE, the
+distillation and FedMD's transfer learning."""
 
 from __future__ import annotations
 
@@ -11,19 +12,25 @@ import torch.nn.functional as F
 from methods.fedkad import (
     BETA_KEY,
     GENERIC_SAMPLES_KEY,
+    REFERENCE_DIGEST,
+    Recipe,
     check_fedkad_settings,
     class_prototypes,
     client_consensus,
+    distil,
     draw_generic_indices,
     fedkad_loss,
     fedmd_distillation_loss,
     global_prototypes,
     l1_distillation_loss,
     local_prototypes,
+    model_logits,
     prototype_bytes,
     prototype_cross_entropy,
+    transfer_on_public,
 )
 from models import build_model
+from models.batchnorm import settle_batchnorm
 
 
 def test_class_prototypes_are_class_means_with_absent_classes_zero() -> None:
@@ -74,22 +81,23 @@ def test_consensus_is_the_uniform_mean_of_client_logits() -> None:
         client_consensus([])
 
 
-def test_l1_distillation_is_the_batch_mean_of_per_sample_l1_norms() -> None:
+def test_l1_distillation_is_the_mean_absolute_error_over_samples_and_logits() -> None:
     student = torch.tensor([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]], requires_grad=True)
     consensus = torch.tensor([[0.0, 4.0, 3.0], [-1.0, 1.0, 0.5]], requires_grad=True)
     loss = l1_distillation_loss(student, consensus)
-    assert loss.item() == pytest.approx(((1 + 2 + 0) + (1 + 1 + 0.5)) / 2)
+    assert loss.item() == pytest.approx(((1 + 2 + 0) + (1 + 1 + 0.5)) / 6)  # per logit, not per sample
     loss.backward()
-    assert student.grad.tolist() == [[0.5, -0.5, 0.0], [0.5, -0.5, -0.5]]
+    torch.testing.assert_close(student.grad, torch.tensor([[1.0, -1.0, 0.0], [1.0, -1.0, -1.0]]) / 6)
     assert consensus.grad is None  # a fixed target
     assert fedmd_distillation_loss(student, consensus).item() == loss.item()
 
 
-def test_prototype_cross_entropy_sums_over_held_classes() -> None:
+def test_prototype_cross_entropy_is_the_mean_over_held_classes() -> None:
     logits = torch.tensor([[2.0, 0.0, 0.0], [0.0, 1.0, 0.0], [9.0, 0.0, 0.0]])
     held = torch.tensor([True, True, False])
-    expected = -math.log(math.exp(2) / (math.exp(2) + 2)) - math.log(math.e / (math.e + 2))
+    expected = (-math.log(math.exp(2) / (math.exp(2) + 2)) - math.log(math.e / (math.e + 2))) / 2
     assert prototype_cross_entropy(logits, held).item() == pytest.approx(expected)
+    assert prototype_cross_entropy(logits, torch.zeros(3, dtype=torch.bool)).item() == 0.0
 
 
 def test_fedkad_loss_adds_beta_times_prototype_loss_and_switches_it_off() -> None:
@@ -116,7 +124,7 @@ def test_prototypes_train_theta_through_the_head() -> None:
     assert model.stages["head"].fc.weight.grad is not None
     assert model.stages["stem"].weight.grad is None  # φ is not on this path
     manual = sum(F.cross_entropy(model.forward_from(global_maps[c : c + 1], "up"), torch.tensor([c])) for c in range(3))
-    assert loss.item() == pytest.approx(manual.item(), rel=1e-5)
+    assert loss.item() == pytest.approx(manual.item() / 3, rel=1e-5)
 
 
 def test_generic_draw_is_seeded_and_without_replacement() -> None:
@@ -138,3 +146,65 @@ def test_settings_are_validated_naming_the_key(beta: float, samples: int, key: s
     with pytest.raises(ValueError, match=key):
         check_fedkad_settings(beta, samples)
     check_fedkad_settings(0.5, 5000)
+
+
+def _student_and_draw(seed: int = 0) -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
+    torch.manual_seed(seed)
+    student, teacher = build_model("lenet5", 1, 4), build_model("lenet5", 1, 4)
+    inputs = torch.randn(96, 1, 32, 32)
+    with torch.no_grad():
+        consensus = 3 * teacher.eval()(inputs)
+    return student, inputs, consensus
+
+
+@pytest.mark.parametrize("recipe", [Recipe("sgd", 0.1, epochs=5, batch_size=16, momentum=0.9), REFERENCE_DIGEST])
+def test_distillation_fits_the_consensus(recipe: Recipe) -> None:
+    student, inputs, consensus = _student_and_draw()
+    before = l1_distillation_loss(model_logits(student, inputs, 32), consensus).item()
+    fit = distil(student, inputs, consensus, None, None, recipe=recipe, generator=torch.Generator().manual_seed(0))
+    after = l1_distillation_loss(model_logits(student, inputs, 32), consensus).item()
+    assert len(fit.kd) == recipe.epochs and fit.prototype is None
+    assert after < 0.9 * before, (before, after, fit)
+
+
+def test_both_terms_are_fitted_at_the_thesis_step() -> None:
+    # FedKAD's distillation at §5.6's SGD lr 0.1 (momentum 0.9) on a batch of 64: the prototype term and the
+    # L1 term both fall, over the epochs, on this scale (a per-logit mean, a per-class mean).
+    student, inputs, consensus = _student_and_draw()
+    prototypes, held = torch.randn(4, 84).abs(), torch.tensor([True, True, True, False])
+    recipe = Recipe("sgd", 0.1, epochs=5, batch_size=64, momentum=0.9)
+    fit = distil(
+        student, inputs, consensus, prototypes, held, recipe=recipe, generator=torch.Generator().manual_seed(0)
+    )
+    assert fit.prototype is not None and fit.prototype[-1] < 0.5 * fit.prototype[0], fit
+    assert fit.kd[-1] < fit.kd[0], fit
+    assert set(fit.report()) == {"kd_loss_first", "kd_loss_last", "prototype_loss_first", "prototype_loss_last"}
+
+
+def test_distillation_ends_with_settled_batchnorm() -> None:
+    torch.manual_seed(0)
+    student, inputs = build_model("wrn-10-1", 1, 4), torch.randn(24, 1, 32, 32)
+    consensus = torch.randn(24, 4)
+    distil(student, inputs, consensus, None, None, recipe=REFERENCE_DIGEST, generator=torch.Generator().manual_seed(0))
+    settled = {k: v.clone() for k, v in student.state_dict().items()}
+    settle_batchnorm(student, inputs)
+    assert all(torch.equal(v, settled[k]) for k, v in student.state_dict().items())
+
+
+def test_public_transfer_learns_the_labelled_public_data() -> None:
+    torch.manual_seed(0)
+    model = build_model("lenet5", 1, 3)
+    labels = torch.arange(60) % 3
+    inputs = torch.randn(60, 1, 32, 32) + labels.view(-1, 1, 1, 1).float()  # separable by brightness
+    before = (model_logits(model, inputs, 32).argmax(1) == labels).float().mean().item()
+    transfer_on_public(model, inputs, labels, epochs=20, generator=torch.Generator().manual_seed(0))
+    after = (model_logits(model, inputs, 32).argmax(1) == labels).float().mean().item()
+    assert after >= 0.9 and after > before
+
+
+def test_recipes_are_checked() -> None:
+    with pytest.raises(ValueError, match="optimizer"):
+        Recipe("rmsprop", 0.1, epochs=1, batch_size=1)
+    with pytest.raises(ValueError, match="epochs"):
+        Recipe("sgd", 0.1, epochs=0, batch_size=1)
+    assert REFERENCE_DIGEST == Recipe("adam", 1e-3, epochs=1, batch_size=256)  # FedMD_clean's digest

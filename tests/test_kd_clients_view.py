@@ -1,0 +1,50 @@
+"""The client models' view of a FedMD/FedKAD experiment: best and final values per cell, paired per seed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from experiments.kd_clients_view import best_and_final, clients_report
+from experiments.spec import load_experiment
+
+EXPERIMENT = """
+name: view
+description: d
+cost: 1 min
+clients: 2
+base: {dataset: synthetic, num-server-rounds: 2}
+methods:
+  fedmd: {method: fedmd}
+  alone: {method: fedmd, fedmd-digest: none}
+compare: {fedmd: alone}
+seeds: [0, 1]
+"""
+
+
+def _cell(folder: Path, clients: list[float], accuracy: list[float]) -> None:
+    folder.mkdir(parents=True)
+    (folder / "summary.json").write_text(json.dumps({"status": "completed"}))
+    rounds = [
+        {"round": i + 1, "accuracy": a, "client_accuracy_mean": c} for i, (c, a) in enumerate(zip(clients, accuracy))
+    ]
+    (folder / "rounds.jsonl").write_text("\n".join(json.dumps(r) for r in rounds) + "\n")
+
+
+def test_best_and_final_skip_rounds_without_the_field() -> None:
+    rounds = [{"x": 0.2}, {"x": None}, {"x": 0.5}, {"x": 0.4}, {}]
+    assert best_and_final(rounds, "x") == (0.5, 0.4)
+    assert best_and_final([{}], "x") is None
+
+
+def test_clients_are_paired_per_seed(tmp_path: Path) -> None:
+    (tmp_path / "e.yaml").write_text(EXPERIMENT)
+    experiment = load_experiment(tmp_path / "e.yaml")
+    cells = tmp_path / "results" / "cells"
+    _cell(cells / "fedmd__seed0", [0.5, 0.6], [0.3, 0.3])
+    _cell(cells / "alone__seed0", [0.55, 0.4], [0.3, 0.2])
+    _cell(cells / "fedmd__seed1", [0.7, 0.7], [0.1, 0.1])  # seed 1 of the baseline did not finish: not paired
+    report = clients_report(experiment, tmp_path / "results")
+    assert "| fedmd − alone | 0 | +5.0 | +5.0 (1/1 seeds ahead) | +20.0 | +20.0 (1/1 seeds ahead) |" in report
+    assert "| fedmd − alone | 0 | +0.0 | +0.0 (0/1 seeds ahead) | +10.0 | +10.0 (1/1 seeds ahead) |" in report
+    assert "|  | fedmd | 1 | 70.0 / 70.0 | – | 10.0 / 10.0 |" in report
