@@ -1,5 +1,6 @@
 """The defaults as Flower reads them (``[tool.flwr.app.config]``), and the two texts written from the settings'
-declarations: that pyproject section and the settings table of docs/configuration.md (``python -m scripts.update_settings``)."""
+declarations: that pyproject section and the settings table of docs/configuration.md
+(``python -m scripts.update_settings``)."""
 
 from __future__ import annotations
 

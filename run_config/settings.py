@@ -3,9 +3,10 @@
     temperature: float = setting(0.1, "ρ of the hardened softmax for entropy ranking (< 1 hardens).", positive)
 
 The attribute name in snake_case is the key in kebab-case (``temperature``, ``selection-fraction``); its
-annotation is the type; ``[tool.flwr.app.config]`` in pyproject.toml and the settings table of docs/configuration.md are written
-from these declarations (``python -m scripts.update_settings``; a test keeps them current). The app's core
-settings are ``run_config.schema.RunConfig``; a method declares its own in a dataclass of its module.
+annotation is the type; ``[tool.flwr.app.config]`` in pyproject.toml and the settings table of
+docs/configuration.md are written from these declarations (``python -m scripts.update_settings``; a test keeps them
+current). The app's core settings are ``run_config.schema.RunConfig``; a method declares its own in a dataclass of its
+module.
 """
 
 from __future__ import annotations

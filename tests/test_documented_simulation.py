@@ -1,5 +1,5 @@
-"""The documented `flwr run .` commands (docs/running.md) work exactly as written: Flower's CLI from the virtual environment, 10
-simulated clients, the local SuperLink stopped afterwards by PID."""
+"""The documented `flwr run .` commands (docs/running.md) work exactly as written: Flower's CLI from the virtual
+environment, 10 simulated clients, the local SuperLink stopped afterwards by PID."""
 
 from __future__ import annotations
 
