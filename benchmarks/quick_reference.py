@@ -1,0 +1,83 @@
+"""Run every command of the methods' quick-reference table (docs/methods.md) as written, and record what it gave.
+
+    python -m benchmarks.quick_reference [--only METHOD ...]
+
+Each row's command runs in the project folder as a user would type it (``make run ...``), one after another, with the
+caches of the rows before it (a row whose start another row pretrained reuses it). For each: its exit code, its wall
+time, the machine's load when it started, and its run's initial, best and final accuracy and warnings (read from the
+folder the log names). Writes ``measurements/benchmarks/quick_reference.json``; the table's times come from there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks import RESULTS_DIR
+
+PROJECT = Path(__file__).resolve().parents[1]
+PAGE = PROJECT / "docs" / "methods.md"
+START, END = "<!-- quick-reference:start -->", "<!-- quick-reference:end -->"
+OUTPUT = RESULTS_DIR / "quick_reference.json"
+
+
+def table_rows(text: str) -> list[tuple[str, str]]:
+    """(method, command) of each row of the quick-reference table: the first column's first `name`, the second's
+    code span."""
+    block = text.split(START, 1)[1].split(END, 1)[0]
+    rows = []
+    for line in block.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        names, commands = (
+            re.findall(r"`([^`]+)`", cells[0]),
+            re.findall(r"`([^`]+)`", cells[1]) if len(cells) > 1 else [],
+        )
+        if names and commands and not set(cells[0]) <= set("-: "):
+            rows.append((names[0], commands[0]))
+    return rows
+
+
+def run_row(command: str) -> dict[str, Any]:
+    load = os.getloadavg()[0]
+    tick = time.perf_counter()
+    done = subprocess.run(["bash", "-c", command], cwd=PROJECT, capture_output=True, text=True)
+    seconds = time.perf_counter() - tick
+    log = done.stdout + done.stderr
+    written = re.findall(r"results written to (\S+)", log)
+    summary = json.loads((Path(written[-1]) / "summary.json").read_text()) if written else {}
+    return {
+        "command": command,
+        "exit_code": done.returncode,
+        "wall_seconds": round(seconds, 1),
+        "load_at_start": round(load, 2),
+        "initial_accuracy": summary.get("initial_accuracy"),
+        "best_accuracy": summary.get("best_accuracy"),
+        "final_accuracy": summary.get("final_accuracy"),
+        "warnings": summary.get("warnings"),
+        "results": written[-1] if written else None,
+        "log_tail": log[-1500:] if done.returncode else "",
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", default=None, help="methods (first column) to run")
+    args = parser.parse_args(argv)
+    recorded = json.loads(OUTPUT.read_text()) if OUTPUT.is_file() else {}
+    for method, command in table_rows(PAGE.read_text()):
+        if args.only and method not in args.only:
+            continue
+        recorded[method] = {**run_row(command), "date": time.strftime("%Y-%m-%d")}
+        print(json.dumps({method: recorded[method]}), flush=True)
+        OUTPUT.write_text(json.dumps(recorded, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,41 @@
+"""The methods' quick-reference table (docs/methods.md): a row for every registered method, each command a
+`make run` whose settings the launcher accepts as written (its full run is `python -m benchmarks.quick_reference`)."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+
+import pytest
+
+from benchmarks.quick_reference import PAGE, table_rows
+from methods.registry import METHODS
+from simulation.__main__ import check
+
+ROWS = table_rows(PAGE.read_text())
+
+
+def make_run_arguments(command: str) -> argparse.Namespace:
+    """What ``make run`` hands ``python -m simulation`` for ``make run [NUM_SUPERNODES=N] [RUN_CONFIG=...]``."""
+    make, target, *assignments = shlex.split(command)
+    assert (make, target) == ("make", "run"), command
+    values = dict(assignment.split("=", 1) for assignment in assignments)
+    assert set(values) <= {"NUM_SUPERNODES", "RUN_CONFIG"}, command
+    return argparse.Namespace(
+        run_config=values.get("RUN_CONFIG", ""),
+        num_supernodes=int(values.get("NUM_SUPERNODES", 10)),
+        cpus_per_client=1,
+        gpus_per_client=0.0,
+        ray_address="",
+    )
+
+
+def test_every_method_has_a_row():
+    assert sorted(method for method, _ in ROWS) == sorted(METHODS)
+
+
+@pytest.mark.parametrize(("method", "command"), ROWS)
+def test_the_command_runs_the_method_and_its_settings_are_accepted(method: str, command: str) -> None:
+    arguments = make_run_arguments(command)
+    assert method == "fedft-eds" or f"method='{method}'" in arguments.run_config
+    check(arguments)
