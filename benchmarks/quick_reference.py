@@ -34,11 +34,10 @@ def table_rows(text: str) -> list[tuple[str, str]]:
     rows = []
     for line in block.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        names, commands = (
-            re.findall(r"`([^`]+)`", cells[0]),
-            re.findall(r"`([^`]+)`", cells[1]) if len(cells) > 1 else [],
-        )
-        if names and commands and not set(cells[0]) <= set("-: "):
+        if len(cells) < 2:
+            continue
+        names, commands = re.findall(r"`([^`]+)`", cells[0]), re.findall(r"`([^`]+)`", cells[1])
+        if names and commands:
             rows.append((names[0], commands[0]))
     return rows
 
