@@ -157,7 +157,7 @@ def test_server_settings_change_one_thing_each_from_the_thesis_lr() -> None:
     default, *others = SERVER_SETTINGS.values()
     assert default is STEP and STEP["lr"] == 0.1
     changed = [{k for k in STEP if other[k] != STEP[k]} for other in others]
-    assert changed == [{"lr"}, {"momentum"}]
+    assert changed == [{"lr"}, {"momentum"}] and STEP["momentum"] == 0.0  # the thesis names plain SGD
     assert all("NOT" in name for name in list(SERVER_SETTINGS)[1:])
 
 
