@@ -96,8 +96,11 @@ class Scenario:
     seed: int
 
 
-def split_generic(labels: np.ndarray, scenario: str, client_share: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(D_g, D_1) positions in the training set for ``iid`` or ``non-iid``."""
+def split_generic(
+    labels: np.ndarray, scenario: str, client_share: float, seed: int, generic_share: float = 1.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """(D_g, D_1) positions in the training set for ``iid`` or ``non-iid``; non-IID, D_g keeps a seeded
+    ``generic_share`` of each of classes 0–8 (all of them by default, as the thesis)."""
     rng = np.random.default_rng(seed)
     if scenario == "iid":
         order = rng.permutation(len(labels))
@@ -110,7 +113,17 @@ def split_generic(labels: np.ndarray, scenario: str, client_share: float, seed: 
             for c in range(9)
         ]
     )
-    return generic, np.sort(np.concatenate([np.flatnonzero(labels == 9), others]))
+    client = np.sort(np.concatenate([np.flatnonzero(labels == 9), others]))
+    if generic_share < 1.0:
+        generic = np.sort(
+            np.concatenate(
+                [
+                    rng.choice(np.flatnonzero(labels == c), int(generic_share * (labels == c).sum()), replace=False)
+                    for c in range(9)
+                ]
+            )
+        )
+    return generic, client
 
 
 def class_positions(labels: torch.Tensor, wanted: int | None) -> torch.Tensor:
@@ -177,7 +190,8 @@ def baseline(model: SplitModel, data: Any, rows: np.ndarray, args: argparse.Name
 def fit(
     model: SplitModel, x: torch.Tensor, y: torch.Tensor, epochs: int, seed: int, step: dict[str, Any] = STEP
 ) -> SplitModel:
-    """``epochs`` of the server steps' SGD on all of ``model`` (the "D_g only" control of Table 5.2)."""
+    """``epochs`` of the server steps' SGD on all of ``model`` (the "D_g only" control of Table 5.2), ended as every
+    training ends (``models/batchnorm.py``): BatchNorm statistics settled on ``x``, as step 1 ends."""
     train_epochs(
         cross_entropy_of(model.train()),
         list(model.parameters()),
@@ -187,6 +201,7 @@ def fit(
         generator=torch.Generator().manual_seed(seed),
         **step,
     )
+    settle_batchnorm(model, x, batch_size=step["batch_size"])
     return model
 
 
@@ -327,7 +342,7 @@ def scenario_results(
     parts: Sequence[str] = PARTS,
 ) -> dict[str, Any]:
     """Every row of one scenario: the baselines, step 1 and the control, then the chosen ``parts``."""
-    generic, client = split_generic(data.train.labels, scenario, args.client_share, args.seed)
+    generic, client = split_generic(data.train.labels, scenario, args.client_share, args.seed, args.generic_share)
     images = to_model_input(data.train.images, info)
     labels = torch.from_numpy(data.train.labels)
     torch.manual_seed(args.seed)
@@ -421,6 +436,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--client-model", default="wrn-10-1")
     parser.add_argument("--epochs", type=int, default=10, help="epochs of the Table 5.1 baselines")
     parser.add_argument("--client-share", type=float, default=0.2, help="non-IID: share of classes 0-8 in D_1")
+    parser.add_argument(
+        "--generic-share", type=float, default=1.0, help="non-IID: share of each of classes 0-8 kept in D_g"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--scenarios", nargs="+", default=["iid", "non-iid"])
     parser.add_argument("--parts", type=parse_parts, default=list(PARTS), help=f"comma-separated: {','.join(PARTS)}")

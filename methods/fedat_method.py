@@ -1,20 +1,28 @@
 """FedAT as a method of this app (thesis §5.3, Alg. 3): custom-size client models, metadata, the three server steps.
 
+A client's first model is the global model reduced to its architecture (``client-init = global``: every layer it
+shares with the global model copied, e.g. a WRN-10-1 is the global WRN-16-1 without the second block of each group),
+so that φ_k and φ_g start equal up to the metadata level and their maps stay related: θ_g learns from φ_k's maps in
+step 2 and reads φ_g's afterwards, which Table 5.4 needs and the thesis does not say how it gets (§5.1.2 names
+client models made "by reducing the block size from teacher models"). Independently initialised clients
+(``fresh``) send maps θ_g cannot read through φ_g (measured: step 2 alone → 10%).
+
 A round, for each client k (all deliver: their models fit their hardware):
 
 - client: train its own model (whole model, all local data, E epochs; the thesis's lr 0.01, E = 5) to w_{k,E}; then
   extract the metadata with the updated φ_{k,E}: the feature maps of its local samples at ``metadata-level`` (all
   of them, or a seeded ``metadata-fraction``, Fig. 5.10) with their labels; reply with w_{k,E} and the metadata.
 - server, per client on a fresh copy of w_g^t (``methods/fedat.py``): step 1 trains all of the copy on D_g with
-  CE + β·AT against w_{k,E} at low/mid/up; step 2 trains only θ (above the level) on the client's metadata; step 3
-  trains only φ on D_g with CE + β·AT at the levels inside φ, θ frozen bitwise. Then w_g^{t+1} = Σ_k p_k w_{g,s3}^(k)
+  CE + β·AT against w_{k,E} at ``at-levels``; step 2 trains only θ (above the level) on the client's metadata; step 3
+  trains only φ on D_g with CE + β·AT at the levels inside φ, θ's weights frozen bitwise (its BatchNorm follows φ's
+  new maps: ``step3-theta-batchnorm``). Then w_g^{t+1} = Σ_k p_k w_{g,s3}^(k)
   with p_k ∝ |D_k|, and each client model is refined from w_{k,E} on D_g with the new global model as teacher and
   sent back next round.
 
 D_g is labelled: drawn from the server's held-out split (``generic-source = "public"``; §5.4.2: 2,500 images of
-classes 1, 2, 3, 4, 6, 7, 9). The server-side learning rates and epochs default to the thesis's (AT 0.1 × 2 epochs,
-metadata 0.1 × 2 epochs), β = 1,000. The metadata bytes are counted in ``bytes_up`` and reported apart
-(``metadata_bytes_up``).
+classes 1, 2, 3, 4, 6, 7, 9; ``generic-size`` defaults to 1,000, which the default 1,200 held-out images hold). The
+server-side learning rates and epochs default to the thesis's (plain SGD, AT 0.1 × 2 epochs, metadata 0.1 × 2
+epochs), β = 1,000. The metadata bytes are counted in ``bytes_up`` and reported apart (``metadata_bytes_up``).
 """
 
 from __future__ import annotations
