@@ -8,9 +8,11 @@ included); each client model is built as the server builds it (``client-init``: 
 client's architecture, or fresh from (seed, partition)) and trained as the client trains it (E epochs of the whole
 model at the run's learning rate); its metadata are its feature maps at the metadata level.
 Then, on fresh copies of the global model, with the server steps' settings (``methods/fedat.py``): steps 1, 2 and 3
-in order (test accuracy after each), and three controls: step 1 with β = 0 (cross-entropy on D_g alone), step 2
-alone, and step 2 alone on the *global* model's maps of the same samples. Last, the size-weighted mean of the
-three-step copies (the round's new global model, before the client refinement). One JSON line per result.
+in order (test accuracy after each), and controls: step 1 with β = 0 (cross-entropy on D_g alone); step 2 alone,
+also scored after θ's BatchNorm statistics are re-estimated on D_g through the global φ (no weight changes: can θ's
+weights, trained on the client's maps, read φ_g's once its statistics are those of φ_g's maps?); and step 2 alone on
+the *global* model's maps of the same samples. Last, the size-weighted mean of the three-step copies (the round's
+new global model, before the client refinement). One JSON line per result.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from methods.fedat_method import FedATSettings
 from methods.metadata_level import MetadataLevelSettings
 from methods.model_outputs import extract_in_batches
 from models import SplitModel
+from models.batchnorm import settle_batchnorm
 from models.training import cross_entropy_of, evaluate, train_epochs
 from run_config import federated_split, parse_run_config
 from run_config.defaults import load_defaults
@@ -153,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
         control = global_copy(global_model)
         step(control, 2, maps, y, gen)
         row["step2_only"] = accuracy(control)
+        settle_batchnorm(control, gx, within=control.upper_stages(level), batch_size=server.server_batch_size)
+        row["step2_only_statistics_on_d_g"] = accuracy(control)
         control = global_copy(global_model)
         step(control, 2, own_maps, y, gen)
         row["step2_only_global_maps"] = accuracy(control)
