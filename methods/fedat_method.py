@@ -4,8 +4,8 @@ A client's first model is the global model reduced to its architecture (``client
 shares with the global model copied, e.g. a WRN-10-1 is the global WRN-16-1 without the second block of each group),
 so that φ_k and φ_g start equal up to the metadata level and their maps stay related: θ_g learns from φ_k's maps in
 step 2 and reads φ_g's afterwards, which Table 5.4 needs and the thesis does not say how it gets (§5.1.2 names
-client models made "by reducing the block size from teacher models"). Independently initialised clients
-(``fresh``) send maps θ_g cannot read through φ_g (measured: step 2 alone → 10%).
+client models made "by reducing the block size from teacher models"). With independently initialised clients
+(``fresh``) the global model ends lower (measurements/experiments/fedat-table5-4 and fedat-stragglers).
 
 A round, for each client k (all deliver: their models fit their hardware):
 
