@@ -58,8 +58,8 @@ class GenericDataSettings:
     )
     generic_size: int = setting(
         1000,
-        "Images in D_g, drawn once (seeded) from its source and classes (the default fits the 1,200 images held out "
-        "of fashion-mnist-mini at `public-fraction` 0.2; FedAT's §5.4.2 used 2,500).",
+        "Images in D_g, drawn once (seeded) from its source and classes (§5.4.2 draws 2,500 of CIFAR-10; 1,000 fit the "
+        "1,200 images `fashion-mnist-mini` holds out at `public-fraction` 0.2).",
         positive,
     )
 

@@ -2,13 +2,17 @@
 
     python -m experiments.fedat_round_steps CELL_DIR [--set KEY=VALUE ...] [--out FILE.jsonl]
 
-``CELL_DIR`` is a recorded FedAT cell (its ``config.json`` gives the run config). The global model is pretrained as
-the run pretrains it; each client model is built and seeded as the server builds it and trained as the client trains
-it (E epochs of the whole model at the run's learning rate); its metadata are its feature maps at the metadata level.
+``CELL_DIR`` is a recorded FedAT cell (its ``config.json`` gives the run config; keys added since take their
+defaults). The global model is the run's initial model (``server_app.pretraining.initial_state``, its cache
+included); each client model is built as the server builds it (``client-init``: the global model reduced to the
+client's architecture, or fresh from (seed, partition)) and trained as the client trains it (E epochs of the whole
+model at the run's learning rate); its metadata are its feature maps at the metadata level.
 Then, on fresh copies of the global model, with the server steps' settings (``methods/fedat.py``): steps 1, 2 and 3
-in order (test accuracy after each), and three controls: step 1 with β = 0 (cross-entropy on D_g alone), step 2
-alone, and step 2 alone on the *global* model's maps of the same samples. Last, the size-weighted mean of the
-three-step copies (the round's new global model, before the client refinement). One JSON line per result.
+in order (test accuracy after each), and controls: step 1 with β = 0 (cross-entropy on D_g alone); step 2 alone,
+also scored after θ's BatchNorm statistics are re-estimated on D_g through the global φ (no weight changes: can θ's
+weights, trained on the client's maps, read φ_g's once its statistics are those of φ_g's maps?); and step 2 alone on
+the *global* model's maps of the same samples. Last, the size-weighted mean of the three-step copies (the round's
+new global model, before the client refinement). One JSON line per result.
 """
 
 from __future__ import annotations
@@ -23,19 +27,20 @@ import torch
 
 from client_app.local_data import load_local_data
 from data.catalog import DATASETS
-from data.federated import load_public_split
 from data.generic import GenericDataSettings, load_generic_data
 from data.loading import load_dataset
 from data.transforms import to_model_input
 from methods.client_models import ServerTrainingSettings, architecture_of, build_architecture
-from methods.fedat import aggregate_global_copies, global_copy, train_server_step
+from methods.fedat import aggregate_global_copies, global_copy, inherit_from_global, train_server_step
 from methods.fedat_method import FedATSettings
 from methods.metadata_level import MetadataLevelSettings
 from methods.model_outputs import extract_in_batches
 from models import SplitModel
+from models.batchnorm import settle_batchnorm
 from models.training import cross_entropy_of, evaluate, train_epochs
 from run_config import federated_split, parse_run_config
-from server_app.pretraining import pretrain
+from run_config.defaults import load_defaults
+from server_app.pretraining import initial_state
 
 CPU = torch.device("cpu")
 
@@ -50,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="also write the JSON lines here")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    raw = json.loads((args.cell / "config.json").read_text())
+    raw = {**load_defaults(), **json.loads((args.cell / "config.json").read_text())}  # keys added since: defaults
     for entry in args.set:
         key, _, value = entry.partition("=")
         raw[key] = json.loads(value)
@@ -84,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
             momentum=server.server_momentum,
             weight_decay=server.server_weight_decay,
             beta=beta,
+            at_levels=fedat.attention_levels,
             generator=generator,
         )
 
@@ -99,9 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(line)
         print(json.dumps(line), flush=True)
 
-    torch.manual_seed(config.seed)
     global_model = build_architecture(config, config.model)
-    pretrain(global_model, load_public_split(split), config.dataset, config, CPU)
+    global_model.load_state_dict(initial_state(config))
     emit({"global model": "pretrained", "accuracy": accuracy(global_model)})
     generic = load_generic_data(split, config.settings(GenericDataSettings))
     gx, gy = generic.inputs, generic.labels
@@ -109,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     for pid in range(args.clients):
         seed = int(np.random.SeedSequence([config.seed, pid, 0xC11E]).generate_state(1)[0])
         client = build_architecture(config, architecture_of(config, pid), seed)
+        if fedat.client_init == "global":
+            client.load_state_dict(inherit_from_global(client.state_dict(), global_model.state_dict()))
         local = load_local_data(split, pid, args.clients, None)
         x, y = local.rows(CPU, torch.arange(len(local))), local.labels
         client.train()
@@ -149,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
         control = global_copy(global_model)
         step(control, 2, maps, y, gen)
         row["step2_only"] = accuracy(control)
+        settle_batchnorm(control, gx, within=control.upper_stages(level), batch_size=server.server_batch_size)
+        row["step2_only_statistics_on_d_g"] = accuracy(control)
         control = global_copy(global_model)
         step(control, 2, own_maps, y, gen)
         row["step2_only_global_maps"] = accuracy(control)

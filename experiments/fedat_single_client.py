@@ -1,25 +1,27 @@
 """FedAT's single-client ablations (thesis §5.4.1, Tables 5.1–5.4, Fig. 5.9 and Fig. 5.10), one command:
 
     python -m experiments.fedat_single_client [--dataset fashion-mnist-mini] [--parts fig5_9,table5_3,...]
-        [--out measurements/experiments/...]
+        [--client-init global|fresh] [--levels low,mid,up] [--out measurements/experiments/...]
 
 The training set is split between the server's generic data D_g and one client's data D_1: IID (D_g a random 20%,
 D_1 the other 80%) and non-IID (D_g every image of classes 0–8; D_1 all of class 9 plus a share of classes 0–8,
 which overlaps D_g as it must in the thesis). A global model is trained on D_g and a smaller client model on D_1
 (Table 5.1; with the app's pretraining recipe, ``server_app/pretraining.py``: warm-up and cosine decay, BatchNorm
-statistics re-estimated after each epoch, so that both start well trained); then FedAT's server steps
+statistics re-estimated after each epoch, so that both start well trained). The client model starts as FedAT's
+``client-init`` says: ``global`` (the default), the trained global model reduced to the client's architecture, as a
+FedAT client gets the global model when it joins; ``fresh``, independently initialised. Then FedAT's server steps
 (``methods/fedat.py``) run on copies of the global model. Always: step 1 alone (AT from the client, Table 5.2)
 and the "D_g only" control (the same epochs of plain cross-entropy with the same SGD). The parts (``--parts``,
 all by default):
 
-- ``fig5_9``: for metadata from each level, step 2 (θ on the client's feature maps) and step 3 with and without
-  AT (Fig. 5.9, Table 5.4);
+- ``fig5_9``: for metadata from each level of ``--levels``, step 2 (θ on the client's feature maps) and step 3 with
+  and without AT (Fig. 5.9; at ``low``, Table 5.4);
 - ``table5_3`` (non-IID): step 2 alone on up-level metadata, of class 9 only after 1–4 epochs and of all classes
   after 10–40 epochs, each from the step-1 model;
 - ``fig5_10`` (non-IID): steps 2 and 3 (with and without AT) on a random 100% / 10% / 1% of the low-level metadata;
 - ``server_lr``: step 1 and the control (both scenarios) and, non-IID, steps 2–3 on low-level metadata, again
-  with the thesis's lr 0.1 and with two gentler server optimisers that are *not* the thesis's setting (lr 0.01;
-  momentum 0), to see whether the thesis's gains appear when a server step does not wreck the model;
+  with the thesis's plain SGD at lr 0.1 and with two optimisers that are *not* the thesis's setting (lr 0.01; momentum
+  0.9, the reference AT code's);
 - ``bn_refresh``: the lr 0.1 and lr 0.01 chains of ``server_lr`` (the same numbers), each model also scored after its
   BatchNorm statistics are re-estimated on D_g with dropout off, to see whether a server step's loss is in the
   weights or in the statistics.
@@ -47,7 +49,8 @@ import torch
 from data.catalog import DATASETS
 from data.loading import load_dataset
 from data.transforms import to_model_input
-from methods.fedat import AT_LEVELS, global_copy, settle_trained_part, train_server_step
+from methods.fedat import AT_LEVELS, global_copy, inherit_from_global, settle_trained_part, train_server_step
+from methods.fedat_method import CLIENT_INITS, parse_levels
 from methods.model_outputs import extract_in_batches
 from models import SplitModel, build_model
 from models.batchnorm import settle_batchnorm
@@ -56,16 +59,16 @@ from run_config import parse_run_config
 from run_config.defaults import load_defaults
 from server_app.pretraining import pretrain
 
-#: The thesis's server steps: SGD lr 0.1; AT 2 epochs, metadata 2 epochs; β = 1,000. Momentum, weight decay and
-#: the batch size are not given by the thesis (ours).
-STEP: dict[str, Any] = {"lr": 0.1, "batch_size": 64, "momentum": 0.9, "weight_decay": 5e-4}
+#: The thesis's server steps: SGD lr 0.1 (plain SGD: no momentum named); AT 2 epochs, metadata 2 epochs; β = 1,000.
+#: Weight decay and the batch size are not given by the thesis (the reference AT code's).
+STEP: dict[str, Any] = {"lr": 0.1, "batch_size": 64, "momentum": 0.0, "weight_decay": 5e-4}
 AT_EPOCHS, METADATA_EPOCHS = 2, 2
 
 #: ``server_lr``: the server optimisers compared; only the first has the thesis's learning rate.
 SERVER_SETTINGS: dict[str, dict[str, Any]] = {
-    "server SGD lr 0.1, momentum 0.9 (the default: thesis lr)": STEP,
-    "server SGD lr 0.01, momentum 0.9 (NOT the thesis's lr)": {**STEP, "lr": 0.01},
-    "server SGD lr 0.1, momentum 0 (NOT our default momentum)": {**STEP, "momentum": 0.0},
+    "server SGD lr 0.1, momentum 0 (the default: the thesis's plain SGD)": STEP,
+    "server SGD lr 0.01, momentum 0 (NOT the thesis's lr)": {**STEP, "lr": 0.01},
+    "server SGD lr 0.1, momentum 0.9 (the reference AT code's, NOT the thesis's)": {**STEP, "momentum": 0.9},
 }
 #: Table 5.3: (name, classes of the metadata or None for all, epoch counts reported).
 TABLE5_3: tuple[tuple[str, int | None, tuple[int, ...]], ...] = (
@@ -93,8 +96,11 @@ class Scenario:
     seed: int
 
 
-def split_generic(labels: np.ndarray, scenario: str, client_share: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(D_g, D_1) positions in the training set for ``iid`` or ``non-iid``."""
+def split_generic(
+    labels: np.ndarray, scenario: str, client_share: float, seed: int, generic_share: float = 1.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """(D_g, D_1) positions in the training set for ``iid`` or ``non-iid``; non-IID, D_g keeps a seeded
+    ``generic_share`` of each of classes 0–8 (all of them by default, as the thesis)."""
     rng = np.random.default_rng(seed)
     if scenario == "iid":
         order = rng.permutation(len(labels))
@@ -107,7 +113,17 @@ def split_generic(labels: np.ndarray, scenario: str, client_share: float, seed: 
             for c in range(9)
         ]
     )
-    return generic, np.sort(np.concatenate([np.flatnonzero(labels == 9), others]))
+    client = np.sort(np.concatenate([np.flatnonzero(labels == 9), others]))
+    if generic_share < 1.0:
+        generic = np.sort(
+            np.concatenate(
+                [
+                    rng.choice(np.flatnonzero(labels == c), int(generic_share * (labels == c).sum()), replace=False)
+                    for c in range(9)
+                ]
+            )
+        )
+    return generic, client
 
 
 def class_positions(labels: torch.Tensor, wanted: int | None) -> torch.Tensor:
@@ -174,7 +190,8 @@ def baseline(model: SplitModel, data: Any, rows: np.ndarray, args: argparse.Name
 def fit(
     model: SplitModel, x: torch.Tensor, y: torch.Tensor, epochs: int, seed: int, step: dict[str, Any] = STEP
 ) -> SplitModel:
-    """``epochs`` of the server steps' SGD on all of ``model`` (the "D_g only" control of Table 5.2)."""
+    """``epochs`` of the server steps' SGD on all of ``model`` (the "D_g only" control of Table 5.2), ended as every
+    training ends (``models/batchnorm.py``): BatchNorm statistics settled on ``x``, as step 1 ends."""
     train_epochs(
         cross_entropy_of(model.train()),
         list(model.parameters()),
@@ -184,6 +201,7 @@ def fit(
         generator=torch.Generator().manual_seed(seed),
         **step,
     )
+    settle_batchnorm(model, x, batch_size=step["batch_size"])
     return model
 
 
@@ -324,12 +342,15 @@ def scenario_results(
     parts: Sequence[str] = PARTS,
 ) -> dict[str, Any]:
     """Every row of one scenario: the baselines, step 1 and the control, then the chosen ``parts``."""
-    generic, client = split_generic(data.train.labels, scenario, args.client_share, args.seed)
+    generic, client = split_generic(data.train.labels, scenario, args.client_share, args.seed, args.generic_share)
     images = to_model_input(data.train.images, info)
     labels = torch.from_numpy(data.train.labels)
     torch.manual_seed(args.seed)
     global_model = baseline(build_model(args.global_model, info.channels, info.num_classes), data, generic, args)
-    client_model = baseline(build_model(args.client_model, info.channels, info.num_classes), data, client, args)
+    client_model = build_model(args.client_model, info.channels, info.num_classes)
+    if args.client_init == "global":
+        client_model.load_state_dict(inherit_from_global(client_model.state_dict(), global_model.state_dict()))
+    client_model = baseline(client_model, data, client, args)
     s = Scenario(
         global_model,
         client_model,
@@ -348,7 +369,7 @@ def scenario_results(
     step1 = after_step1(s, STEP, gen)
     out["table5.2"] = {"step 1 (AT on D_g)": s.score(step1), "D_g only, same epochs": s.score(control(s, STEP))}
     if "fig5_9" in parts:
-        for level in AT_LEVELS:
+        for level in args.levels:
             out[f"metadata at {level}"] = metadata_rows(s, step1, level, client_maps(s, level), s.client[1], STEP, gen)
     seconds["step 1, control, fig5_9"] = time.perf_counter() - tick
     if scenario == "non-iid":
@@ -415,9 +436,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--client-model", default="wrn-10-1")
     parser.add_argument("--epochs", type=int, default=10, help="epochs of the Table 5.1 baselines")
     parser.add_argument("--client-share", type=float, default=0.2, help="non-IID: share of classes 0-8 in D_1")
+    parser.add_argument(
+        "--generic-share", type=float, default=1.0, help="non-IID: share of each of classes 0-8 kept in D_g"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--scenarios", nargs="+", default=["iid", "non-iid"])
     parser.add_argument("--parts", type=parse_parts, default=list(PARTS), help=f"comma-separated: {','.join(PARTS)}")
+    parser.add_argument(
+        "--client-init",
+        choices=CLIENT_INITS,
+        default="global",
+        help="the client model's start: the trained global model reduced to its architecture, or fresh",
+    )
+    parser.add_argument("--levels", type=parse_levels, default=AT_LEVELS, help="fig5_9's metadata levels, e.g. low")
     parser.add_argument("--out", type=Path, default=Path("measurements/experiments/fedat-single-client"))
     args = parser.parse_args(argv)
     torch.set_num_threads(1)

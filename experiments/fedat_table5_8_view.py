@@ -2,11 +2,16 @@
 mean over the seven D_g classes, for the initial model, the best round and the final round (the rows of
 ``class_accuracy.md``), from the cells' summary.json and rounds.jsonl:
 
-    python -m experiments.fedat_table5_8_view
+    python -m experiments.fedat_table5_8_view [--folder DIR] [--compare METHOD=BASELINE ...]
+
+``--compare`` adds, per pair of cell labels, the final round's mean accuracy on classes 0, 5 and 8 of each seed and
+their paired difference (the experiment's ``compare`` does this for all classes only).
 """
 
 from __future__ import annotations
 
+import argparse
+import statistics
 from pathlib import Path
 
 from experiments.cell_results import read_cell
@@ -28,13 +33,49 @@ def rows(cell: Path) -> list[str]:
     return lines
 
 
-def main() -> None:
+def absent_final(cell: Path) -> float:
+    """The final round's mean test accuracy (%) on classes 0, 5 and 8."""
+    last = [r for r in read_cell(cell).rounds if r.get("class_accuracy") is not None][-1]
+    return 100 * sum(last["class_accuracy"][c] for c in ABSENT) / len(ABSENT)
+
+
+def paired_rows(folder: Path, method: str, baseline: str) -> list[str]:
+    """Markdown rows: per seed both cells' final mean on classes 0, 5, 8 and the difference; then mean ± std."""
+    lines, differences = [], []
+    for cell in sorted((folder / "cells").glob(f"{method}__*")):
+        other = cell.with_name(baseline + cell.name[len(method) :])
+        if not ((cell / "summary.json").exists() and (other / "summary.json").exists()):
+            continue
+        ours, theirs = absent_final(cell), absent_final(other)
+        differences.append(ours - theirs)
+        seed = cell.name.rsplit("__", 1)[-1]
+        lines.append(f"| {method} − {baseline} | {seed} | {ours:.1f} | {theirs:.1f} | {ours - theirs:+.1f} |")
+    if len(differences) > 1:
+        mean, std = statistics.mean(differences), statistics.stdev(differences)
+        ahead = f"{sum(d > 0 for d in differences)}/{len(differences)} ahead"
+        lines.append(f"| {method} − {baseline} | mean | | | {mean:+.1f} ± {std:.1f} ({ahead}) |")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m experiments.fedat_table5_8_view", description=__doc__)
+    parser.add_argument("--folder", type=Path, action="append", help="an experiment's results folder (repeatable)")
+    parser.add_argument("--compare", action="append", default=[], metavar="METHOD=BASELINE")
+    args = parser.parse_args(argv)
+    folders = args.folder or FOLDERS
     print("| cell | model | all | class 0 | class 5 | class 8 | mean of D_g's classes 1,2,3,4,6,7,9 |")
     print("|---|---|---|---|---|---|---|")
-    for folder in FOLDERS:
+    for folder in folders:
         for cell in sorted((folder / "cells").glob("*")):
             if (cell / "summary.json").exists():
                 print("\n".join(rows(cell)))
+    if args.compare:
+        print("\n| method − baseline | seed | method: final acc. 0/5/8 (%) | baseline (%) | difference (pts) |")
+        print("|---|---|---|---|---|")
+        for pair in args.compare:
+            method, _, baseline = pair.partition("=")
+            for folder in folders:
+                print("\n".join(paired_rows(folder, method, baseline)))
 
 
 if __name__ == "__main__":

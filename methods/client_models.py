@@ -72,11 +72,14 @@ class ClientModelSettings:
 
 @dataclass(frozen=True)
 class ServerTrainingSettings:
-    """SGD of the server-side updates of FedAT and FedKAD (batch size and momentum are not given in the thesis: the
-    defaults are the reference attention-transfer code's, whose β = 1,000 FedAT borrows)."""
+    """SGD of the server-side updates of FedAT and FedKAD. The thesis gives "SGD" with lr 0.1 for them (§5.4.1,
+    §5.4.2, §5.6) and no momentum, where Ch. 4 and 6 state theirs: plain SGD, momentum 0. Batch size and weight decay
+    are not given: the reference attention-transfer code's, whose β = 1,000 FedAT borrows."""
 
     server_batch_size: int = setting(64, "FedAT/FedKAD server-side training: mini-batch size.", positive)
-    server_momentum: float = setting(0.9, "FedAT/FedKAD server-side training: SGD momentum.", below_one)
+    server_momentum: float = setting(
+        0.0, "FedAT/FedKAD server-side training: SGD momentum (the thesis's SGD names none).", below_one
+    )
     server_weight_decay: float = setting(5e-4, "FedAT/FedKAD server-side training: SGD weight decay.", non_negative)
 
 

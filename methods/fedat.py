@@ -13,8 +13,11 @@ AT loss between a student and a teacher over a set I of levels (eq. 5.6 / 5.14),
 Server steps on a fresh copy of the global model w_g^t for each client k, split at the metadata level l:
 1. all of w_g trains on D_g: CE + β·AT against the client model w_{k,E} at every level of I;
 2. only θ (stages above l) trains, on the client's metadata D_k,meta fed in at level l: CE;
-3. only φ (stages up to l) trains on D_g: CE + β·AT at I_sub = levels of I inside φ; θ is frozen bitwise
-   (no gradient, eval mode so its BatchNorm statistics do not move, not given to the optimiser).
+3. only φ (stages up to l) trains on D_g: CE + β·AT at I_sub = levels of I inside φ; θ's weights are frozen
+   bitwise (no gradient, not given to the optimiser). θ's BatchNorm (``step3-theta-batchnorm``): ``train`` (default)
+   normalises with batch statistics during the step, as a network does in training, and ends with its running
+   statistics re-estimated on φ_{g,s3}'s maps of D_g, the maps θ reads in the finished model; ``frozen`` keeps θ in
+   eval mode with the statistics of step 2's metadata.
 Then w_g^{t+1} = Σ_k p_k w_{g,s3}^(k) with p_k = |D_k|/Σ_j|D_j| (eq. 5.18), and each client model is refined on
 the server like step 1 with the roles swapped (eq. 5.19: student w_{k,E}, teacher w_g^{t+1}).
 """
@@ -36,12 +39,15 @@ from models.split_model import SplitModel
 
 ATForm = Literal["reference", "thesis"]
 Step = Literal[1, 2, 3]
+ThetaBatchNorm = Literal["train", "frozen"]
 
 LEVEL_KEY = "metadata-level"
 AT_LEVELS_KEY = "at-levels"
 BETA_KEY = "at-beta"
 FORM_KEY = "at-form"
 AT_FORMS: tuple[str, ...] = ("reference", "thesis")
+THETA_BATCHNORM_KEY = "step3-theta-batchnorm"
+THETA_BATCHNORM: tuple[str, ...] = ("train", "frozen")
 
 #: β of the thesis (borrowed from the AT paper).
 DEFAULT_BETA = 1000.0
@@ -119,12 +125,15 @@ def global_copy(global_model: SplitModel) -> SplitModel:
     return copy.deepcopy(global_model)
 
 
-def prepare_step(model: SplitModel, step: Step, level: str) -> list[nn.Parameter]:
+def prepare_step(
+    model: SplitModel, step: Step, level: str, theta_batchnorm: ThetaBatchNorm = "train"
+) -> list[nn.Parameter]:
     """Set which parameters a server step may change and return them (the only ones to give the optimiser).
 
     Step 1: the whole model, train mode. Step 2: θ (stages above ``level``) trains; φ is frozen and in eval mode
-    (it is not run: metadata enter at ``level``). Step 3: φ trains; θ is frozen, in eval mode, so neither its
-    weights nor its BatchNorm statistics change.
+    (it is not run: metadata enter at ``level``). Step 3: φ trains; θ's weights are frozen; θ stays in train mode
+    (BatchNorm on batch statistics) with ``theta_batchnorm="train"``, or is put in eval mode with ``"frozen"``, so
+    that its BatchNorm statistics do not move either.
     """
     if step not in (1, 2, 3):
         raise ValueError(f"FedAT server steps are 1, 2 and 3, got {step!r}")
@@ -133,9 +142,12 @@ def prepare_step(model: SplitModel, step: Step, level: str) -> list[nn.Parameter
         p.requires_grad_(True)
     if step == 1:
         return list(model.parameters())
+    if theta_batchnorm not in THETA_BATCHNORM:
+        raise ValueError(f"{THETA_BATCHNORM_KEY} must be one of {', '.join(THETA_BATCHNORM)}, got {theta_batchnorm!r}")
     frozen = model.lower_stages(level) if step == 2 else model.upper_stages(level)
     for stage in frozen:
-        stage.eval()
+        if step == 2 or theta_batchnorm == "frozen":
+            stage.eval()
         for p in stage.parameters():
             p.requires_grad_(False)
     return [p for p in model.parameters() if p.requires_grad]
@@ -185,6 +197,7 @@ def train_server_step(
     beta: float = DEFAULT_BETA,
     form: ATForm = "reference",
     at_levels: Sequence[str] = AT_LEVELS,
+    theta_batchnorm: ThetaBatchNorm = "train",
     generator: torch.Generator,
     on_epoch_end: Callable[[int], None] | None = None,
 ) -> None:
@@ -196,7 +209,7 @@ def train_server_step(
     epochs done after each epoch (e.g. to copy the model after some epoch counts of one run, the optimiser
     continuing); it must not change ``model`` or its train/eval modes.
     """
-    params = prepare_step(model, step, level)
+    params = prepare_step(model, step, level, theta_batchnorm)
     levels = levels_for_step(step, level, at_levels)
     if step != 2 and teacher is None:
         raise ValueError(f"step {step} needs the teacher model for attention transfer")
@@ -215,16 +228,25 @@ def train_server_step(
             sgd.step()
         if on_epoch_end is not None:
             on_epoch_end(epoch + 1)
-    settle_trained_part(model, step, level, inputs, batch_size)
+    settle_trained_part(model, step, level, inputs, batch_size, theta_batchnorm)
     model.train()
     for p in model.parameters():
         p.requires_grad_(True)
 
 
-def settle_trained_part(model: SplitModel, step: Step, level: str, inputs: torch.Tensor, batch_size: int) -> None:
+def settle_trained_part(
+    model: SplitModel,
+    step: Step,
+    level: str,
+    inputs: torch.Tensor,
+    batch_size: int,
+    theta_batchnorm: ThetaBatchNorm = "train",
+) -> None:
     """End a server step as every training ends (``models/batchnorm.py``): the BatchNorm statistics of the part the
-    step trained become those of the step's inputs, dropout off; the frozen part keeps its own."""
-    if step == 1:
+    step ran in train mode become those of the step's inputs, dropout off; a part in eval mode keeps its own. In
+    step 3 with ``theta_batchnorm="train"`` that is the whole model on D_g (θ's statistics become those of
+    φ_{g,s3}'s maps); with ``"frozen"`` only φ."""
+    if step == 1 or (step == 3 and theta_batchnorm == "train"):
         settle_batchnorm(model, inputs, batch_size=batch_size)
     elif step == 2:
         settle_batchnorm(
@@ -289,6 +311,31 @@ def check_pairing(
     return global_shapes
 
 
+def inherit_from_global(
+    client_state: Mapping[str, torch.Tensor], global_state: Mapping[str, torch.Tensor]
+) -> dict[str, torch.Tensor]:
+    """A client's first model as the global model reduced to the client's architecture: every entry of
+    ``client_state`` that ``global_state`` holds under the same key with the same shape becomes a copy of the global
+    model's; the others stay as given. For a WRN-d-1 client of a WRN-D-1 global model (d < D) that is the stem, the
+    first (d − 4)/6 blocks of each group, the head and their BatchNorm statistics: the global model with blocks
+    removed (thesis §5.1.2: client models made "by reducing the block size from teacher models"). Then φ_k and φ_g
+    compute related features at the metadata level from the start, which step 2 needs: θ_g trained on φ_k's maps
+    must read φ_g's (Table 5.4)."""
+    return {
+        key: global_state[key].detach().clone()
+        if key in global_state and global_state[key].shape == value.shape
+        else value
+        for key, value in client_state.items()
+    }
+
+
+def not_inheritable(client_state: Mapping[str, torch.Tensor], global_state: Mapping[str, torch.Tensor]) -> list[str]:
+    """The entries of ``client_state`` that ``inherit_from_global`` cannot take from the global model."""
+    return [
+        key for key, value in client_state.items() if key not in global_state or global_state[key].shape != value.shape
+    ]
+
+
 def three_steps(
     global_model: SplitModel,
     client_model: SplitModel,
@@ -307,18 +354,33 @@ def three_steps(
     weight_decay: float = 0.0,
     beta: float = DEFAULT_BETA,
     form: ATForm = "reference",
+    at_levels: Sequence[str] = AT_LEVELS,
     step3_attention: bool = True,
+    theta_batchnorm: ThetaBatchNorm = "train",
     generator: torch.Generator,
 ) -> SplitModel:
     """w_{g,s3}^(k): steps 1–3 of Alg. 3 (lines 11–16) for one client on a fresh copy of ``global_model``, which is
-    left unchanged. ``step3_attention=False`` drops AT from step 3 (Table 5.4's "w/o AT")."""
+    left unchanged. AT compares ``at_levels`` (I) in step 1 and those of them inside φ (I_sub) in step 3;
+    ``step3_attention=False`` drops AT from step 3 (Table 5.4's "w/o AT"); ``metadata_epochs=0`` drops step 2 (the
+    ablation without metadata)."""
     copy = global_copy(global_model)
     common = {"batch_size": batch_size, "momentum": momentum, "weight_decay": weight_decay, "generator": generator}
     at = {"teacher": client_model, "epochs": at_epochs, "lr": at_lr, "beta": beta, "form": form}
-    train_server_step(copy, 1, level, generic_inputs, generic_labels, **at, **common)  # type: ignore[arg-type]
-    train_server_step(copy, 2, level, metadata, metadata_labels, epochs=metadata_epochs, lr=metadata_lr, **common)  # type: ignore[arg-type]
-    step3_levels = AT_LEVELS if step3_attention else ()
-    train_server_step(copy, 3, level, generic_inputs, generic_labels, at_levels=step3_levels, **at, **common)  # type: ignore[arg-type]
+    train_server_step(copy, 1, level, generic_inputs, generic_labels, at_levels=at_levels, **at, **common)  # type: ignore[arg-type]
+    if metadata_epochs > 0:
+        train_server_step(copy, 2, level, metadata, metadata_labels, epochs=metadata_epochs, lr=metadata_lr, **common)  # type: ignore[arg-type]
+    step3_levels = at_levels if step3_attention else ()
+    train_server_step(
+        copy,
+        3,
+        level,
+        generic_inputs,
+        generic_labels,
+        at_levels=step3_levels,
+        theta_batchnorm=theta_batchnorm,
+        **at,  # type: ignore[arg-type]
+        **common,  # type: ignore[arg-type]
+    )
     return copy
 
 
@@ -335,10 +397,11 @@ def refine_client(
     weight_decay: float = 0.0,
     beta: float = DEFAULT_BETA,
     form: ATForm = "reference",
+    at_levels: Sequence[str] = AT_LEVELS,
     generator: torch.Generator,
 ) -> None:
-    """w_k^{t+1} (eqs. 5.19–5.20): the client model, from w_{k,E}, trained in place on D_g with CE + β·AT at every
-    level, the new global model as teacher."""
+    """w_k^{t+1} (eqs. 5.19–5.20): the client model, from w_{k,E}, trained in place on D_g with CE + β·AT at
+    ``at_levels`` (I), the new global model as teacher."""
     train_server_step(
         client_model,
         1,
@@ -353,5 +416,6 @@ def refine_client(
         weight_decay=weight_decay,
         beta=beta,
         form=form,
+        at_levels=at_levels,
         generator=generator,
     )

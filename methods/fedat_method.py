@@ -1,20 +1,28 @@
 """FedAT as a method of this app (thesis §5.3, Alg. 3): custom-size client models, metadata, the three server steps.
 
+A client's first model is the global model reduced to its architecture (``client-init = global``: every layer it
+shares with the global model copied, e.g. a WRN-10-1 is the global WRN-16-1 without the second block of each group),
+so that φ_k and φ_g start equal up to the metadata level and their maps stay related: θ_g learns from φ_k's maps in
+step 2 and reads φ_g's afterwards, which Table 5.4 needs and the thesis does not say how it gets (§5.1.2 names
+client models made "by reducing the block size from teacher models"). With independently initialised clients
+(``fresh``) the global model ends lower (measurements/experiments/fedat-table5-4 and fedat-stragglers).
+
 A round, for each client k (all deliver: their models fit their hardware):
 
 - client: train its own model (whole model, all local data, E epochs; the thesis's lr 0.01, E = 5) to w_{k,E}; then
   extract the metadata with the updated φ_{k,E}: the feature maps of its local samples at ``metadata-level`` (all
   of them, or a seeded ``metadata-fraction``, Fig. 5.10) with their labels; reply with w_{k,E} and the metadata.
 - server, per client on a fresh copy of w_g^t (``methods/fedat.py``): step 1 trains all of the copy on D_g with
-  CE + β·AT against w_{k,E} at low/mid/up; step 2 trains only θ (above the level) on the client's metadata; step 3
-  trains only φ on D_g with CE + β·AT at the levels inside φ, θ frozen bitwise. Then w_g^{t+1} = Σ_k p_k w_{g,s3}^(k)
+  CE + β·AT against w_{k,E} at ``at-levels``; step 2 trains only θ (above the level) on the client's metadata; step 3
+  trains only φ on D_g with CE + β·AT at the levels inside φ, θ's weights frozen bitwise (its BatchNorm follows φ's
+  new maps: ``step3-theta-batchnorm``). Then w_g^{t+1} = Σ_k p_k w_{g,s3}^(k)
   with p_k ∝ |D_k|, and each client model is refined from w_{k,E} on D_g with the new global model as teacher and
   sent back next round.
 
 D_g is labelled: drawn from the server's held-out split (``generic-source = "public"``; §5.4.2: 2,500 images of
-classes 1, 2, 3, 4, 6, 7, 9). The server-side learning rates and epochs default to the thesis's (AT 0.1 × 2 epochs,
-metadata 0.1 × 2 epochs), β = 1,000. The metadata bytes are counted in ``bytes_up`` and reported apart
-(``metadata_bytes_up``).
+classes 1, 2, 3, 4, 6, 7, 9; ``generic-size`` defaults to 1,000, which the default 1,200 held-out images hold). The
+server-side learning rates and epochs default to the thesis's (plain SGD, AT 0.1 × 2 epochs, metadata 0.1 × 2
+epochs), β = 1,000. The metadata bytes are counted in ``bytes_up`` and reported apart (``metadata_bytes_up``).
 """
 
 from __future__ import annotations
@@ -49,9 +57,13 @@ from methods.client_models import (
 )
 from methods.fedat import (
     AT_FORMS,
+    AT_LEVELS,
     DEFAULT_BETA,
+    THETA_BATCHNORM,
     aggregate_global_copies,
     check_pairing,
+    inherit_from_global,
+    not_inheritable,
     refine_client,
     three_steps,
 )
@@ -68,6 +80,26 @@ if TYPE_CHECKING:
     from server_app.lifecycle import FederatedRun
 
 
+#: How a FedAT client's first model starts (``client-init``).
+CLIENT_INITS: tuple[str, ...] = ("global", "fresh")
+
+
+def parse_levels(text: str) -> tuple[str, ...]:
+    """``"low,mid"`` -> ("low", "mid"); refuses levels that are not low/mid/up, repeats and an empty list."""
+    levels = tuple(part.strip() for part in text.split(",") if part.strip())
+    if not levels or len(set(levels)) != len(levels) or any(level not in AT_LEVELS for level in levels):
+        raise ValueError(f"must list distinct levels out of {', '.join(AT_LEVELS)}, got {text!r}")
+    return levels
+
+
+def _levels_problem(text: str) -> str | None:
+    try:
+        parse_levels(text)
+    except ValueError as err:
+        return str(err)
+    return None
+
+
 @dataclass(frozen=True)
 class FedATSettings:
     metadata_fraction: float = setting(
@@ -82,19 +114,53 @@ class FedATSettings:
     )
     at_epochs: int = setting(2, "FedAT: epochs of each AT step on D_g (steps 1 and 3, client refinement).", positive)
     at_learning_rate: float = setting(0.1, "FedAT: learning rate of the AT steps.", positive)
-    metadata_epochs: int = setting(2, "FedAT: epochs of step 2 on a client's metadata.", positive)
+    metadata_epochs: int = setting(
+        2, "FedAT: epochs of step 2 on a client's metadata (0: no step 2, the ablation without metadata).", non_negative
+    )
     metadata_learning_rate: float = setting(0.1, "FedAT: learning rate of step 2.", positive)
     step3_attention: bool = setting(True, "FedAT: attention transfer in step 3 (off: Table 5.4's w/o AT).")
+    step3_theta_batchnorm: str = setting(
+        "train",
+        "FedAT: θ's BatchNorm in step 3, where θ's weights are frozen: `train` (batch statistics during the step, "
+        "running statistics then re-estimated on the maps φ now gives θ) or `frozen` (eval mode: step 2's statistics "
+        "of the client's metadata kept).",
+        one_of(*THETA_BATCHNORM),
+    )
+    at_levels: str = setting(
+        ",".join(AT_LEVELS),
+        "FedAT: levels whose attention maps AT compares (I of eq. 5.14), comma-separated; each must give C × H × W "
+        "maps in every model (LeNet-5: `low` only).",
+        _levels_problem,
+    )
+    client_init: str = setting(
+        "global",
+        "FedAT: a client's first model: `global` (the global model with blocks removed: every layer the client "
+        "architecture shares with it copied, so that client and global features at the metadata level are related) "
+        "or `fresh` (initialised independently).",
+        one_of(*CLIENT_INITS),
+    )
+
+    @property
+    def attention_levels(self) -> tuple[str, ...]:
+        return parse_levels(self.at_levels)
 
 
 def fedat_pairs(config: RunConfig) -> Callable[[str], None]:
     """Raises ValueError unless a client architecture pairs with the global model at the metadata level and at
-    every AT level."""
+    every AT level and, with ``client-init = global``, is the global model with blocks removed."""
     level = config.settings(MetadataLevelSettings).metadata_level
+    settings = config.settings(FedATSettings)
     global_model = build_architecture(config, config.model)
 
     def pairs(name: str) -> None:
-        check_pairing(build_architecture(config, name), global_model, input_shape(config), level)
+        client = build_architecture(config, name)
+        check_pairing(client, global_model, input_shape(config), level, settings.attention_levels)
+        missing = not_inheritable(client.state_dict(), global_model.state_dict())
+        if settings.client_init == "global" and missing:
+            raise ValueError(
+                f"'client-init' = 'global' needs every layer of the client model in the global model ({config.model}), "
+                f"which lacks {len(missing)} of its entries, e.g. {missing[0]!r} (set 'client-init' = 'fresh')"
+            )
 
     return pairs
 
@@ -181,6 +247,14 @@ class FedATStrategy(ClientModelFedAvg):
         super().check_reply(partition_id, content)
         self.read_client_metadata(partition_id, content)
 
+    def first_client_state(self, partition_id: int) -> dict[str, torch.Tensor]:
+        """With ``client-init = global``, a client's first model is the round's global model reduced to its
+        architecture (``inherit_from_global``); with ``fresh``, built from (seed, partition)."""
+        fresh = super().first_client_state(partition_id)
+        if self.settings.client_init == "fresh":
+            return fresh
+        return inherit_from_global(fresh, self.global_model().state_dict())
+
     def _sgd(self) -> dict[str, Any]:
         t = self.training
         return {"batch_size": t.server_batch_size, "momentum": t.server_momentum, "weight_decay": t.server_weight_decay}
@@ -210,7 +284,9 @@ class FedATStrategy(ClientModelFedAvg):
                 metadata_lr=s.metadata_learning_rate,
                 beta=s.at_beta,
                 form=s.at_form,  # type: ignore[arg-type]
+                at_levels=s.attention_levels,
                 step3_attention=s.step3_attention,
+                theta_batchnorm=s.step3_theta_batchnorm,  # type: ignore[arg-type]
                 generator=torch.Generator().manual_seed(seed),
                 **self._sgd(),
             )
@@ -229,6 +305,7 @@ class FedATStrategy(ClientModelFedAvg):
                 lr=s.at_learning_rate,
                 beta=s.at_beta,
                 form=s.at_form,  # type: ignore[arg-type]
+                at_levels=s.attention_levels,
                 generator=torch.Generator().manual_seed(
                     step_seed(self.seed, self.current_round, CLIENT_MODEL_UPDATE, pid)
                 ),

@@ -128,11 +128,15 @@ class ClientModelFedAvg(CohortFedAvg):
         model.load_state_dict(self._sent.to_torch_state_dict())
         return model
 
+    def first_client_state(self, partition_id: int) -> State:
+        """``partition_id``'s first model: freshly built from (seed, partition). A method may start it otherwise."""
+        seed = int(np.random.SeedSequence([self.seed, partition_id, 0xC11E]).generate_state(1)[0])
+        return cpu_state(self.build(self.architecture[partition_id], seed))
+
     def client_state(self, partition_id: int) -> State:
-        """The model ``partition_id`` is sent next (its first: freshly built from (seed, partition))."""
+        """The model ``partition_id`` is sent next (its first: ``first_client_state``)."""
         if partition_id not in self.client_states:
-            seed = int(np.random.SeedSequence([self.seed, partition_id, 0xC11E]).generate_state(1)[0])
-            self.client_states[partition_id] = cpu_state(self.build(self.architecture[partition_id], seed))
+            self.client_states[partition_id] = self.first_client_state(partition_id)
         return self.client_states[partition_id]
 
     def client_model(self, partition_id: int, state: Mapping[str, torch.Tensor] | None = None) -> SplitModel:

@@ -36,10 +36,12 @@ from server_app.run_errors import RunSetupError
 from tests.in_process import ServerKilled, run_in_process, small_run_config
 
 NUM_CLIENTS = 3
-#: Client 0 trains a WRN-16-1, the others the global WRN-10-1 (a bigger client is fine and keeps the tests fast).
+#: Client 0 trains a WRN-16-1, the others the global WRN-10-1 (a bigger client is fine and keeps the tests fast; for
+#: FedAT it must start fresh: the global model lacks its second blocks).
 CUSTOM = {
     "model": "wrn-10-1",
     "client-models": "0:wrn-16-1",
+    "client-init": "fresh",
     "pretrain": "none",
     "public-fraction": 0.2,
     "generic-size": 24,
@@ -163,7 +165,8 @@ def test_fedat_end_to_end_each_client_receives_its_own_model_and_nothing_else(
         before = {k: v.clone() for k, v in model.state_dict().items()}
         original(model, step, level, *args, **kwargs)
         changed = {k for k, v in model.state_dict().items() if not torch.equal(v, before[k])}
-        steps.append((step, changed, set(model.upper_state_keys(level))))
+        theta_weights = {k for k in model.upper_state_keys(level) if "running" not in k and "num_batches" not in k}
+        steps.append((step, changed, theta_weights if step == 3 else set(model.upper_state_keys(level))))
 
     monkeypatch.setattr(fedat, "train_server_step", watched)
     sent = _run_recording(_config(tmp_path, method="fedat", **{"metadata-level": "mid"}), monkeypatch)
@@ -182,7 +185,8 @@ def test_fedat_end_to_end_each_client_receives_its_own_model_and_nothing_else(
         for n in ("wrn-16-1", "wrn-10-1")
     }
     expected_down = own_bytes["wrn-16-1"] + (NUM_CLIENTS - 1) * own_bytes["wrn-10-1"]
-    # Per client: step 1 (all), 2 (θ only), 3 (φ only, θ bitwise unchanged); then one refinement per client.
+    # Per client: step 1 (all), 2 (θ only), 3 (φ only, θ's weights bitwise unchanged: only its BatchNorm statistics
+    # follow φ's new maps); then one refinement per client.
     per_client = [steps[i : i + 3] for i in range(0, 3 * NUM_CLIENTS, 3)]
     for (s1, _, _), (s2, changed2, theta2), (s3, changed3, theta3) in per_client:
         assert (s1, s2, s3) == (1, 2, 3)
@@ -199,6 +203,25 @@ def test_fedat_end_to_end_each_client_receives_its_own_model_and_nothing_else(
     kept = checkpoint["strategy"]
     assert kept["architecture"] == {"0": "wrn-16-1", "1": "wrn-10-1", "2": "wrn-10-1"}
     assert {k: tuple(v.shape) for k, v in kept["client_states"]["0"].items()} == _state_specs("wrn-16-1")
+
+
+def test_fedat_clients_start_as_the_global_model_reduced_to_their_architecture(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = _config(
+        tmp_path, method="fedat", model="wrn-16-1", **{"client-models": "0:wrn-10-1", "client-init": "global"}
+    )
+    sent = _run_recording(config, monkeypatch)
+    states = {
+        msg.metadata.dst_node_id - 101: {k: torch.from_numpy(a.numpy()) for k, a in msg.content[ARRAYS].items()}
+        for msg in sent
+    }
+    assert sorted(states) == list(range(NUM_CLIENTS))
+    whole = states[1]  # partitions 1 and 2 train the global architecture: they start as the global model itself
+    assert states[2].keys() == whole.keys() and all(torch.equal(states[2][k], whole[k]) for k in whole)
+    assert set(states[0]) < set(whole)  # the WRN-10-1: the global WRN-16-1 without the second block of each group
+    assert all(torch.equal(value, whole[key]) for key, value in states[0].items())
+    assert _summary(tmp_path)["status"] == "completed"
 
 
 @pytest.mark.parametrize(
@@ -228,6 +251,8 @@ def test_distillation_presets_end_to_end(
         ({"client-models": "0:lenet5"}, "client-models"),  # its maps cannot pair with the WRN's
         ({"generic-size": 5000}, "generic-size"),
         ({"generic-classes": "7"}, "generic-classes"),
+        ({"client-init": "global"}, "client-init"),  # client 0's second blocks are not in the global model
+        ({"model": "lenet5", "client-models": ""}, "at-levels"),  # LeNet-5 has C × H × W maps at low only
     ],
 )
 def test_bad_input_is_refused_at_start_naming_the_key(tmp_path: Path, overrides: dict[str, Any], match: str) -> None:

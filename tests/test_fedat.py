@@ -17,12 +17,15 @@ from methods.fedat import (
     check_fedat_settings,
     check_pairing,
     global_copy,
+    inherit_from_global,
     levels_for_step,
     normalised_attention,
+    not_inheritable,
     prepare_step,
     train_server_step,
 )
 from models import build_model
+from models.batchnorm import settle_batchnorm
 
 # Two channels of a 2 × 2 map: A = f₁² + f₂² = [[1+4, 0+1], [4+0, 9+1]] = [[5, 1], [4, 10]].
 MAP = torch.tensor([[[[1.0, 0.0], [-2.0, 3.0]], [[2.0, -1.0], [0.0, 1.0]]]], dtype=torch.float64)
@@ -111,7 +114,8 @@ def _data() -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randn(8, 3, 8, 8, generator=g), torch.randint(0, 10, (8,), generator=g)
 
 
-def test_step_three_trains_phi_and_leaves_theta_bitwise_frozen() -> None:
+@pytest.mark.parametrize("theta_batchnorm", ["train", "frozen"])
+def test_step_three_trains_phi_and_leaves_theta_weights_bitwise_frozen(theta_batchnorm: str) -> None:
     torch.manual_seed(0)
     global_model, client = build_model("wrn-16-1", 3, 10), build_model("wrn-10-1", 3, 10)
     copy = global_copy(global_model)
@@ -129,12 +133,22 @@ def test_step_three_trains_phi_and_leaves_theta_bitwise_frozen() -> None:
         lr=0.1,
         momentum=0.9,
         weight_decay=1e-3,
+        theta_batchnorm=theta_batchnorm,  # type: ignore[arg-type]
         generator=torch.Generator().manual_seed(0),
     )
     changed = _changed(before, copy)
     theta = set(copy.upper_state_keys("mid"))
-    assert theta and not changed & theta  # weights and BN statistics of group "up" and the head untouched
+    weights = {f"stages.{name}" for name, _ in copy.stages.named_parameters()}
+    theta_weights, theta_statistics = theta & weights, {k for k in theta - weights if "running" in k}
+    assert theta_weights and not changed & theta_weights  # the weights of group "up" and the head untouched
     assert any(k.startswith("stages.low.") for k in changed) and any(k.startswith("stages.mid.") for k in changed)
+    if theta_batchnorm == "frozen":
+        assert not changed & theta  # BatchNorm statistics too: θ ran in eval mode
+    else:  # θ's statistics are those of the maps φ now gives it on the step's images, dropout off
+        assert theta_statistics and theta_statistics <= changed
+        expected = global_copy(copy)
+        settle_batchnorm(expected, x, batch_size=4)
+        assert all(torch.equal(expected.state_dict()[k], copy.state_dict()[k]) for k in theta_statistics)
     assert _changed(_state(global_model), global_model) == set()  # the copy is independent: w_g^t unchanged
     assert all(p.requires_grad for p in copy.parameters()) and copy.training  # reset for the next step
 
@@ -180,9 +194,13 @@ def test_prepare_step_hands_out_only_the_allowed_parameters() -> None:
     assert {id(p) for p in prepare_step(model, 2, "low")} == theta
     phi = {id(p) for s in model.lower_stages("low") for p in s.parameters()}
     assert {id(p) for p in prepare_step(model, 3, "low")} == phi
+    assert model.stages["head"].training and model.stages["low"].training  # θ's BatchNorm on batch statistics
+    assert {id(p) for p in prepare_step(model, 3, "low", "frozen")} == phi
     assert not model.stages["head"].training and model.stages["low"].training
     with pytest.raises(ValueError, match="1, 2 and 3"):
         prepare_step(model, 4, "low")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="step3-theta-batchnorm"):
+        prepare_step(model, 3, "low", "eval")  # type: ignore[arg-type]
 
 
 def test_steps_one_and_three_need_a_teacher() -> None:
@@ -246,3 +264,38 @@ def test_unknown_at_form_is_refused_by_the_loss() -> None:
     maps = {"low": torch.ones(1, 1, 2, 2)}
     with pytest.raises(ValueError, match="at-form"):
         attention_transfer_loss(maps, maps, ["low"], form="l1")  # type: ignore[arg-type]
+
+
+def test_a_shallower_client_inherits_the_global_model_with_blocks_removed() -> None:
+    torch.manual_seed(0)
+    server, client = build_model("wrn-16-1", 1, 10), build_model("wrn-10-1", 1, 10)
+    fresh = {k: v.clone() for k, v in client.state_dict().items()}
+    state = inherit_from_global(client.state_dict(), server.state_dict())
+    assert not_inheritable(fresh, server.state_dict()) == []
+    # Every entry is the global model's: the stem, the first block of each group, the head, BatchNorm statistics.
+    assert all(torch.equal(state[k], server.state_dict()[k]) for k in state)
+    assert any(not torch.equal(state[k], fresh[k]) for k in state)
+    # A copy, not a view: training the client later cannot move the global model.
+    state["stages.stem.weight"].add_(1.0)
+    assert not torch.equal(state["stages.stem.weight"], server.state_dict()["stages.stem.weight"])
+
+
+def test_a_client_of_the_global_architecture_starts_as_the_global_model() -> None:
+    torch.manual_seed(0)
+    server, client = build_model("lenet5", 1, 10), build_model("lenet5", 1, 10)
+    client.load_state_dict(inherit_from_global(client.state_dict(), server.state_dict()))
+    x = torch.randn(4, 1, 32, 32)
+    assert torch.equal(client.eval()(x), server.eval()(x))
+
+
+def test_entries_the_global_model_lacks_stay_as_given_and_are_named() -> None:
+    torch.manual_seed(0)
+    server, client = build_model("wrn-10-1", 1, 10), build_model("wrn-16-1", 1, 10)
+    fresh = {k: v.clone() for k, v in client.state_dict().items()}
+    state = inherit_from_global(client.state_dict(), server.state_dict())
+    missing = not_inheritable(fresh, server.state_dict())
+    assert missing and all(".1." in k for k in missing)  # the second block of each group
+    assert all(torch.equal(state[k], fresh[k]) for k in missing)
+    assert all(torch.equal(state[k], server.state_dict()[k]) for k in state if k not in missing)
+    wider = build_model("wrn-10-2", 1, 10).state_dict()
+    assert "stages.low.0.conv1.weight" in not_inheritable(wider, server.state_dict())  # same key, other shape

@@ -16,6 +16,7 @@ from experiments.fedat_single_client import (
     STEP,
     Scenario,
     class_positions,
+    fit,
     fig5_10,
     fresh_rng,
     markdown,
@@ -30,6 +31,7 @@ from experiments.fedat_single_client import (
 )
 from methods.fedat import train_server_step
 from models import build_model
+from models.batchnorm import settle_batchnorm
 
 SMALL_STEP = {**STEP, "batch_size": 8}
 
@@ -66,6 +68,9 @@ def test_non_iid_split_keeps_class_9_from_the_server_only() -> None:
     assert (labels[client] == 9).sum() == 20 and len(client) == 20 + 9 * 4
     iid_generic, iid_client = split_generic(labels, "iid", 0.2, seed=0)
     assert len(iid_generic) == 40 and sorted(np.concatenate([iid_generic, iid_client]).tolist()) == list(range(200))
+    smaller, same_client = split_generic(labels, "non-iid", 0.2, seed=0, generic_share=0.25)
+    assert np.array_equal(same_client, client) and set(smaller) < set(generic)
+    assert np.bincount(labels[smaller], minlength=10).tolist() == [5] * 9 + [0]  # a quarter of each of classes 0-8
 
 
 def test_class_positions_pick_exactly_the_class_9_maps() -> None:
@@ -157,7 +162,7 @@ def test_server_settings_change_one_thing_each_from_the_thesis_lr() -> None:
     default, *others = SERVER_SETTINGS.values()
     assert default is STEP and STEP["lr"] == 0.1
     changed = [{k for k in STEP if other[k] != STEP[k]} for other in others]
-    assert changed == [{"lr"}, {"momentum"}]
+    assert changed == [{"lr"}, {"momentum"}] and STEP["momentum"] == 0.0  # the thesis names plain SGD
     assert all("NOT" in name for name in list(SERVER_SETTINGS)[1:])
 
 
@@ -187,3 +192,13 @@ def test_bn_refresh_scores_a_copy_with_fresh_statistics_and_leaves_the_model() -
         "| non-iid | bn_refresh: x: step 1 | 1.00 | 2.00 |",
         "| non-iid | bn_refresh: x: step 1, then BatchNorm statistics re-estimated on D_g | 3.00 | 4.00 |",
     ]
+
+
+def test_the_d_g_only_control_ends_with_settled_batchnorm_like_step_1() -> None:
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(2)
+    x, y = torch.randn(24, 3, 8, 8, generator=g), torch.randint(0, 10, (24,), generator=g)
+    model = fit(build_model("wrn-10-1", 3, 10), x, y, epochs=1, seed=0, step=SMALL_STEP)
+    settled = _state(model)
+    settle_batchnorm(model, x, batch_size=SMALL_STEP["batch_size"])
+    assert _same(settled, _state(model))  # its statistics already are those of x: scoring it is like scoring step 1
