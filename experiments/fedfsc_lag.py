@@ -139,7 +139,8 @@ def _cell(values: Sequence[float], text: str) -> str:
         return "–"
     mean, std = mean_std(present)
     spread = "" if std is None else f" ± {std:.1f}"
-    return text.format(mean) + spread + ("" if len(present) == len(values) else f" ({len(present)} seeds)")
+    seeds = "" if len(present) == len(values) else f" ({len(present)} seed{'' if len(present) == 1 else 's'})"
+    return text.format(mean) + spread + seeds
 
 
 def markdown(rows: Mapping[str, Mapping[str, float]]) -> str:
