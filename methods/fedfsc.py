@@ -1,4 +1,4 @@
-"""FedFSC / FedFSC+ / FSCProx: few-shot fine-tuning of the classifier (thesis Ch. 4; THESIS-METHODS §1).
+"""FedFSC / FedFSC+ / FSCProx: few-shot fine-tuning of the classifier (thesis Ch. 4, §4.2-4.4, Alg. 1 and 2).
 
 Few-shot participants freeze the received base model's extractor φ^t, take its final Linear θ = {W, b} as the
 starting point (not a fresh layer), and train θ alone on n shots per eligible local class. The server
@@ -9,7 +9,10 @@ The base model {θ, φ} is trained as the base trainer trains it: FedAvg, or wit
 
 The presets (``METHODS``) differ in who does what each round (``RolePlan``): the selection policy's cohort
 (``fraction-train`` = f_n) are the non-stragglers and run the normal update for E epochs; methods with stragglers
-draw a further f_fs (``fewshot-fraction``) of the pool from the rest.
+draw a further f_fs (``fewshot-fraction``) of the pool from the rest. Those methods preset f_n = 0.1 (with the
+default f_fs = 0.1: the thesis's §4.5.2), so ``method = <name>`` alone runs; f_n + f_fs < 1 is checked whenever a
+configuration is parsed, and at the start, against the K clients, that round(f_fs·K) ≥ 1 stragglers fit beside the
+cohort (``check_straggler_run``).
 
 - ``fedfsc`` (Alg. 1): the non-stragglers also few-shot update, from round 2; no stragglers.
 - ``fedfsc-plus`` (Alg. 2): the stragglers only few-shot update (from round 2; idle in round 1).
@@ -52,6 +55,7 @@ from methods.base import LocalTraining, Method, Objective, ObjectiveFactory
 from methods.payload_size import state_bytes
 from methods.state_averaging import average_states
 from run_config.settings import ConfigError, below_one, non_negative, one_of, positive, setting
+from strategies.random_selection import cohort_size
 
 if TYPE_CHECKING:
     from flwr.app import Message, RecordDict
@@ -387,6 +391,38 @@ def straggler_check(plan: RolePlan) -> Callable[[RunConfig, Mapping[int, int] | 
     return check
 
 
+def straggler_population_problem(
+    num_clients: int, non_straggler_fraction: float, fewshot_fraction: float
+) -> str | None:
+    """Why K clients cannot hold the round's non-stragglers and at least one straggler, or None.
+
+    The cohort is ``cohort_size(K, f_n)`` clients and the stragglers round(f_fs·K) of the rest (``draw_stragglers``):
+    none at all makes a method with stragglers its base trainer, and more than the rest cannot be drawn."""
+    cohort = cohort_size(num_clients, non_straggler_fraction)
+    stragglers = round(fewshot_fraction * num_clients)
+    if stragglers < 1:
+        return (
+            f"'{FEWSHOT_KEY}' = {fewshot_fraction} gives round({fewshot_fraction} × {num_clients}) = 0 stragglers of "
+            f"{num_clients} clients: set it to at least {1 / num_clients:.3g} (half a client rounds up)"
+        )
+    if cohort + stragglers > num_clients:
+        return (
+            f"'{NON_STRAGGLER_KEY}' = {non_straggler_fraction} gives {cohort} non-stragglers and '{FEWSHOT_KEY}' = "
+            f"{fewshot_fraction} {stragglers} stragglers, more than the {num_clients} clients"
+        )
+    return None
+
+
+def check_straggler_run(config: RunConfig, num_clients: int) -> None:
+    """At start, with the population's size K: refuse a method with stragglers that would draw none (or more than
+    there are), naming the keys."""
+    problem = straggler_population_problem(
+        num_clients, config.fraction_train, config.settings(FedFscSettings).fewshot_fraction
+    )
+    if problem:
+        raise ConfigError(f"run config {problem}")
+
+
 def _client_train(node: Node, msg: Message) -> RecordDict:
     from methods.fedfsc_client import fedfsc_train  # the client step imports the client app, which imports this
 
@@ -403,6 +439,8 @@ def _strategy(plan: RolePlan) -> Callable[[FederatedRun], Strategy]:
 
 
 _NORMAL = {"freeze": "none", "data-selection": "all", "selection-fraction": 1.0}
+#: f_n of the methods with stragglers: the thesis's §4.5.2 (f_n = f_fs = 0.1; ``fewshot-fraction`` defaults to 0.1).
+STRAGGLER_PRESETS = {NON_STRAGGLER_KEY: 0.1}
 FEDFSC_PLAN = RolePlan(cohort_fewshot=True, straggler_epochs=False, straggler_fewshot=False)
 FEDFSC_PLUS_PLAN = RolePlan(cohort_fewshot=False, straggler_epochs=False, straggler_fewshot=True)
 FEDFSC_PLUS_BASELINE_PLUS_PLAN = RolePlan(cohort_fewshot=False, straggler_epochs=True, straggler_fewshot=True)
@@ -413,11 +451,12 @@ def _family(name: str, summary: str, plan: RolePlan, objective: str = "plain") -
     return Method(
         name,
         summary,
-        presets={**_NORMAL, "objective": objective},
+        presets={**_NORMAL, "objective": objective, **(STRAGGLER_PRESETS if plan.uses_stragglers else {})},
         settings=(FedFscSettings,),
         client_train=_client_train,
         strategy=_strategy(plan),
         check=straggler_check(plan) if plan.uses_stragglers else None,
+        check_run=check_straggler_run if plan.uses_stragglers else None,
         paper="thesis Ch. 4, Algorithms 1 and 2",
     )
 

@@ -33,6 +33,7 @@ AXIS_DEFAULTS: Mapping[str, object] = {
     "objective": "plain",
     "pretrain": "dataset",
     "model": "wrn-16-1",
+    "fraction-train": 1.0,
 }
 
 

@@ -229,7 +229,13 @@ class RunConfig:
     lr_decay: float = setting(
         1.0, "Learning-rate factor per round: round t uses learning-rate · lr-decay^(t−1).", fraction
     )
-    fraction_train: float = setting(1.0, "Share of the clients that train each round.", fraction)
+    fraction_train: float = setting(
+        AUTO,
+        "Share of the clients that train each round (`auto`: the method's preset, 1 unless it has stragglers; "
+        "the FedFSC family's f_n).",
+        fraction,
+        auto=True,
+    )
     straggler_fraction: float = setting(
         0.0,
         "Share of each round's selected clients that drop out (redrawn every "

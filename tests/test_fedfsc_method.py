@@ -18,10 +18,12 @@ from methods.fedfsc import (
     FedFscSettings,
     Role,
     fscprox_penalty,
+    straggler_population_problem,
     uplink_bytes,
     with_classifier_prox,
 )
 from methods.fedfsc_client import read_role
+from methods.registry import METHODS
 from models import build_model
 from protocol.messages import (
     ARRAYS,
@@ -84,6 +86,43 @@ def test_fedfsc_without_stragglers_needs_no_fraction_below_one(defaults: dict) -
         1.0,
     )
     parse_run_config({**defaults, "method": "fedfsc-plus", "fraction-train": 0.1, "straggler-epochs": 9})  # E_r unused
+
+
+FAMILY = ["fedfsc", "fedfsc-plus", "fedfsc-plus-baseline-plus", "fedavg-plus", "fedprox-plus", "moon-plus"]
+
+
+@pytest.mark.parametrize("method", FAMILY)
+def test_every_preset_parses_with_its_name_alone_and_fits_the_default_ten_clients(defaults: dict, method: str) -> None:
+    """``method = <name>`` and nothing else: the methods with stragglers preset the thesis's f_n = 0.1 (§4.5.2;
+    ``fraction-train = "auto"``), which with f_fs = 0.1 gives 1 non-straggler and 1 straggler of 10 clients."""
+    config = parse_run_config({**defaults, "method": method})
+    assert config.fraction_train == (1.0 if method == "fedfsc" else 0.1)
+    assert config.settings(FedFscSettings).fewshot_fraction == 0.1
+    check_run = METHODS[method].check_run
+    assert (check_run is None) == (method == "fedfsc")
+    if check_run is not None:
+        check_run(config, 10)
+    assert parse_run_config({**defaults, "method": method, "fraction-train": 0.3}).fraction_train == 0.3  # wins
+
+
+@pytest.mark.parametrize(
+    ("clients", "f_n", "f_fs", "problem"),
+    [
+        (10, 0.1, 0.1, None),
+        (4, 0.5, 0.25, None),
+        (4, 0.5, 0.1, "'fewshot-fraction' = 0.1 gives round(0.1 × 4) = 0 stragglers of 4 clients"),
+        (2, 0.1, 0.85, "'fraction-train' = 0.1 gives 1 non-stragglers and 'fewshot-fraction' = 0.85 2 stragglers"),
+    ],
+)
+def test_the_population_must_hold_the_cohort_and_a_straggler(clients: int, f_n: float, f_fs: float, problem) -> None:
+    found = straggler_population_problem(clients, f_n, f_fs)
+    assert found is None if problem is None else problem in str(found), found
+
+
+def test_a_population_without_room_for_a_straggler_stops_at_start(tmp_path: Path) -> None:
+    config = small_run_config(tmp_path, method="fedfsc-plus", **{"fraction-train": 0.5})  # f_fs = 0.1 of 4: none
+    with pytest.raises(RunSetupError, match="'fewshot-fraction' = 0.1 gives round"):
+        run_in_process(config)
 
 
 def test_a_run_with_f_n_plus_f_fs_of_one_stops_at_start(tmp_path: Path) -> None:
@@ -364,6 +403,16 @@ def test_fedfsc_over_fedft_eds_trains_fedft_eds_model_bit_for_bit(tmp_path: Path
     fedfsc = run(tmp_path, "fedfsc", method="fedfsc", **eds)
     assert [r["base_loss"] for r in fedfsc] == [r["loss"] for r in fedft]
     assert fedfsc[1]["fewshot_updates"] == 4 and fedfsc[1]["loss"] != fedfsc[1]["base_loss"]  # {θ_fs, φ} ≠ base
+
+
+def test_fedfsc_plus_trains_the_model_of_fedavg_that_drops_its_stragglers(tmp_path: Path) -> None:
+    """The thesis's named baseline (Table 4.5, "FedAvg"): FedAvg over the same f_n, stragglers dropped. FedFSC+'s
+    base model is that run's model bit for bit, so a paired difference isolates the few-shot classifier."""
+    fedavg = run(tmp_path, "fedavg", method="fedavg", **STRAGGLERS)
+    plus = run(tmp_path, "plus", method="fedfsc-plus", **STRAGGLERS)
+    assert [r["base_loss"] for r in plus] == [r["loss"] for r in fedavg]
+    assert all(r["clients"] == p["clients"][:2] for r, p in zip(fedavg, plus))  # the same non-stragglers
+    assert all(r["accuracy"] != r["base_accuracy"] and r["fewshot_updates"] == 1 for r in plus[1:])
 
 
 def test_fedfsc_plus_baseline_plus_trains_fedavg_plus_model(tmp_path: Path) -> None:

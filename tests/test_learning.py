@@ -10,6 +10,10 @@ from methods.registry import METHODS
 from tests.learning import assert_learns, run_method
 
 _FEDSPLIT = {"num-server-rounds": 2, "metadata-level": "up", "n-com": 84, "meta-epochs": 10}
+#: The FedFSC family's stragglers on 4 clients: f_n = 0.7 gives 3 non-stragglers, f_fs = 0.2 one straggler a round
+#: (round(0.8)); the baseline+ variants need E > E_r = 1, so E = 2.
+_STRAGGLERS = {"fraction-train": 0.7, "fewshot-fraction": 0.2}
+_STRAGGLERS_E2 = {**_STRAGGLERS, "local-epochs": 2}
 #: method -> (run-config overrides, the accuracy its global model must reach)
 LEARNS: dict[str, tuple[dict, float]] = {
     # The whole model on all data (FedAvg, FedProx, MOON) or a random 10% (RDS), 4 rounds of 1 epoch:
@@ -59,6 +63,15 @@ LEARNS: dict[str, tuple[dict, float]] = {
         },
         0.55,
     ),
+    # FedFSC: every client also few-shot updates the classifier from round 2; the global model is {θ_fs^t, φ^t}.
+    # FedFSC+ and the baseline+ variants: 3 non-stragglers and 1 straggler a round (few-shot, E_r = 1 epoch or both).
+    # Seeds 0/1/2:
+    "fedfsc": ({}, 0.5),  # SEEDS_fedfsc
+    "fedfsc-plus": (_STRAGGLERS, 0.45),  # SEEDS_fedfsc-plus
+    "fedfsc-plus-baseline-plus": (_STRAGGLERS_E2, 0.5),  # SEEDS_fedfsc-plus-baseline-plus
+    "fedavg-plus": (_STRAGGLERS_E2, 0.55),  # SEEDS_fedavg-plus
+    "fedprox-plus": (_STRAGGLERS_E2, 0.55),  # SEEDS_fedprox-plus
+    "moon-plus": (_STRAGGLERS_E2, 0.55),  # SEEDS_moon-plus
 }
 
 

@@ -26,6 +26,7 @@ def test_defaults_parse_to_fedft_eds(defaults: dict) -> None:
         "objective": "plain",
         "pretrain": "dataset",
         "model": "wrn-16-1",
+        "fraction-train": 1.0,
     }
     assert config.to_dict() == {**defaults, **resolved}
 
