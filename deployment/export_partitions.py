@@ -10,8 +10,11 @@ The split (dataset, partitioner, α, public fraction, seed, …) comes from the 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
+from data.file_formats import DataFormatError
+from data.loading import DataNotFoundError
 from data.node_data import export_partitions
 from run_config import federated_split
 from run_config.overrides import config_with_overrides
@@ -33,7 +36,12 @@ def main(argv: list[str] | None = None) -> int:
         config = config_with_overrides(args.run_config)
     except ValueError as err:
         parser.error(str(err))
-    for folder in export_partitions(federated_split(config), args.num_partitions, args.out):
+    try:
+        folders = export_partitions(federated_split(config), args.num_partitions, args.out)
+    except (DataNotFoundError, DataFormatError) as err:  # the dataset is not on this machine, or unreadable
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    for folder in folders:
         pid = int(folder.name.split("-")[1])
         node_config = f'partition-id={pid} num-partitions={args.num_partitions} data-path="{folder.resolve()}"'
         print(f"{folder}: --node-config '{node_config}'")

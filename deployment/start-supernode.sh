@@ -11,14 +11,21 @@
 #                      or the path of a .toml file with these keys (deployment/fedft-node.toml)
 #
 # STATE_DIR receives supernode.log, supernode.pid and the node's Flower home (installed apps): keep it outside the
-# app's project folder. flower-supernode is taken from the app's environment (deployment/python-env.sh).
+# app's project folder, and give each SuperNode on a host its own (and its own PORT); the script refuses a STATE_DIR
+# whose SuperNode is still running. flower-supernode is taken from the app's environment (deployment/python-env.sh).
 # --insecure (testing only) connects without TLS or authentication; CA_CERT and PRIVATE_KEY are then ignored.
 set -euo pipefail
 insecure=0
 if [[ "${1:-}" == "--insecure" ]]; then insecure=1; shift; fi
-if [[ $# -lt 6 ]]; then sed -n '2,15p' "$0"; exit 2; fi
+if [[ $# -lt 6 ]]; then sed -n '2,16p' "$0"; exit 2; fi
 state=$1 superlink=$2 ca=$3 key=$4 port=$5 node_config=$6
 source "$(dirname "$0")/python-env.sh"
+# A second start with the same STATE_DIR would overwrite supernode.pid, and stop.sh would no longer find the first.
+if [[ -f "$state/supernode.pid" ]] && old=$(<"$state/supernode.pid") \
+    && [[ "$(ps -o args= -p "$old" 2>/dev/null)" == *flower-supernode* ]]; then
+  echo "error: the SuperNode of $state is already running (PID $old); stop it first: deployment/stop.sh $state" >&2
+  exit 1
+fi
 mkdir -p "$state/flwr-home"
 if (( insecure )); then
   security=(--insecure)

@@ -3,8 +3,10 @@
 #
 #   deployment/stop.sh STATE_DIR [STATE_DIR ...]
 #
-# Each process leads its own process group (setsid), so the signal reaches the ClientApp/ServerApp
-# processes it started too. SIGTERM first; SIGKILL for whatever is left after 10 s.
+# Each process leads its own process group (setsid), so the signal reaches what it started in that group too (a
+# SuperNode's SuperExec and ClientApps). The SuperLink's SuperExec, and the ServerApp that one starts, run in a
+# session of their own (Flower detaches them); they watch their parent's PID and exit within a second of it.
+# SIGTERM first; SIGKILL for whatever is left after 10 s.
 set -uo pipefail
 pids=()
 for state in "$@"; do
