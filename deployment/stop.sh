@@ -5,7 +5,8 @@
 #
 # Each process leads its own process group (setsid), so the signal reaches what it started in that group too (a
 # SuperNode's SuperExec and ClientApps). The SuperLink's SuperExec, and the ServerApp that one starts, run in a
-# session of their own (Flower detaches them); they watch their parent's PID and exit within a second of it.
+# session of their own (Flower detaches them): they are not signalled, they watch their parent's PID and exit a few
+# seconds after it (a running ServerApp first records its run as interrupted); this script waits for them too.
 # SIGTERM first; SIGKILL for whatever is left after 10 s.
 set -uo pipefail
 pids=()
@@ -14,12 +15,20 @@ for state in "$@"; do
     [[ -f "$file" ]] && pids+=("$(cat "$file")") && rm -f "$file"
   done
 done
+# The process groups to wait for: each saved PID's, and those its children lead (the SuperLink's SuperExec).
+groups=()
+for pid in "${pids[@]}"; do
+  groups+=("$pid")
+  for group in $(ps -o pgid= --ppid "$pid" 2>/dev/null); do
+    [[ "$group" != "$pid" ]] && groups+=("$group")
+  done
+done
 for pid in "${pids[@]}"; do kill -TERM -- "-$pid" 2>/dev/null; done
 for _ in $(seq 1 20); do
   alive=0
-  for pid in "${pids[@]}"; do kill -0 -- "-$pid" 2>/dev/null && alive=1; done
+  for group in "${groups[@]}"; do kill -0 -- "-$group" 2>/dev/null && alive=1; done
   (( alive )) || exit 0
   sleep 0.5
 done
-for pid in "${pids[@]}"; do kill -KILL -- "-$pid" 2>/dev/null; done
+for group in "${groups[@]}"; do kill -KILL -- "-$group" 2>/dev/null; done
 exit 0
