@@ -5,7 +5,7 @@
 Each row's command runs in the project folder as a user would type it (``make run ...``), one after another, with the
 caches of the rows before it (a row whose start another row pretrained reuses it). For each: its exit code, its wall
 time, the machine's load when it started, and its run's initial, best and final accuracy and warnings (read from the
-folder the log names). Writes ``measurements/benchmarks/quick_reference.json``; the table in docs/methods.md lists the commands.
+folder the log names). Writes ``measurements/benchmarks/quick_reference.json``.
 """
 
 from __future__ import annotations

@@ -85,13 +85,13 @@ def test_tls_authenticated_deployment_runs_fedft_eds_with_fedentopt(tmp_path: Pa
     link_state = tmp_path / "superlink"
     states = [link_state]
 
-    def sh(*args: str, **kw) -> subprocess.CompletedProcess:
+    def sh(*args: str, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
         return subprocess.run(
-            args, check=False, env=env, cwd=PROJECT, capture_output=True, text=True, timeout=120, **kw
+            args, check=False, env=env, cwd=PROJECT, capture_output=True, text=True, timeout=timeout, **kw
         )
 
-    def flwr(*args: str) -> subprocess.CompletedProcess:
-        return sh(str(BIN / "flwr"), *args)
+    def flwr(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+        return sh(str(BIN / "flwr"), *args, timeout=timeout)
 
     def supernode(name: str, key: str, node_config: str, ca: Path | None = None) -> Path:
         state = homes / name
@@ -148,7 +148,8 @@ def test_tls_authenticated_deployment_runs_fedft_eds_with_fedentopt(tmp_path: Pa
         started = flwr("run", str(PROJECT), "deploy", "--format", "json", "--run-config", overrides)
         run_id = json.loads(started.stdout)["run-id"]
         assert_refused_by_gate(flwr("stop", run_id, "outside", "--format", "json"))  # the run is still going
-        streamed = flwr("log", run_id, "deploy", "--stream")
+        # Pretraining, a 20 s wait for node 3 and 2 rounds: minutes on a loaded machine.
+        streamed = flwr("log", run_id, "deploy", "--stream", timeout=400)
         log = streamed.stdout + streamed.stderr
         (tmp_path / "flwr-run.log").write_text(log)
         # One run (the outsider's was refused), completed (the outsider's stop was refused).

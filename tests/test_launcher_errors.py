@@ -81,8 +81,8 @@ def _refused(command: list[str], home: Path) -> subprocess.CompletedProcess:
 POPULATION = ["--num-supernodes", "10000", "--cpus-per-client", str(os.cpu_count())]
 TOO_MANY = "fraction-train=0.001 model='lenet5'"
 REFUSAL = (
-    "error: this simulation needs about 1.7 GiB at its peak but 1.5 GiB of memory is available (10,000 clients, 10 "
-    "per round, 1 ClientApp at once of about 0.25 GiB each; the server 0.37 GiB, the clients' contexts 0.41 GiB, "
+    "error: this simulation needs about 1.8 GiB at its peak but 1.5 GiB of memory is available (10,000 clients, 10 "
+    "per round, 1 ClientApp at once of about 0.25 GiB each; the server 0.45 GiB, the clients' contexts 0.41 GiB, "
     "Flower and Ray 0.70 GiB): lower --num-supernodes (NUM_SUPERNODES) or run config 'fraction-train'; "
     "FEDFT_MEMORY_AVAILABLE_MB replaces the available figure\n"
 )
