@@ -44,12 +44,16 @@ def select_random(num_samples: int, size: int, generator: torch.Generator) -> to
 def select_samples(policy: str, entropies: torch.Tensor, fraction: float, generator: torch.Generator) -> torch.Tensor:
     """The indices to train on this round under ``policy`` (``all``, ``random`` or ``entropy``), on the
     entropies' device."""
-    n = len(entropies)
-    if policy == "all":
-        return torch.arange(n, device=entropies.device)
-    size = selection_size(n, fraction)
     if policy == "entropy":
-        return select_by_entropy(entropies, size)
+        return select_by_entropy(entropies, selection_size(len(entropies), fraction))
+    return select_unscored(policy, len(entropies), fraction, generator).to(entropies.device)
+
+
+def select_unscored(policy: str, num_samples: int, fraction: float, generator: torch.Generator) -> torch.Tensor:
+    """The indices of a policy that needs no entropies (``all`` or ``random``), on the CPU: the same draw
+    ``select_samples`` makes, without the forward pass."""
+    if policy == "all":
+        return torch.arange(num_samples)
     if policy == "random":
-        return select_random(n, size, generator).to(entropies.device)
-    raise ValueError(f"unknown data-selection policy {policy!r}")
+        return select_random(num_samples, selection_size(num_samples, fraction), generator)
+    raise ValueError(f"data-selection policy {policy!r} needs entropies")

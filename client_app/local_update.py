@@ -1,10 +1,11 @@
-"""One client's work in a round (SPEC §4): frozen features, data selection, local SGD on θ.
+"""One client's work in a round (FedFT-EDS paper, Alg. 1): frozen features, data selection, local SGD on θ.
 
 With ``freeze = none`` this is FedAvg's (or FedProx's) update of the whole model. Otherwise φ (the stages
 up to the split level) is frozen in eval mode and θ is trained; φ(x) is taken from the feature cache when
-possible, so later rounds run only θ. The entropy pass uses the received model in eval mode, once,
-before training; the chosen subset is kept for all epochs of the round. Training ends by settling θ's BatchNorm
-statistics on the round's training samples (``models/batchnorm.py``), so the reply is scored as it was trained.
+possible, so later rounds run only θ. The entropy pass (for entropy selection, or where `entropy-metrics` asks for
+it) uses the received model in eval mode, once, before training; the chosen subset is kept for all epochs of the
+round. Training ends by settling θ's BatchNorm statistics on the round's training samples
+(``models/batchnorm.py``), so the reply is scored as it was trained.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 import torch
 from flwr.app import RecordDict
 
-from client_app.data_selection import hardened_entropy, select_samples
+from client_app.data_selection import hardened_entropy, select_samples, select_unscored
 from client_app.feature_cache import FeatureCache
 from client_app.feature_sources import Computed, Features
 from client_app.local_data import LocalData
@@ -40,10 +41,17 @@ class UpdateResult:
     train_loss: float
     train_seconds: float  # all the round's work except building the feature cache; the entropy pass
     #                       counts only where it selects (data-selection = entropy)
-    selection_seconds: float  # the entropy pass and the selection
+    selection_seconds: float  # the entropy pass (where it runs) and the selection
     cache_seconds: float  # one-off computation of φ(x) for the cache (0 when it was cached)
-    selected_entropy_mean: float
-    local_entropy_mean: float
+    entropy: EntropySummary | None  # where the entropy pass ran (entropy selection, or `entropy-metrics`)
+
+
+@dataclass(frozen=True)
+class EntropySummary:
+    """Mean hardened entropy of the selected samples and of all local samples under the received model."""
+
+    selected_mean: float
+    local_mean: float
 
 
 def round_seed(seed: int, server_round: int, partition_id: int) -> int:
@@ -126,13 +134,21 @@ def local_update(
     features, cache_seconds = local_features(model, data, config, device, cache, cache_key)
 
     tick = time.perf_counter()
-    model.eval()
-    with torch.no_grad():
-        logits = torch.cat(
-            [model.forward_from(chunk.to(device).float(), level) for chunk in features.chunks(config.eval_batch_size)]
-        )
-    entropies = hardened_entropy(logits, config.temperature)
-    chosen = select_samples(config.data_selection, entropies, config.selection_fraction, generator)
+    entropy: EntropySummary | None = None
+    if config.data_selection == "entropy" or config.entropy_metrics:
+        model.eval()
+        with torch.no_grad():
+            logits = torch.cat(
+                [
+                    model.forward_from(chunk.to(device).float(), level)
+                    for chunk in features.chunks(config.eval_batch_size)
+                ]
+            )
+        entropies = hardened_entropy(logits, config.temperature)
+        chosen = select_samples(config.data_selection, entropies, config.selection_fraction, generator)
+        entropy = EntropySummary(float(entropies[chosen].mean()), float(entropies.mean()))
+    else:
+        chosen = select_unscored(config.data_selection, len(data), config.selection_fraction, generator).to(device)
     synchronize(device)
     selection_seconds = time.perf_counter() - tick
 
@@ -175,7 +191,7 @@ def local_update(
     )
     objective.finish()
     train_seconds = time.perf_counter() - start - cache_seconds
-    if config.data_selection != "entropy":  # the entropy pass was only measured, not needed
+    if config.data_selection != "entropy":  # an entropy pass asked for by `entropy-metrics` is not the method's work
         train_seconds -= selection_seconds
     return UpdateResult(
         num_examples=len(chosen),
@@ -184,6 +200,5 @@ def local_update(
         train_seconds=train_seconds,
         selection_seconds=selection_seconds,
         cache_seconds=cache_seconds,
-        selected_entropy_mean=float(entropies[chosen].mean()),
-        local_entropy_mean=float(entropies.mean()),
+        entropy=entropy,
     )

@@ -38,21 +38,22 @@ from strategies.partial_model import split_state
 
 
 def train_metrics(partition_id: int, result: UpdateResult) -> MetricRecord:
-    """The numbers a training reply reports (``protocol.messages.TRAIN_METRICS``)."""
-    return MetricRecord(
-        {
-            PARTITION_ID: partition_id,
-            NUM_EXAMPLES: result.num_examples,
-            NUM_LOCAL: result.num_local,
-            TRAIN_LOSS: result.train_loss,
-            TRAIN_SECONDS: result.train_seconds,
-            SELECTION_SECONDS: result.selection_seconds,
-            CACHE_SECONDS: result.cache_seconds,
-            SELECTED_ENTROPY_MEAN: result.selected_entropy_mean,
-            LOCAL_ENTROPY_MEAN: result.local_entropy_mean,
-            THREADS: torch.get_num_threads(),
-        }
-    )
+    """The numbers a training reply reports (``protocol.messages.TRAIN_METRICS``; the entropy means only where the
+    client ran the entropy pass)."""
+    metrics: dict[str, int | float | list[int] | list[float]] = {
+        PARTITION_ID: partition_id,
+        NUM_EXAMPLES: result.num_examples,
+        NUM_LOCAL: result.num_local,
+        TRAIN_LOSS: result.train_loss,
+        TRAIN_SECONDS: result.train_seconds,
+        SELECTION_SECONDS: result.selection_seconds,
+        CACHE_SECONDS: result.cache_seconds,
+        THREADS: torch.get_num_threads(),
+    }
+    if result.entropy is not None:
+        metrics[SELECTED_ENTROPY_MEAN] = result.entropy.selected_mean
+        metrics[LOCAL_ENTROPY_MEAN] = result.entropy.local_mean
+    return MetricRecord(metrics)
 
 
 def shared_train(node: Node, msg: Message) -> RecordDict:

@@ -71,6 +71,7 @@ class Number:
     kind: type  # int or float
     low: float = -math.inf
     high: float = math.inf
+    optional: bool = False  # a reply may leave it out; when present it is checked like the others
 
 
 IDENTITY_FIELDS = (
@@ -86,8 +87,9 @@ TRAIN_METRICS = (
     Number(TRAIN_SECONDS, float, 0.0, MAX_SECONDS),
     Number(SELECTION_SECONDS, float, 0.0, MAX_SECONDS),
     Number(CACHE_SECONDS, float, 0.0, MAX_SECONDS),
-    Number(SELECTED_ENTROPY_MEAN, float, 0.0),
-    Number(LOCAL_ENTROPY_MEAN, float, 0.0),
+    # Reported where the client ran the entropy pass (entropy selection, or `entropy-metrics`).
+    Number(SELECTED_ENTROPY_MEAN, float, 0.0, optional=True),
+    Number(LOCAL_ENTROPY_MEAN, float, 0.0, optional=True),
     Number(THREADS, int, 1, 4096),
 )
 EVALUATE_METRICS = (

@@ -109,6 +109,12 @@ class RunConfig:
         auto=True,
     )
     temperature: float = setting(0.1, "ρ of the hardened softmax for entropy ranking (< 1 hardens).", positive)
+    entropy_metrics: bool = setting(
+        False,
+        "Report the hardened entropy of the local samples (`selected_entropy_mean`, `local_entropy_mean` in "
+        "`client_stats`) also where `data-selection` does not need it (`all`, `random`): a forward pass over all "
+        "local data every round, left out unless asked for.",
+    )
     # Pretraining.
     pretrain: str = setting(
         AUTO,

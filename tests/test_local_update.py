@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import math
 
+import pytest
 import torch
 
 from client_app.data_selection import hardened_entropy, select_by_entropy
@@ -73,7 +74,7 @@ def test_cache_gives_the_same_selection_and_update_as_recomputation() -> None:
     )
     b = local_update(plain_model, data, cfg, server_round=3, partition_id=1, learning_rate=0.1, cache=None, device=CPU)
     assert a.cache_seconds > 0 and b.cache_seconds == 0
-    assert a.selected_entropy_mean == b.selected_entropy_mean and a.num_examples == b.num_examples == 15
+    assert a.entropy == b.entropy and a.num_examples == b.num_examples == 15
     for (name, x), (_, y) in zip(cached_model.state_dict().items(), plain_model.state_dict().items()):
         torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6, msg=name)
     again = local_update(
@@ -100,8 +101,9 @@ def test_entropy_selection_matches_a_direct_computation_on_the_received_model() 
         model, data, config(method="fedft-eds"), server_round=1, partition_id=0, learning_rate=0.1, device=CPU
     )
     assert result.num_examples == 6 and result.num_local == 60
-    assert math.isclose(result.selected_entropy_mean, float(h[expected].mean()), rel_tol=1e-6)
-    assert math.isclose(result.local_entropy_mean, float(h.mean()), rel_tol=1e-6)
+    assert result.entropy is not None
+    assert math.isclose(result.entropy.selected_mean, float(h[expected].mean()), rel_tol=1e-6)
+    assert math.isclose(result.entropy.local_mean, float(h.mean()), rel_tol=1e-6)
 
 
 def test_fedavg_trains_every_parameter_on_all_data() -> None:
@@ -116,13 +118,31 @@ def test_fedavg_trains_every_parameter_on_all_data() -> None:
 
 def test_random_selection_is_redrawn_each_round() -> None:
     model, data = tiny_setup()
-    cfg = config(method="fedft-rds", selection_fraction=0.5)
+    cfg = config(method="fedft-rds", selection_fraction=0.5, entropy_metrics=True)
     sizes = [
         local_update(copy.deepcopy(model), data, cfg, server_round=r, partition_id=0, learning_rate=0.1, device=CPU)
         for r in (1, 2)
     ]
     assert [s.num_examples for s in sizes] == [30, 30]
-    assert sizes[0].selected_entropy_mean != sizes[1].selected_entropy_mean
+    assert sizes[0].entropy is not None and sizes[1].entropy is not None
+    assert sizes[0].entropy.selected_mean != sizes[1].entropy.selected_mean
+
+
+@pytest.mark.parametrize("method", ["fedavg", "fedft-rds", "fedft-all"])
+def test_the_entropy_pass_runs_only_where_asked_and_changes_no_update(method: str) -> None:
+    """All-data and random selection need no entropies: without `entropy-metrics` the pass is left out (no entropy
+    reported) and the round trains the model it trains with the pass, bit for bit."""
+    model, data = tiny_setup()
+    results, states = [], []
+    for metrics in (False, True):
+        trained = copy.deepcopy(model)
+        cfg = config(method=method, selection_fraction=0.5, entropy_metrics=metrics)
+        results.append(local_update(trained, data, cfg, server_round=2, partition_id=1, learning_rate=0.1, device=CPU))
+        states.append(trained.state_dict())
+    without, with_pass = results
+    assert without.entropy is None and with_pass.entropy is not None
+    assert without.num_examples == with_pass.num_examples
+    assert all(torch.equal(states[0][k], states[1][k]) for k in states[0])
 
 
 def test_same_seed_same_round_gives_identical_updates() -> None:
@@ -206,7 +226,7 @@ def test_features_streamed_from_disk_give_the_update_held_features_give(tmp_path
             device=CPU,
         )
     assert b.cache_seconds == 0 and len(list(tmp_path.glob("*.npy"))) == 1
-    assert a.selected_entropy_mean == b.selected_entropy_mean
+    assert a.entropy == b.entropy
     assert all(torch.equal(x, y) for x, y in zip(held.state_dict().values(), streamed.state_dict().values()))
 
 

@@ -186,10 +186,21 @@ def test_bad_training_replies_are_refused(content: RecordDict, reason: str) -> N
     assert refused(read_train_reply, content, EXPECTED, HOLDER, expected_examples=5).startswith(reason)
 
 
-def test_every_declared_training_number_is_required() -> None:
+def test_every_declared_training_number_is_required_but_the_optional_ones() -> None:
     for field in TRAIN_METRICS:
         metrics = {k: v for k, v in train_metrics(2, 5, 50).items() if k != field.key}
-        assert refused(read_train_reply, train(metrics=metrics), EXPECTED, HOLDER) == f"metrics lacks {field.key}"
+        if field.optional:
+            assert field.key not in read_train_reply(train(metrics=metrics), EXPECTED, HOLDER)
+        else:
+            assert refused(read_train_reply, train(metrics=metrics), EXPECTED, HOLDER) == f"metrics lacks {field.key}"
+    assert {f.key for f in TRAIN_METRICS if f.optional} == {"selected-entropy-mean", "local-entropy-mean"}
+
+
+def test_an_optional_number_that_is_sent_is_checked() -> None:
+    metrics = {**train_metrics(2, 5, 50), "local-entropy-mean": -1.0}
+    assert refused(read_train_reply, train(metrics=metrics), EXPECTED, HOLDER) == (
+        "'local-entropy-mean' = -1.0 is outside [0.0, inf]"
+    )
 
 
 # --- evaluate -----------------------------------------------------------------------------------------------------
