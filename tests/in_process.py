@@ -95,6 +95,7 @@ def small_run_config(tmp_path: Path, **overrides: Any) -> dict[str, Any]:
             "dataset": "synthetic",
             "model": "lenet5",
             "pretrain-epochs": 2,
+            "pretrain-samples": 600,  # of the default pretraining source (MNIST): seconds, not a minute, for a WRN
             "num-server-rounds": 3,
             "local-epochs": 1,
             "batch-size": 32,

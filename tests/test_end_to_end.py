@@ -123,6 +123,7 @@ def test_fedft_eds_sends_theta_only_and_phi_once(tmp_path: Path) -> None:
         "method": "fedft-eds",
         "model": "lenet5",
         "pretrain-epochs": 2,
+        "pretrain-samples": 600,
         "pretrain-cache-dir": str(tmp_path / "cache"),
         "num-server-rounds": 2,
         "local-epochs": 2,

@@ -62,6 +62,7 @@ def test_run_two_cells_in_simulation_then_skip_them(tmp_path: Path) -> None:
                     "dataset": "synthetic",
                     "model": "lenet5",
                     "pretrain-epochs": 2,
+                    "pretrain-samples": 600,
                     "num-server-rounds": 2,
                     "local-epochs": 1,
                     "min-partition-size": 5,
