@@ -1,0 +1,306 @@
+"""Helpers for the fault tests of a loopback deployment (``tests/test_deployment_faults.py``): a deployment started
+with the scripts in ``deployment/`` (TLS, SuperNode authentication), a TCP proxy to cut a node's connection, a
+restart loop standing in for systemd's ``Restart=``, and a throttle that makes a SuperNode slower."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from data.node_data import export_partitions
+from deployment.credentials import write_credentials
+from run_config import federated_split
+from simulation.local_run import free_port, processes_marked
+from tests.conftest import make_config
+
+PROJECT = Path(__file__).resolve().parents[1]
+SCRIPTS = PROJECT / "deployment"
+BIN = Path(sys.executable).parent
+MARKER = "FEDFT_DEPLOYMENT_TEST_ID"
+SPLIT = {"dataset": "fashion-mnist-mini", "partitioner": "iid"}
+#: The run settings every fault test shares: a small, fast FedAvg.
+RUN = (
+    'method="fedavg" model="lenet5" pretrain="none" local-epochs=1 dataset="fashion-mnist-mini" partitioner="iid" '
+    "fraction-train=1.0 min-train-nodes=1"
+)
+
+
+def wait_for(predicate, timeout: float, what: str, every: float = 0.5) -> Any:
+    """The first true value of ``predicate()``, polled every ``every`` s; AssertionError after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def read_rounds(folder: Path) -> list[dict[str, Any]]:
+    """The records of ``folder/rounds.jsonl`` (none while it does not exist)."""
+    path = folder / "rounds.jsonl"
+    lines = path.read_text().splitlines() if path.is_file() else []
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def trained(record: dict[str, Any]) -> list[int]:
+    """Partition ids whose update a round accepted."""
+    return sorted(s["partition_id"] for s in record["client_stats"])
+
+
+class Proxy:
+    """A TCP forwarder on ``listen_host``:port to ``target`` (TLS passes through unchanged). ``stop`` closes the
+    listening socket and every open connection (a cut network); ``start`` opens it again on the same port."""
+
+    def __init__(self, listen_host: str, target: tuple[str, int]) -> None:
+        self.host, self.port, self.target = listen_host, free_port(), target
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self._server: asyncio.AbstractServer | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def _call(self, coroutine) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=30)
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            writer.close()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection(*self.target)
+        except OSError:
+            writer.close()
+            return
+        self._writers.update((writer, up_writer))
+        try:
+            await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
+        finally:
+            self._writers.difference_update((writer, up_writer))
+
+    async def _start(self) -> None:
+        self._server = await asyncio.start_server(self._handle, self.host, self.port, reuse_address=True)
+
+    async def _stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+        for writer in list(self._writers):
+            with contextlib.suppress(Exception):
+                writer.transport.abort()
+        self._writers.clear()
+
+    def start(self) -> None:
+        self._call(self._start())
+
+    def stop(self) -> None:
+        self._call(self._stop())
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.stop()
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+
+
+class Deployment:
+    """A SuperLink (TLS, SuperNode auth, the loopback gate) and SuperNodes started with the deployment scripts, each
+    SuperNode kept running by a restart loop like systemd's (``restart_seconds`` after it exits, as many times as
+    needed), every process recorded by PID and stopped by ``close``."""
+
+    def __init__(self, tmp_path: Path, num_nodes: int, restart_seconds: float = 2.0) -> None:
+        self.tmp, self.num_nodes, self.restart_seconds = tmp_path, num_nodes, restart_seconds
+        self.keys = tmp_path / "keys"
+        write_credentials(self.keys, ["127.0.0.1", "127.0.0.2", "localhost"], num_supernodes=num_nodes)
+        split = federated_split(make_config(**{k.replace("-", "_"): v for k, v in SPLIT.items()}))
+        export_partitions(split, num_nodes, tmp_path / "data")
+        self.marker = uuid.uuid4().hex
+        flwr_home = tmp_path / "flwr-home"
+        flwr_home.mkdir()
+        self.env = {
+            **os.environ,
+            "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+            MARKER: self.marker,
+            "FLWR_HOME": str(flwr_home),
+            "FLWR_DISABLE_UPDATE_CHECK": "1",
+            "SUPERNODE_EXTRA_ARGS": "",  # as the unit's template: retry the SuperLink for ever
+            "PYTHON": sys.executable,
+        }
+        self.port = free_port()
+        (flwr_home / "config.toml").write_text(
+            f'[superlink]\ndefault = "deploy"\n\n'
+            f'[superlink.deploy]\naddress = "127.0.0.1:{self.port}"\nroot-certificates = "{self.keys / "ca.crt"}"\n'
+        )
+        self.link_state = tmp_path / "superlink"
+        self.node_states = [tmp_path / "nodes" / f"node-{i}" for i in range(num_nodes)]
+        self.node_address = [f"127.0.0.2:{self.port}"] * num_nodes
+        self.node_ports = [free_port() for _ in range(num_nodes)]
+        self.starts = [0] * num_nodes  # how often each SuperNode was started
+        self.proxies: list[Proxy] = []
+        self._keep = [False] * num_nodes
+        self._closing = threading.Event()
+        self._lock = threading.Lock()
+        self._watcher = threading.Thread(target=self._restart_loop, daemon=True)
+
+    # Commands.
+    def sh(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            args, check=False, env=self.env, cwd=PROJECT, capture_output=True, text=True, timeout=timeout
+        )
+
+    def flwr(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+        return self.sh(str(BIN / "flwr"), *args, timeout=timeout)
+
+    def flwr_json(self, *args: str) -> dict[str, Any]:
+        result = self.flwr(*args, "--format", "json")
+        try:
+            return json.loads(result.stdout)
+        except json.JSONDecodeError:
+            return {"success": False, "error-message": result.stdout + result.stderr}
+
+    # The SuperLink.
+    def start_superlink(self) -> None:
+        started = self.sh(str(SCRIPTS / "start-superlink.sh"), str(self.link_state), str(self.keys), "0.0.0.0",
+                          str(self.port))  # fmt: skip
+        assert started.returncode == 0, started.stdout + started.stderr
+        wait_for(lambda: self.flwr_json("supernode", "list", "deploy").get("success"), 90, "the Control API")
+
+    def stop_superlink(self) -> None:
+        assert self.sh(str(SCRIPTS / "stop.sh"), str(self.link_state)).returncode == 0
+
+    def register_nodes(self) -> None:
+        for i in range(self.num_nodes):
+            registered = self.flwr("supernode", "register", str(self.keys / f"supernode-{i}.pub"), "deploy")
+            assert registered.returncode == 0, registered.stdout + registered.stderr
+
+    def node_status(self) -> dict[int, str]:
+        """Node id -> status (online, offline, ...) in the SuperLink's view."""
+        reply = self.flwr_json("supernode", "list", "deploy")
+        return {n["node-id"]: n["status"] for n in reply.get("nodes", [])}
+
+    def wait_all_online(self, timeout: float = 120) -> None:
+        wait_for(
+            lambda: list(self.node_status().values()).count("online") == self.num_nodes, timeout, "every node online"
+        )
+
+    # SuperNodes.
+    def via_proxy(self, i: int) -> Proxy:
+        """Node ``i`` reaches the SuperLink through a proxy on 127.0.0.2 (call before ``start_nodes``)."""
+        proxy = Proxy("127.0.0.2", ("127.0.0.1", self.port))
+        proxy.start()
+        self.proxies.append(proxy)
+        self.node_address[i] = proxy.address
+        return proxy
+
+    def start_node(self, i: int) -> None:
+        data = self.tmp / "data" / f"node-{i}"
+        started = self.sh(
+            str(SCRIPTS / "start-supernode.sh"),
+            str(self.node_states[i]),
+            self.node_address[i],
+            str(self.keys / "ca.crt"),
+            str(self.keys / f"supernode-{i}"),
+            str(self.node_ports[i]),
+            f'partition-id={i} num-partitions={self.num_nodes} data-path="{data}"',
+        )
+        assert started.returncode == 0, started.stdout + started.stderr
+        self.starts[i] += 1
+
+    def start_nodes(self) -> None:
+        for i in range(self.num_nodes):
+            self.start_node(i)
+            self._keep[i] = True
+        self._watcher.start()
+
+    def node_pid(self, i: int) -> int | None:
+        path = self.node_states[i] / "supernode.pid"
+        with contextlib.suppress(OSError, ValueError):
+            return int(path.read_text())
+        return None
+
+    def node_alive(self, i: int) -> bool:
+        pid = self.node_pid(i)
+        if pid is None:
+            return False
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return False
+        return state != "Z"
+
+    def node_log(self, i: int) -> str:
+        path = self.node_states[i] / "supernode.log"
+        return path.read_text(errors="replace") if path.is_file() else ""
+
+    def kill_node(self, i: int) -> None:
+        """``kill -9`` the SuperNode's process group (the SuperNode and the ClientApp it runs)."""
+        pid = self.node_pid(i)
+        assert pid is not None
+        os.killpg(pid, signal.SIGKILL)
+
+    def _restart_loop(self) -> None:
+        """Systemd's ``Restart=``: a SuperNode that exited is started again ``restart_seconds`` later."""
+        down_since: dict[int, float] = {}
+        while not self._closing.wait(0.5):
+            for i in range(self.num_nodes):
+                with self._lock:
+                    if not self._keep[i]:
+                        continue
+                    if self.node_alive(i):
+                        down_since.pop(i, None)
+                        continue
+                    since = down_since.setdefault(i, time.monotonic())
+                    if time.monotonic() - since >= self.restart_seconds and not self._closing.is_set():
+                        with contextlib.suppress(Exception):
+                            self.start_node(i)
+                        down_since.pop(i, None)
+
+    # Results.
+    def results(self, run_name: str) -> Path:
+        return self.tmp / "results" / run_name
+
+    def submit(self, run_name: str, settings: str) -> str:
+        overrides = f'{RUN} {settings} run-name="{run_name}" results-dir="{self.tmp / "results"}"'
+        reply = self.flwr_json("run", str(PROJECT), "deploy", "--run-config", overrides)
+        assert reply.get("success"), reply
+        return str(reply["run-id"])
+
+    def run_status(self, run_id: str) -> str | None:
+        reply = self.flwr_json("ls", "deploy")
+        return {str(r["run-id"]): r["status"] for r in reply.get("runs", [])}.get(run_id)
+
+    def close(self) -> list[int]:
+        """Stop the restart loop, the SuperNodes, the SuperLink, the proxies; the PIDs that outlived stop.sh."""
+        self._closing.set()
+        if self._watcher.is_alive():
+            self._watcher.join(timeout=30)
+        self.sh(str(SCRIPTS / "stop.sh"), *map(str, [*self.node_states, self.link_state]))
+        for proxy in self.proxies:
+            proxy.close()
+        leftovers = processes_marked(self.marker, MARKER)
+        for pid in leftovers:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        return leftovers
