@@ -361,7 +361,10 @@ class RunConfig:
         _fault_list,
     )
     node_wait_seconds: float = setting(
-        120.0, "Seconds the server waits for all clients to connect before round 1.", non_negative
+        120.0,
+        "Seconds the server waits, before each round, for every client of the population to be connected; then it "
+        "goes on with those connected (a node that is down costs each round this wait, `round-timeout` apart).",
+        non_negative,
     )
     results_dir: str = setting(
         "results",

@@ -141,7 +141,7 @@ def test_tls_authenticated_deployment_runs_fedft_eds_with_fedentopt(tmp_path: Pa
         overrides = (
             'method="fedft-eds" model="lenet5" pretrain-epochs=2 pretrain-samples=600 num-server-rounds=2 '
             'local-epochs=1 client-selection="fedentopt" fraction-train=0.5 fedentopt-buffer=0.25 '
-            'node-wait-seconds=20.0 '
+            "node-wait-seconds=20.0 "
             f'run-name="deployed" results-dir="{tmp_path / "results"}" pretrain-cache-dir="{tmp_path / "pretrained"}" '
             f'feature-cache-dir="{tmp_path / "features"}" dirichlet-alpha=0.5'
         )

@@ -5,11 +5,14 @@ SuperLink stopped and started again, after which the run goes on from its checkp
 
 Flower marks a node offline only after two missed heartbeats (2 x 30 s, fixed in flwr 1.41): until then the killed
 node's restarts are refused (exit code 305) and the restart loop starts it again, as ``Restart=`` would. So the
-test takes a minute or two however fast the rounds are."""
+test takes a minute or two however fast the rounds are; 4.5-6 minutes on a loaded 2-core machine. That is more
+than CI's budget allows beside the suite, so it runs when ``FEDFT_FAULT_E2E=1`` is set (docs/development.md gives
+the command and its last result)."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -23,6 +26,7 @@ SETTINGS = f"round-timeout={ROUND_TIMEOUT} client-threads=1"
 
 
 @pytest.mark.e2e
+@pytest.mark.skipif(os.environ.get("FEDFT_FAULT_E2E") != "1", reason="opt-in (minutes): set FEDFT_FAULT_E2E=1")
 def test_killed_and_cut_nodes_rejoin_and_the_run_resumes_after_a_superlink_restart(tmp_path: Path) -> None:
     deployment = Deployment(tmp_path, num_nodes=3, restart_seconds=2.0)
     leftovers: list[int] = []
