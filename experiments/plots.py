@@ -207,7 +207,7 @@ def _method_legend(
         else Line2D([], [], color=styles[m].colour, marker=styles[m].marker, markersize=5, label=labels[m])
         for m in plan.methods
     ]
-    figure.legend(handles=[*handles, *extra], loc="outside right upper", fontsize=8, frameon=False)
+    figure.legend(handles=[*handles, *extra], loc="outside right center", fontsize=8, frameon=False)
 
 
 def _start_and_curve(curve: Curve, against_seconds: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
