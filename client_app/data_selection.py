@@ -1,4 +1,4 @@
-"""Which local samples a client trains on in a round (SPEC §4, FedFT-EDS step 2).
+"""Which local samples a client trains on in a round (FedFT-EDS paper, Algorithm 1, data selection).
 
 ``entropy`` keeps the ⌈P·n⌉ samples whose hardened-softmax entropy is highest under the received model;
 ``random`` draws a uniform subset of the same size (RDS); ``all`` keeps everything. Indices are returned on the

@@ -1,4 +1,4 @@
-"""Cache of frozen features φ(x) (SPEC §4 with the frozen-feature cache).
+"""Cache of frozen features φ(x) (φ is frozen in FedFT-EDS, so φ(x) is computed once).
 
 φ never changes during a run, so a client computes φ(x) for its data once, the first round it takes part, and
 later rounds run only θ. Two tiers, both bounded:

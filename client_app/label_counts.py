@@ -1,4 +1,4 @@
-"""A client's label-count vector for FedEntOpt, optionally with local differential privacy (SPEC §6).
+"""A client's label-count vector for FedEntOpt, optionally with local differential privacy (Lutz et al., Algorithm 1).
 
 With ε > 0 the client releases counts + Lap(0, 1/ε) per label (the Laplace mechanism: adding or removing one
 sample changes the vector by 1 in L1 norm, so the release is ε-differentially private for the client's label

@@ -1,11 +1,10 @@
-"""FedAT: attention transfer + metadata training with custom-size client models (thesis §5.2–5.3, Alg. 3;
-THESIS-METHODS §2).
+"""FedAT: attention transfer + metadata training with custom-size client models (thesis §5.2–5.3, Alg. 3).
 
 Attention map of a feature map F ∈ R^{C×H×W}: A = Σ_c |f_c|^p (eq. 5.5, p = 2), vectorised Q = vec(A).
 AT loss between a student and a teacher over a set I of levels (eq. 5.6 / 5.14), with Q̂ = Q / ‖Q‖₂:
 
 - ``form="reference"`` (default): β/2 · Σ_{l∈I} mean_{i,j}(Q̂_s − Q̂_t)², the original AT code's scale, for which
-  β = 1,000 was chosen (Zagoruyko & Komodakis). THESIS-METHODS pitfall 12 advises this scale, so it is the
+  β = 1,000 was chosen (Zagoruyko & Komodakis); the thesis takes β = 1,000 from there, so this scale is the
   default although the thesis text writes the next form.
 - ``form="thesis"``: β · Σ_{l∈I} mean_i ‖Q̂_s − Q̂_t‖₂ (eq. 5.14's non-squared L2 norm; its sum over samples
   becomes the batch mean, as the CE beside it does in mini-batch SGD).

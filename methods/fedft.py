@@ -1,4 +1,4 @@
-"""FedFT-EDS (Shi, Radu, Yang; SPEC §4) and its ablations FedFT-RDS and FedFT-ALL: the server's pretrained φ frozen
+"""FedFT-EDS (Shi, Radu, Yang, Algorithm 1) and its ablations FedFT-RDS and FedFT-ALL: the server's pretrained φ frozen
 (``freeze = mid``: WRN's stem and groups 1-2), θ above it fine-tuned on the highest-entropy (EDS), a random (RDS) or
 all (ALL) of the local data; only θ travels after the first round. Everything they need is the shared machinery:
 the frozen-feature cache and data selection in ``client_app/local_update.py``, θ-only aggregation in

@@ -1,4 +1,4 @@
-"""FedSplit with K-means feature-map selection (Shi thesis §6.2-6.3, Algorithm 5; THESIS-METHODS §4).
+"""FedSplit with K-means feature-map selection (Shi thesis §6.2-6.3, Algorithm 5).
 
 Each round t, every client k
 1. receives w_g^t = {φ_g^t, θ_g^t} and, with it in eval mode and *before* training, computes the feature maps of
@@ -18,7 +18,7 @@ FedAvg's the accepted models into w_g^{t+1} (what the next round distributes; ro
 and evaluates the composed model {θ_meta^t, φ_g^t} (``composed_accuracy``), in every round or, to save server
 time, every ``meta-every``-th round and the last. The metadata's bytes count in ``bytes_up``.
 
-Decisions where the thesis is silent (THESIS-METHODS §4.2, §10): PCA per client over all its maps, K-means++
+Decisions where the thesis is silent: PCA per client over all its maps, K-means++
 seeding drawn from (seed, round, partition); meta-training batch 50 (the thesis's local batch), no momentum or
 weight decay ("SGD with a learning rate of 0.1"); θ_g^ini drawn once per run from the seed. Settings that cannot
 fit the model (a level it lacks, ``n-com`` above the flattened map size at that level) stop the run at start.

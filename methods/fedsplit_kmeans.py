@@ -1,4 +1,4 @@
-"""FedSplit's K-means feature-map selection (thesis §6.2, Alg. 5; THESIS-METHODS §4), in pure torch.
+"""FedSplit's K-means feature-map selection (thesis §6.2, Alg. 5), in pure torch.
 
 A client extracts feature maps of all its samples at level l (low / mid / up) with the *received* global
 model's φ, flattens them, projects them with PCA to ``n-com`` dimensions, runs K-means with

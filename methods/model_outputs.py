@@ -1,4 +1,4 @@
-"""Intermediate outputs of a SplitModel that the thesis methods read (THESIS-METHODS §0.4).
+"""Intermediate outputs of a SplitModel that the thesis methods read (thesis Ch. 5 and 6).
 
 MOON and FedFSC read the vector entering the final Linear layer (the 64-d pooled feature of a WRN), through
 ``SplitModel.embed_and_classify``; FedAT, FedKAD and FedSplit read the feature maps at the split levels

@@ -1,4 +1,4 @@
-"""MOON: model-contrastive local training (Li et al. 2021; THESIS-METHODS §0.5), a baseline of Ch. 4 and Ch. 6.
+"""MOON: model-contrastive local training (Li et al. 2021; thesis §2.3.2), a baseline of Ch. 4 and Ch. 6.
 
 The local loss is CE + μ · ℓ_con with
 
@@ -6,7 +6,7 @@ The local loss is CE + μ · ℓ_con with
 
 z the local model's representation, z_glob the received global model's (positive) and z_prev the client's
 previous local model's (negative), all on the same batch. The thesis gives no projection head, τ or
-first-round rule; we follow its code ([CODE] in THESIS-METHODS): **no projection head**, the representation is
+first-round rule; we follow its code (the thesis's code): **no projection head**, the representation is
 the input of the final Linear layer (``SplitModel.embed_and_classify``: the 64-d pooled feature of a WRN-d-1, the
 84-d feature of LeNet-5), τ = 0.5, and the negative is left out the first time a client participates. With only
 the positive in the softmax the fraction is exp(s)/exp(s) = 1, so ℓ_con = 0 exactly and the first participation

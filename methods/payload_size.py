@@ -1,4 +1,4 @@
-"""Bytes a method puts on the wire: model states and metadata (THESIS-METHODS §8, Tables 5.10 and 6.x).
+"""Bytes a method puts on the wire: model states and metadata (thesis Tables 5.10 and 6.x).
 
 The thesis counts metadata as float32 values only (e.g. FedKAD CIFAR-10: 50,000 × 64·8·8 × 4 B = 819.2 MB);
 labels are left out unless ``label_bytes`` is given.

@@ -1,4 +1,4 @@
-"""Averaging of model states (name → tensor), uniform or weighted (THESIS-METHODS §6 pitfall 3).
+"""Averaging of model states (name → tensor), uniform or weighted.
 
 FedFSC averages few-shot classifiers uniformly (eq. 4.2); FedAT averages the per-client global copies with
 p_k = |D_k| / Σ|D_j| (eq. 5.18). Both go through ``average_states``.

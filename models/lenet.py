@@ -1,4 +1,4 @@
-"""LeNet-5 as used by the FedEntOpt paper (SPEC §2) for 32x32 inputs.
+"""LeNet-5 as used by the FedEntOpt paper for 32x32 inputs.
 
 conv5x5(6) -> ReLU -> maxpool2 -> conv5x5(16) -> ReLU -> maxpool2 -> FC120 -> FC84 -> FC C.
 Convolutions and linear layers carry biases (the classic LeNet convention): 62,006 parameters for

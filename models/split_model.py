@@ -1,4 +1,4 @@
-"""A model built as an ordered chain of named stages, splittable at a level (SPEC §2).
+"""A model built as an ordered chain of named stages, splittable at a level (the split levels of FedFT-EDS, §III).
 
 FedFT freezes the lower part φ (every stage up to and including the split level) and trains the upper
 part θ (every stage above it). Because φ never changes, its output can be computed once and cached;

@@ -1,4 +1,4 @@
-"""Pre-activation Wide ResNet WRN-d-k, CIFAR style (Zagoruyko & Komodakis 2016; SPEC §2).
+"""Pre-activation Wide ResNet WRN-d-k, CIFAR style (Zagoruyko & Komodakis 2016; the FedFT-EDS paper's model).
 
 Convolutions carry no bias (the original WRN convention: every conv is followed by a BatchNorm that
 has its own shift); the classifier Linear has one. With this convention WRN-16-1 on 3-channel input

@@ -1,4 +1,4 @@
-"""The pretraining phase (SPEC §3, Algorithm 1 line 1): the server's initial global weights.
+"""The pretraining phase (FedFT-EDS paper, Algorithm 1 line 1): the server's initial global weights.
 
 ``pretrain`` selects the source: ``public`` trains the whole model on the server's held-out share of the
 target training set; ``dataset`` trains it on another dataset's whole training set and then

@@ -49,7 +49,8 @@ def run_directory(config: RunConfig, now: datetime | None = None, method: str | 
 
 
 def learning_efficiency(best_accuracy: float, total_client_seconds: float) -> float:
-    """Best accuracy in percent per second of local training summed over all clients and rounds (SPEC §1)."""
+    """Best accuracy in percent per second of local training summed over all clients and rounds
+    (the FedFT-EDS paper's §IV-D measure)."""
     return 100.0 * best_accuracy / total_client_seconds if total_client_seconds > 0 else float("nan")
 
 

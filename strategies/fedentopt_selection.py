@@ -1,4 +1,4 @@
-"""FedEntOpt's client selection (Lutz et al., Algorithm 1; SPEC §6).
+"""FedEntOpt's client selection (Lutz et al., Algorithm 1).
 
 The first client is drawn uniformly from the available clients that are not in the FIFO buffer B; each
 next one maximises the entropy (bits) of the cohort's combined label counts L + l⁽ʲ⁾. Every selected client

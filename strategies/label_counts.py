@@ -1,4 +1,4 @@
-"""The label counts the server holds for each client (FedEntOpt step 1, SPEC §6).
+"""The label counts the server holds for each client (FedEntOpt step 1, Lutz et al., Algorithm 1).
 
 Each client is asked once, with a ``query.label_counts`` message, when it is first seen, unless it offered its counts
 with its identity (``query.identify``); queries go a batch at a time. Either reply is read through

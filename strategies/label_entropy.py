@@ -1,4 +1,4 @@
-"""Entropy of label-count vectors (FedEntOpt's objective, SPEC §6), in bits."""
+"""Entropy of label-count vectors (FedEntOpt's objective, Lutz et al., Algorithm 1), in bits."""
 
 from __future__ import annotations
 

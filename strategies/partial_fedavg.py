@@ -1,4 +1,4 @@
-"""Partial-model aggregation for FedFT (SPEC §4): θ travels every round, φ once per client.
+"""Partial-model aggregation for FedFT (FedFT-EDS paper, Algorithm 1): θ travels every round, φ once per client.
 
 The strategy's global arrays are θ only, so Flower's FedAvg mean over the replies (weighted by the
 clients' ``num-examples``, which FedFT clients set to their *selected* sample count) is exactly

@@ -1,7 +1,7 @@
 """Split a model's state into the frozen lower part φ and the trained upper part θ, and merge them back.
 
 FedFT sends only θ each round; φ is sent once per client. The server keeps φ and merges the aggregated
-θ into the full global model before evaluating or saving it (SPEC §10).
+θ into the full global model before evaluating or saving it.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ def n_params(model: torch.nn.Module) -> int:
 
 
 def test_wrn_16_1_parameter_count_matches_spec() -> None:
-    # SPEC §2: "about 175k parameters for 3-channel input and 10 classes" (bias-free convolutions).
+    # LeNet-5 for 32x32 inputs: "about 175k parameters for 3-channel input and 10 classes" (bias-free convolutions).
     assert n_params(WideResNet(16, 1, in_channels=3, num_classes=10)) == 175_066
     assert n_params(WideResNet(16, 1, in_channels=1, num_classes=10)) == 174_778
 
