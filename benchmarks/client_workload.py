@@ -25,11 +25,11 @@ import torch
 
 from benchmarks import RESULTS_DIR
 from client_app.feature_cache import FeatureCache
-from client_app.local_data import load_local_data
-from client_app.local_update import frozen_features, local_update
+from client_app.local_data import LocalData, load_local_data
+from client_app.local_update import UpdateResult, frozen_features, local_update
 from models.device import resolve_device
 from models.training import cross_entropy_of, predict_logits, train_epochs
-from run_config import build_model_for, federated_split
+from run_config import RunConfig, build_model_for, federated_split
 from run_config.defaults import default_config
 
 VARIANTS: dict[str, dict[str, Any]] = {  # label -> run-config overrides
@@ -40,6 +40,33 @@ VARIANTS: dict[str, dict[str, Any]] = {  # label -> run-config overrides
     "fedft-eds 50%": {"method": "fedft-eds", "selection_fraction": 0.5},
     "fedft-eds 10% no cache": {"method": "fedft-eds", "feature_cache": False},
 }
+
+
+def client_round(
+    config: RunConfig,
+    global_state: dict[str, torch.Tensor],
+    data: LocalData,
+    server_round: int,
+    partition_id: int,
+    device: torch.device,
+    cache: FeatureCache | None,
+) -> tuple[UpdateResult, float]:
+    """One client round from ``global_state``, as the ClientApp runs it, and its wall seconds."""
+    model = build_model_for(config)
+    model.load_state_dict(copy.deepcopy(global_state))
+    tick = time.perf_counter()
+    result = local_update(
+        model,
+        data,
+        config,
+        server_round=server_round,
+        partition_id=partition_id,
+        learning_rate=config.learning_rate,
+        device=device,
+        cache=cache,
+        cache_key="client",
+    )
+    return result, time.perf_counter() - tick
 
 
 def reference_seconds(model, data, config, device: torch.device) -> float:
@@ -92,19 +119,8 @@ def main(argv: list[str] | None = None) -> dict:
     reference = []
     for rnd in range(1, args.rounds + 1):
         for label, config in configs.items():
-            model = build_model_for(config)
-            model.load_state_dict(copy.deepcopy(global_state))
-            result = local_update(
-                model,
-                data,
-                config,
-                server_round=rnd,
-                partition_id=args.partition,
-                learning_rate=config.learning_rate,
-                device=device,
-                cache=caches[label] if config.feature_cache else None,
-                cache_key="client",
-            )
+            cache = caches[label] if config.feature_cache else None
+            result, _ = client_round(config, global_state, data, rnd, args.partition, device, cache)
             seconds[label].append(result.train_seconds)
             cache_seconds[label] += result.cache_seconds
         model = build_model_for(configs["fedft-eds 10%"])

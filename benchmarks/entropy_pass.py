@@ -12,21 +12,19 @@ FedFT's feature cache), their ratio, and the machine's load. Writes ``measuremen
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import os
 import platform
 import statistics
-import time
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from benchmarks import RESULTS_DIR
+from benchmarks.client_workload import client_round
 from client_app.feature_cache import FeatureCache
 from client_app.local_data import load_local_data
-from client_app.local_update import local_update
 from run_config import build_model_for, federated_split
 from run_config.defaults import default_config
 
@@ -65,21 +63,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for rnd in range(1, args.rounds + 1):
         loads.append(os.getloadavg()[0])
         for key, config in variants.items():
-            model = build_model_for(config)
-            model.load_state_dict(copy.deepcopy(global_state))
-            tick = time.perf_counter()
-            local_update(
-                model,
-                data,
-                config,
-                server_round=rnd,
-                partition_id=args.partition,
-                learning_rate=config.learning_rate,
-                device=device,
-                cache=caches[key],
-                cache_key="client",
-            )
-            seconds[key].append(time.perf_counter() - tick)
+            _, wall = client_round(config, global_state, data, rnd, args.partition, device, caches[key])
+            seconds[key].append(wall)
     rows = {}
     for method in METHODS:
         without, with_pass = (statistics.median(seconds[(method, on)][1:]) for on in (False, True))
