@@ -16,6 +16,13 @@ from simulation.local_run import remove_run_home
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def write_tree(root: Path, files: dict[str, str]) -> None:
+    """Write each ``files`` entry (path relative to ``root`` -> text), creating the folders."""
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
 def fab_files(app: Path) -> dict[str, bytes]:
     with zipfile.ZipFile(BytesIO(build_fab_from_disk(app))) as fab:
         return {name: fab.read(name) for name in fab.namelist() if name != ".info/CONTENT"}
@@ -39,9 +46,7 @@ def test_the_staged_copy_packs_into_the_same_fab(tmp_path: Path) -> None:
         "client_app/__pycache__/app.cpython-311.pyc": "",
         "notes.txt": "not packed",
     }
-    for name, text in files.items():
-        (project / name).parent.mkdir(parents=True, exist_ok=True)
-        (project / name).write_text(text)
+    write_tree(project, files)
     staged = stage_app(project, project / ".flwr-home" / "run-1" / "app")
     assert not (staged / ".venv").exists() and not (staged / "results").exists() and not (staged / "notes.txt").exists()
     assert not (staged / "measurements").exists()  # the project's fab-exclude keeps it out of the FAB: not copied
@@ -62,9 +67,8 @@ def test_the_staged_copy_packs_into_the_same_fab(tmp_path: Path) -> None:
 def test_a_runs_flower_home_is_removed_or_after_a_failure_keeps_only_its_log(tmp_path: Path) -> None:
     for keep_log in (False, True):
         home = tmp_path / f"run-{keep_log}"
-        for name in ("app/pyproject.toml", "apps/fedft-eds/pyproject.toml", "superlink.log", "config.toml"):
-            (home / name).parent.mkdir(parents=True, exist_ok=True)
-            (home / name).write_text("x")
+        names = ("app/pyproject.toml", "apps/fedft-eds/pyproject.toml", "superlink.log", "config.toml")
+        write_tree(home, dict.fromkeys(names, "x"))
         remove_run_home(home, keep_log=keep_log)
         left = sorted(path.name for path in home.iterdir()) if home.exists() else []
         assert left == (["config.toml", "superlink.log"] if keep_log else [])
@@ -85,9 +89,7 @@ def test_deployment_folders_in_the_project_stay_out_of_the_fab(tmp_path: Path) -
         "results/run/summary.json": "{}",
         "measurements/benchmarks/r.json": "{}",
     }
-    for name, text in files.items():
-        (project / name).parent.mkdir(parents=True, exist_ok=True)
-        (project / name).write_text(text)
+    write_tree(project, files)
     packed = fab_files(project)
     assert "server_app/app.py" in packed
     assert not [name for name in packed if name.split("/")[0] in ("state", "export", "keys", "results")]

@@ -231,14 +231,7 @@ def test_frozen_features_and_crops_on_the_device(device: torch.device) -> None:
 
 
 def test_training_loop_and_pretraining_on_the_device(device: torch.device, tmp_path: Path) -> None:
-    config = make_config(
-        dataset="synthetic",
-        model="wrn-10-1",
-        pretrain_epochs=2,
-        pretrain_samples=600,
-        batch_size=16,
-        eval_batch_size=32,
-    )
+    config = make_config(dataset="synthetic", model="wrn-10-1", pretrain_epochs=2, batch_size=16, eval_batch_size=32)
     model = build_model_for(config, seed=0)
     train = load_dataset("synthetic").train
     report = pretrain(model, ImageData(train.images[:48], train.labels[:48]), "synthetic", config, device)
