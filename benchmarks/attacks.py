@@ -28,9 +28,9 @@ from typing import Any
 import torch
 
 from benchmarks import RESULTS_DIR
+from run_config.choices import AGGREGATION_RULES
 from run_config.defaults import load_defaults
 from run_config.fail_partitions import ATTACK_MODES
-from strategies.robust_aggregation import AGGREGATION_RULES
 from tests.in_process import run_in_process
 
 RESULTS = RESULTS_DIR

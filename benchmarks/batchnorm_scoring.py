@@ -27,12 +27,12 @@ import torch
 from benchmarks import RESULTS_DIR
 from data.federated import load_client_partition, load_test_set
 from data.transforms import to_model_input
-from methods.state_averaging import average_states
+from methods.common.state_averaging import average_states
+from methods.registry import config_with_overrides
 from models.batchnorm import settle_batchnorm
 from models.device import compute_description
 from models.training import cross_entropy_of, evaluate, train_epochs
 from run_config import build_model_for, federated_split
-from run_config.overrides import config_with_overrides
 from server_app.pretraining import initial_state
 
 CPU = torch.device("cpu")

@@ -27,10 +27,10 @@ from benchmarks import RESULTS_DIR
 from client_app.feature_cache import FeatureCache
 from client_app.local_data import LocalData, load_local_data
 from client_app.local_update import UpdateResult, frozen_features, local_update
+from methods.registry import default_config
 from models.device import resolve_device
 from models.training import cross_entropy_of, predict_logits, train_epochs
 from run_config import RunConfig, build_model_for, federated_split
-from run_config.defaults import default_config
 
 VARIANTS: dict[str, dict[str, Any]] = {  # label -> run-config overrides
     "fedavg": {"method": "fedavg"},

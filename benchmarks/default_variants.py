@@ -79,10 +79,10 @@ def batchnorm_reestimated_accuracy(model_file: Path) -> float:
     """Test accuracy of a run's final model after its BatchNorm statistics are recomputed on the public split."""
     from data.federated import load_public_split, load_test_set
     from data.transforms import to_model_input
+    from methods.registry import config_with_overrides
     from models.batchnorm import settle_batchnorm
     from models.training import evaluate
     from run_config import build_model_for, federated_split
-    from run_config.overrides import config_with_overrides
 
     config = config_with_overrides("")
     split = federated_split(config)

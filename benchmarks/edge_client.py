@@ -70,8 +70,8 @@ def measure(folder: Path, mode: str, rounds: int, threads: int, cache_dir: Path)
     from client_app.local_data import load_node_local_data
     from client_app.local_update import local_update
     from client_app.threads import use_threads
+    from methods.registry import default_config
     from run_config import build_model_for
-    from run_config.defaults import default_config
 
     overrides, with_folder = MODES[mode]
     config = default_config(method="fedft-eds", dataset="fashion-mnist-mini", client_threads=threads, **overrides)

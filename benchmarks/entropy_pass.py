@@ -25,8 +25,8 @@ from benchmarks import RESULTS_DIR
 from benchmarks.client_workload import client_round
 from client_app.feature_cache import FeatureCache
 from client_app.local_data import load_local_data
+from methods.registry import default_config
 from run_config import build_model_for, federated_split
-from run_config.defaults import default_config
 
 METHODS = ("fedavg", "fedft-all", "fedft-rds")
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from benchmarks import RESULTS_DIR
 from benchmarks.scale import SCALE_WORKLOAD
-from run_config.overrides import config_with_overrides
+from methods.registry import config_with_overrides
 from simulation.memory_check import simulation_size
 from simulation.memory_estimate import FITTED, MIB, FittedConstants, SimulationSize, estimate_peak
 

@@ -30,9 +30,9 @@ def measure(seed: int, threads: int, run_config: str, cache_dir: str) -> dict:
     """Pretrain once and evaluate (inside a fresh process)."""
     from data.federated import load_test_set
     from data.transforms import to_model_input
+    from methods.registry import config_with_overrides
     from models.training import evaluate
     from run_config import build_model_for, federated_split
-    from run_config.overrides import config_with_overrides
     from server_app.pretraining import initial_state, pretraining_report
 
     torch.set_num_threads(threads)

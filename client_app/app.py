@@ -18,7 +18,7 @@ from client_app.label_counts import label_count_vector, privatise
 from client_app.node import Node
 from client_app.train_step import shared_train
 from data.catalog import DATASETS
-from methods.registry import QUERIES, method
+from methods.registry import CATALOGUE, OBJECTIVES, QUERIES, method
 from models.training import evaluate as evaluate_model
 from profiling.spans import CLIENT_MESSAGE, span
 from protocol.messages import (
@@ -61,7 +61,7 @@ def identify(msg: Message, context: Context) -> Message:
     samples it holds (what the server checks every later reply's counts against); with the label counts when the
     server asks for them along."""
     with span(CLIENT_MESSAGE, type=IDENTIFY):
-        node = Node(context)
+        node = Node(context, CATALOGUE, OBJECTIVES)
         identity = MetricRecord(
             {PARTITION_ID: node.partition_id, NUM_PARTITIONS: node.num_partitions, NUM_EXAMPLES: len(node.labels())}
         )
@@ -75,14 +75,16 @@ def identify(msg: Message, context: Context) -> Message:
 def label_counts(msg: Message, context: Context) -> Message:
     """Send this client's label counts (FedEntOpt); see ``released_label_counts``."""
     with span(CLIENT_MESSAGE, type=LABEL_COUNTS):
-        return Message(RecordDict({LABEL_COUNTS_RECORD: released_label_counts(Node(context))}), reply_to=msg)
+        return Message(
+            RecordDict({LABEL_COUNTS_RECORD: released_label_counts(Node(context, CATALOGUE, OBJECTIVES))}), reply_to=msg
+        )
 
 
 @app.train()
 def train(msg: Message, context: Context) -> Message:
     """The round's local work, by the configured method's client step."""
     with span(CLIENT_MESSAGE, type=TRAIN, round=msg.content[CONFIG][SERVER_ROUND]):
-        node = Node(context)
+        node = Node(context, CATALOGUE, OBJECTIVES)
         step = method(node.config.method).client_train or shared_train
         return Message(step(node, msg), reply_to=msg)
 
@@ -92,7 +94,7 @@ def method_query(answer: Callable[[Node, Message], RecordDict]) -> Callable[[Mes
 
     def handle(msg: Message, context: Context) -> Message:
         with span(CLIENT_MESSAGE, type=msg.metadata.message_type):
-            return Message(answer(Node(context), msg), reply_to=msg)
+            return Message(answer(Node(context, CATALOGUE, OBJECTIVES), msg), reply_to=msg)
 
     return handle
 
@@ -105,7 +107,7 @@ for _message_type, _answer in QUERIES.items():
 def evaluate(msg: Message, context: Context) -> Message:
     """Evaluate the received global model on this client's local data."""
     with span(CLIENT_MESSAGE, type=EVALUATE):
-        node = Node(context)
+        node = Node(context, CATALOGUE, OBJECTIVES)
         data = node.data()
         model, _ = node.global_model(msg)
         model.to(node.device).eval()

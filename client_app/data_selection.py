@@ -7,9 +7,9 @@ entropies' device; random draws come from a CPU generator, so a seed picks the s
 
 from __future__ import annotations
 
-import math
-
 import torch
+
+from data.sample_share import selection_size
 
 
 def hardened_entropy(logits: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -24,11 +24,6 @@ def hardened_entropy(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     dtype = torch.float32 if logits.device.type == "mps" else torch.float64
     log_p = torch.log_softmax(logits.to(dtype) / temperature, dim=1)
     return -(log_p.exp() * log_p).sum(dim=1)
-
-
-def selection_size(num_samples: int, fraction: float) -> int:
-    """⌈P·n⌉, at least one sample (P·n is rounded to 9 decimals first, so 0.1·30 is 3, not 4)."""
-    return min(num_samples, max(1, math.ceil(round(fraction * num_samples, 9))))
 
 
 def select_by_entropy(entropies: torch.Tensor, size: int) -> torch.Tensor:

@@ -22,9 +22,8 @@ from client_app.data_selection import hardened_entropy, select_samples, select_u
 from client_app.feature_cache import FeatureCache
 from client_app.feature_sources import Computed, Features
 from client_app.local_data import LocalData
+from client_app.objective import CrossEntropy, LocalTraining, ObjectiveFactory
 from data.transforms import random_crop_flip
-from methods.base import LocalTraining, ObjectiveFactory
-from methods.registry import OBJECTIVES
 from models import NO_FREEZE, SplitModel
 from models.batchnorm import settle_batchnorm
 from models.device import synchronize
@@ -114,8 +113,9 @@ def local_update(
 ) -> UpdateResult:
     """Select local samples and train θ on them for ``local-epochs`` under the configured objective; ``model`` is
     updated in place (and moved to ``device``); ``node_state`` is this node's ``context.state`` (objectives that keep
-    something across rounds use it); ``objective_factory`` replaces the configured objective (FedFSC adds its
-    classifier regulariser to it).
+    something across rounds use it); ``objective_factory`` builds the round's objective: the one the run's
+    ``objective`` names (the ClientApp hands it in from the method registry; None: the plain cross-entropy, which a
+    run naming another objective refuses), or one a method composes (FedFSC adds its classifier regulariser).
 
     The entropy pass reads φ(x) of every sample a chunk at a time and training reads only the selected rows, which
     move to ``device`` once per round; random draws (data selection, batch order) come from a CPU generator, so
@@ -172,7 +172,9 @@ def local_update(
     training = LocalTraining(
         model, level, params, forward, config, node_state if node_state is not None else RecordDict(), lower
     )
-    objective = (objective_factory or OBJECTIVES[config.objective])(training)
+    if objective_factory is None and config.objective != "plain":
+        raise ValueError(f"objective {config.objective!r}: pass its objective_factory (the registry's OBJECTIVES)")
+    objective = (objective_factory or CrossEntropy)(training)
     loss = train_epochs(
         objective.loss,
         params,

@@ -8,6 +8,7 @@ settings, the φ bookkeeping and the data loading are written once.
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -16,17 +17,20 @@ from flwr.app import ConfigRecord, Context, Message, RecordDict
 
 from client_app.feature_cache import fingerprint
 from client_app.local_data import LocalData, load_local_data, load_node_local_data
+from client_app.objective import ObjectiveFactory
 from client_app.threads import use_threads
 from data.federated import client_partition_labels
 from data.node_data import read_node_data
 from models import NO_FREEZE, SplitModel
 from models.device import resolve_device
 from protocol.messages import ARRAYS, CONFIG, FROZEN, LEARNING_RATE, LOCAL_EPOCHS, SERVER_ROUND
-from run_config import RunConfig, all_settings, build_model_for, data_cache, federated_split, parse_run_config
+from run_config import RunConfig, build_model_for, data_cache, federated_split, parse_run_config
+from run_config.catalogue import Catalogue
+from run_config.settings import declared_settings
 from strategies.partial_model import merge_state
 
 #: Settings that describe a node's hardware (declared with ``node=True``): a SuperNode's node config may set its own.
-NODE_LOCAL_SETTINGS = tuple(s.key for s in all_settings() if s.node)
+NODE_LOCAL_SETTINGS = tuple(s.key for s in declared_settings(RunConfig) if s.node)
 #: What this node keeps about φ in ``context.state``: its fingerprint (features cached under another φ are stale).
 FROZEN_INFO, FINGERPRINT = "frozen-info", "fingerprint"
 
@@ -36,29 +40,31 @@ class MissingFrozenPartError(RuntimeError):
 
 
 @functools.lru_cache(maxsize=4)
-def _parse(items: tuple) -> RunConfig:
-    return parse_run_config(dict(items))
+def _parse(items: tuple, catalogue: Catalogue) -> RunConfig:
+    return parse_run_config(dict(items), catalogue)
 
 
-def node_config(context: Context) -> RunConfig:
+def node_config(context: Context, catalogue: Catalogue) -> RunConfig:
     """The run's configuration with this node's own values of the node-local settings (a small device sets a
     lower ``feature-cache-mb`` and ``eval-batch-size`` to bound its memory, a Jetson ``device = cuda``)."""
-    config = _parse(tuple(sorted(context.run_config.items())))
+    config = _parse(tuple(sorted(context.run_config.items())), catalogue)
     own = {key: context.node_config[key] for key in NODE_LOCAL_SETTINGS if key in context.node_config}
     if not own:
         return config
     try:
-        return parse_run_config({**config.to_dict(), **own})
+        return parse_run_config({**config.to_dict(), **own}, catalogue)
     except ValueError as err:
         raise ValueError(f"node config: {err}") from None
 
 
 class Node:
-    """One client node, as one message finds it."""
+    """One client node, as one message finds it: ``catalogue`` and ``objectives`` are the methods' declarations and
+    local objectives, which the ClientApp reads from the method registry."""
 
-    def __init__(self, context: Context) -> None:
+    def __init__(self, context: Context, catalogue: Catalogue, objectives: Mapping[str, ObjectiveFactory]) -> None:
         self.context = context
-        self.config = node_config(context)
+        self.config = node_config(context, catalogue)
+        self.objective: ObjectiveFactory = objectives[self.config.objective]
         use_threads(self.config.client_threads)
         self.partition_id = int(context.node_config["partition-id"])
         self.num_partitions = int(context.node_config["num-partitions"])

@@ -14,8 +14,8 @@ from client_app.feature_cache import PROCESS_CACHE
 from client_app.local_data import LocalData
 from client_app.local_update import UpdateResult, local_update
 from client_app.node import Node
+from client_app.objective import ObjectiveFactory
 from data.catalog import DATASETS
-from methods.base import ObjectiveFactory
 from models import SplitModel
 from profiling.spans import CLIENT_COMPUTE, CLIENT_DATA, CLIENT_DECODE, span
 from protocol.messages import (
@@ -90,7 +90,7 @@ def update_and_report(
     objective_factory: ObjectiveFactory | None = None,
 ) -> tuple[dict[str, torch.Tensor], MetricRecord]:
     """The shared local update of the received ``model`` (``config`` replaces the node's, e.g. with fewer epochs;
-    ``objective_factory`` the configured objective): θ after training and the round's numbers, as an attacking
+    ``objective_factory`` the node's objective): θ after training and the round's numbers, as an attacking
     client (``fail-partitions``) would tamper with them. A partial-work straggler's message sets fewer epochs."""
     config = config or dataclasses.replace(node.config, local_epochs=node.local_epochs(msg))
     server_round, learning_rate = node.round_of(msg)
@@ -115,7 +115,7 @@ def update_and_report(
                 config.freeze,
                 phi_fingerprint,
             ),
-            objective_factory=objective_factory,
+            objective_factory=objective_factory or node.objective,
         )
     _, trained = split_state({k: v.cpu() for k, v in model.state_dict().items()}, model.upper_state_keys(config.freeze))
     return fault_injection.tamper(

@@ -16,8 +16,8 @@ from pathlib import Path
 from data.file_formats import DataFormatError
 from data.loading import DataNotFoundError
 from data.node_data import export_partitions
+from methods.registry import config_with_overrides
 from run_config import federated_split
-from run_config.overrides import config_with_overrides
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,10 +26,10 @@ from client_app.local_update import local_update  # noqa: E402
 from data.federated import load_test_set  # noqa: E402
 from data.transforms import to_model_input  # noqa: E402
 from experiments.cka import cka_matrix, mean_off_diagonal  # noqa: E402
+from methods.registry import config_with_overrides  # noqa: E402
 from models import SplitModel  # noqa: E402
 from models.device import resolve_device  # noqa: E402
 from run_config import RunConfig, build_model_for, federated_split  # noqa: E402
-from run_config.overrides import config_with_overrides  # noqa: E402
 from server_app.pretraining import check_source, initial_state  # noqa: E402
 
 

@@ -7,7 +7,8 @@ defaults). The global model is the run's initial model (``server_app.pretraining
 included); each client model is built as the server builds it (``client-init``: the global model reduced to the
 client's architecture, or fresh from (seed, partition)) and trained as the client trains it (E epochs of the whole
 model at the run's learning rate); its metadata are its feature maps at the metadata level.
-Then, on fresh copies of the global model, with the server steps' settings (``methods/fedat.py``): steps 1, 2 and 3
+Then, on fresh copies of the global model, with the server steps' settings (``methods/fedat/attention_transfer.py``):
+steps 1, 2 and 3
 in order (test accuracy after each), and controls: step 1 with β = 0 (cross-entropy on D_g alone); step 2 alone,
 also scored after θ's BatchNorm statistics are re-estimated on D_g through the global φ (no weight changes: can θ's
 weights, trained on the client's maps, read φ_g's once its statistics are those of φ_g's maps?); and step 2 alone on
@@ -27,18 +28,24 @@ import torch
 
 from client_app.local_data import load_local_data
 from data.catalog import DATASETS
-from data.generic import GenericDataSettings, load_generic_data
 from data.loading import load_dataset
 from data.transforms import to_model_input
-from methods.client_models import ServerTrainingSettings, architecture_of, build_architecture
-from methods.fedat import aggregate_global_copies, global_copy, inherit_from_global, train_server_step
-from methods.fedat_method import FedATSettings
-from methods.metadata_level import MetadataLevelSettings
-from methods.model_outputs import extract_in_batches
+from methods.common.client_models import ServerTrainingSettings, architecture_of, build_architecture
+from methods.common.generic_data import GenericDataSettings, load_generic_data
+from methods.common.metadata_level import MetadataLevelSettings
+from methods.fedat.attention_transfer import (
+    aggregate_global_copies,
+    global_copy,
+    inherit_from_global,
+    train_server_step,
+)
+from methods.fedat.method import FedATSettings
+from methods.registry import parse_config
 from models import SplitModel
 from models.batchnorm import settle_batchnorm
+from models.outputs import extract_in_batches
 from models.training import cross_entropy_of, evaluate, train_epochs
-from run_config import federated_split, parse_run_config
+from run_config import federated_split
 from run_config.defaults import load_defaults
 from server_app.pretraining import initial_state
 
@@ -59,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     for entry in args.set:
         key, _, value = entry.partition("=")
         raw[key] = json.loads(value)
-    config = parse_run_config(raw)
+    config = parse_config(raw)
     info, split = DATASETS[config.dataset], federated_split(config)
     level = config.settings(MetadataLevelSettings).metadata_level
     server = config.settings(ServerTrainingSettings)

@@ -10,7 +10,8 @@ which overlaps D_g as it must in the thesis). A global model is trained on D_g a
 statistics re-estimated after each epoch, so that both start well trained). The client model starts as FedAT's
 ``client-init`` says: ``global`` (the default), the trained global model reduced to the client's architecture, as a
 FedAT client gets the global model when it joins; ``fresh``, independently initialised. Then FedAT's server steps
-(``methods/fedat.py``) run on copies of the global model. Always: step 1 alone (AT from the client, Table 5.2)
+(``methods/fedat/attention_transfer.py``) run on copies of the global model. Always: step 1 alone (AT from the client,
+Table 5.2)
 and the "D_g only" control (the same epochs of plain cross-entropy with the same SGD). The parts (``--parts``,
 all by default):
 
@@ -49,13 +50,19 @@ import torch
 from data.catalog import DATASETS
 from data.loading import load_dataset
 from data.transforms import to_model_input
-from methods.fedat import AT_LEVELS, global_copy, inherit_from_global, settle_trained_part, train_server_step
-from methods.fedat_method import CLIENT_INITS, parse_levels
-from methods.model_outputs import extract_in_batches
+from methods.fedat.attention_transfer import (
+    AT_LEVELS,
+    global_copy,
+    inherit_from_global,
+    settle_trained_part,
+    train_server_step,
+)
+from methods.fedat.method import CLIENT_INITS, parse_levels
+from methods.registry import parse_config
 from models import SplitModel, build_model
 from models.batchnorm import settle_batchnorm
+from models.outputs import extract_in_batches
 from models.training import cross_entropy_of, evaluate, train_epochs
-from run_config import parse_run_config
 from run_config.defaults import load_defaults
 from server_app.pretraining import pretrain
 
@@ -180,7 +187,7 @@ def scores(model: SplitModel, x: torch.Tensor, y: torch.Tensor) -> dict[str, flo
 
 def baseline(model: SplitModel, data: Any, rows: np.ndarray, args: argparse.Namespace) -> SplitModel:
     """A Table 5.1 baseline: ``model`` trained on ``rows`` of the training set with the pretraining recipe."""
-    config = parse_run_config(
+    config = parse_config(
         {**load_defaults(), "dataset": args.dataset, "pretrain-epochs": args.epochs, "seed": args.seed}
     )
     pretrain(model, data.train.subset(rows), args.dataset, config, torch.device("cpu"))

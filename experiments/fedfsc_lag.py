@@ -15,7 +15,7 @@ what the base trainer gained in round t (what the one-round-old extractor costs)
 (Alg. 1 line 7), so the terms run over rounds 2..T.
 
 Beside them, each round's *coverage*: how many classes at least one few-shot participant trained on (a class takes
-part where a client holds at least n samples of it; ``methods.fedfsc.eligible_classes``, from the run's
+part where a client holds at least n samples of it; ``methods.fedfsc.fewshot.eligible_classes``, from the run's
 label_counts.json). A class no few-shot participant holds only has its logit pushed down by the others'
 cross-entropy, so the averaged classifier can only debias the classes the round covers.
 """
@@ -34,7 +34,7 @@ import torch
 from experiments.cell_results import is_finished, read_cell
 from experiments.runner import CELLS_DIR
 from experiments.summary import mean_std
-from methods.fedfsc import eligible_classes
+from methods.fedfsc.fewshot import eligible_classes
 from server_app.results import LABEL_COUNTS_FILE
 
 #: The last rounds the late columns average over (as the summary's last-10 mean accuracy).

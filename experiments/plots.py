@@ -33,7 +33,7 @@ from experiments.cell_results import CellResult  # noqa: E402
 from experiments.method_styles import MethodStyle, method_styles  # noqa: E402
 from experiments.spec import Cell, Experiment  # noqa: E402
 from experiments.summary import SummaryRow  # noqa: E402
-from run_config import parse_run_config  # noqa: E402
+from methods.registry import parse_config
 from run_config.defaults import load_defaults  # noqa: E402
 from server_app.results import split_label  # noqa: E402
 from server_app.run_plot import set_seconds_scale  # noqa: E402
@@ -70,7 +70,7 @@ def planned(experiment: Experiment) -> Planned:
 
 def experiment_title(experiment: Experiment) -> str:
     """``name: dataset, split, K clients``; the split as its grid varies it (``dirichlet-alpha`` over a grid)."""
-    config = parse_run_config({**load_defaults(), **experiment.cells[0].overrides}) if experiment.cells else None
+    config = parse_config({**load_defaults(), **experiment.cells[0].overrides}) if experiment.cells else None
     if config is None:
         return experiment.name
     varied = {"partitioner", "dirichlet-alpha", "classes-per-client"} & set(experiment.grid)

@@ -21,7 +21,7 @@ from experiments.plots import (
 from experiments.runner import CELLS_DIR
 from experiments.spec import Cell, Experiment
 from experiments.summary import computed_on, summarise, write_summary
-from run_config import parse_run_config
+from methods.registry import parse_config
 
 
 def finished_results(experiment: Experiment, results_dir: Path) -> dict[Cell, CellResult]:
@@ -58,7 +58,7 @@ def write_report(experiment: Experiment, results_dir: Path) -> list[Path]:
     histogram = experiment.histogram
     source = next((c for c in results if histogram and c.method == histogram.method), None)
     if histogram and source:
-        config = parse_run_config(results[source].config)
+        config = parse_config(results[source].config)
         entropies = client_entropies(config, histogram.partition, experiment.clients, histogram.temperatures)
         title = (
             f"client {histogram.partition} of {experiment.clients}, {config.dataset}, initial model of {source.name}"

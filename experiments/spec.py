@@ -29,8 +29,8 @@ from typing import Any, NoReturn
 
 import yaml
 
-from methods.registry import METHODS
-from run_config import ConfigError, parse_run_config
+from methods.registry import METHODS, parse_config
+from run_config import ConfigError
 from run_config.defaults import load_defaults
 from run_config.paths import folder_name_problem
 
@@ -372,7 +372,7 @@ def parse_experiment(raw: Any, path: Path) -> Experiment:
                 f"{path}: cell {cell.name!r}: its folder name (method label, grid values, seed) {problem}"
             )
         try:
-            parse_run_config({**check.defaults, **cell.overrides, "seed": cell.seed})
+            parse_config({**check.defaults, **cell.overrides, "seed": cell.seed})
         except ConfigError as err:
             raise ExperimentFileError(f"{path}: cell {cell.name}: {err}") from None
     return Experiment(

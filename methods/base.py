@@ -1,5 +1,4 @@
-"""What a federated method is, to this app: a ``Method`` (name, presets, settings, client step, server step) and the
-``Objective`` it may train with.
+"""What a federated method is, to this app: a ``Method`` (name, presets, settings, client step, server step).
 
 The shared machinery does everything methods have in common: the ServerApp's lifecycle (settings, pretraining,
 rounds, evaluation, results, checkpoints; ``server_app/lifecycle.py``), cohorts by partition id and the checks on
@@ -9,8 +8,8 @@ selection, SGD; ``client_app/local_update.py``). A method says only what differs
 - ``presets``: its values of the composable axes (``freeze``, ``data-selection``, ``selection-fraction``,
   ``objective``), which the run config's ``"auto"`` keys take;
 - ``settings``: dataclasses declaring its own settings (``run_config.settings.setting``);
-- ``objectives``: local objectives it brings (FedProx's proximal term, MOON's contrastive loss), selectable by any
-  method through the ``objective`` setting;
+- ``objectives``: local objectives it brings (FedProx's proximal term, MOON's contrastive loss;
+  ``client_app/objective.py``), selectable by any method through the ``objective`` setting;
 - ``client_train`` / ``strategy``: its client step and its server step (a Flower ``Strategy``), when the shared
   ones (the local update; ``PartialModelFedAvg``) do not fit;
 - ``queries``: messages its server sends besides training (KAFAL's end-of-cycle query);
@@ -21,67 +20,35 @@ selection, SGD; ``client_app/local_update.py``). A method says only what differs
 
 Client selection (``client-selection``) and the aggregation rule (``aggregation``) are axes of the shared server
 step, so every method composes with FedEntOpt and the robust rules.
+
+A method lives in ``methods/<name>.py`` or, when it has several parts, in ``methods/<name>/method.py``; either
+module lists its methods in ``METHODS``, and ``methods/registry.py`` finds it there.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
 
-import torch
-import torch.nn.functional as F
+from flwr.app import Message, RecordDict
 
-if TYPE_CHECKING:
-    from flwr.app import RecordDict
+from client_app.node import Node
+from client_app.objective import ObjectiveFactory
+from run_config import RunConfig
+from run_config.catalogue import SettingsCheck, SettingValue
+from server_app.lifecycle import FederatedRun
+from strategies.cohort_fedavg import CohortFedAvg
 
-    from models import SplitModel
-    from models.training import Forward
-    from run_config import RunConfig
-
-
-class Objective(Protocol):
-    """A client's local training loss for one round."""
-
-    def loss(self, inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """The loss of one mini-batch (``inputs`` are what the round trains on: images, or φ's features)."""
-        ...
-
-    def finish(self) -> None:
-        """After the round's training (e.g. keep the local model for the next round)."""
-        ...
+#: A method's answer to a message on a client: its client step, or its answer to a query it declares.
+ClientStep = Callable[[Node, Message], RecordDict]
+#: A method's server step: the Flower strategy that runs its rounds (cohorts, checked replies, aggregation).
+ServerStep = Callable[[FederatedRun], CohortFedAvg]
+#: A check that needs the population's size K: (configuration, K) -> None, raising ``ConfigError`` naming the key.
+PopulationCheck = Callable[[RunConfig, int], None]
 
 
-@dataclass
-class LocalTraining:
-    """What an objective sees when a client's round starts, before any step: the model and its trained part θ."""
-
-    model: SplitModel
-    level: str  # the split level; ``none``: the whole model is trained
-    params: list[torch.nn.Parameter]  # θ
-    forward: Forward  # θ's output for the round's inputs
-    config: RunConfig
-    node_state: RecordDict  # this node's ``context.state``, kept across rounds
-    #: the round's inputs -> what θ reads (φ's output at ``level``, float32): the identity on cached features,
-    #: φ itself on augmented images; ``forward(x)`` is ``model.forward_from(lower(x), level)``
-    lower: Forward
-
-
-class CrossEntropy:
-    """The plain objective: cross-entropy of θ's output."""
-
-    def __init__(self, training: LocalTraining) -> None:
-        self.forward = training.forward
-
-    def loss(self, inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(self.forward(inputs), labels)
-
-    def finish(self) -> None:
-        """Nothing to keep."""
-
-
-#: Builds a round's objective.
-ObjectiveFactory = Callable[[LocalTraining], Objective]
+class MethodContractError(TypeError):
+    """A method's declaration does not satisfy the contract (raised when the registry imports it)."""
 
 
 @dataclass(frozen=True)
@@ -91,18 +58,41 @@ class Method:
 
     name: str
     summary: str
-    presets: Mapping[str, Any] = field(default_factory=dict)
+    presets: Mapping[str, SettingValue] = field(default_factory=dict)
     settings: tuple[type, ...] = ()
     objectives: Mapping[str, ObjectiveFactory] = field(default_factory=dict)
-    client_train: Any = None  # (Node, Message) -> RecordDict, or None: the shared step (client_app/train_step.py)
-    strategy: Any = None  # (FederatedRun) -> Strategy, or None: PartialModelFedAvg (server_app/lifecycle.py)
-    #: Queries the method's server sends besides training (message type "query.<name>" -> the client's answer,
-    #: a (Node, Message) -> RecordDict); declare their records in protocol/messages.py.
-    queries: Mapping[str, Any] = field(default_factory=dict)
-    #: Checks of the settings that only this method needs, a (RunConfig, client sizes or None) -> None raising
-    #: ``ConfigError``: called with None whenever a configuration is parsed, and at the run's start with the samples
-    #: each connected client holds (partition id -> count).
-    check: Any = None
-    #: (RunConfig, number of clients in the population) -> None, raising ConfigError naming the key; run at start.
-    check_run: Any = None
+    #: None: the shared step (``client_app/train_step.py``).
+    client_train: ClientStep | None = None
+    #: None: ``PartialModelFedAvg`` (``server_app/lifecycle.py``).
+    strategy: ServerStep | None = None
+    #: Queries the method's server sends besides training: message type "query.<name>" -> the client's answer;
+    #: declare their records in protocol/messages.py.
+    queries: Mapping[str, ClientStep] = field(default_factory=dict)
+    #: Checks of the settings that only this method needs: called with None whenever a configuration is parsed,
+    #: and at the run's start with the samples each connected client holds (partition id -> count).
+    check: SettingsCheck | None = None
+    check_run: PopulationCheck | None = None
     paper: str = ""
+
+    def __post_init__(self) -> None:
+        """Refuse, naming the part, a declaration that does not fit the contract."""
+        problems = [
+            f"'{part}' is not callable"
+            for part in ("client_train", "strategy", "check", "check_run")
+            if getattr(self, part) is not None and not callable(getattr(self, part))
+        ]
+        problems += [
+            f"query {name!r} has no callable answer" for name, answer in self.queries.items() if not callable(answer)
+        ]
+        problems += [
+            f"objective {name!r} is not callable" for name, factory in self.objectives.items() if not callable(factory)
+        ]
+        problems += [
+            f"settings entry {cls!r} is not a dataclass"
+            for cls in self.settings
+            if not isinstance(cls, type) or not hasattr(cls, "__dataclass_fields__")
+        ]
+        if not self.name or not self.summary:
+            problems.append("it needs a 'name' and a 'summary'")
+        if problems:
+            raise MethodContractError(f"method {self.name!r}: {'; '.join(problems)}")

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
-from methods.base import CrossEntropy, LocalTraining, Method
+from client_app.objective import CrossEntropy, LocalTraining
+from methods.base import Method
 from run_config.settings import non_negative, setting
 
 

@@ -29,8 +29,9 @@ import torch
 import torch.nn.functional as F
 from flwr.app import ArrayRecord, RecordDict
 
-from methods.base import LocalTraining, Method
-from methods.model_outputs import eval_mode
+from client_app.objective import LocalTraining
+from methods.base import Method
+from models.outputs import eval_mode
 from models.split_model import NO_FREEZE, SplitModel
 from run_config.settings import non_negative, positive, setting
 

@@ -1,32 +1,82 @@
-"""Every method the ``method`` setting can name, and every local objective ``objective`` can name.
+"""Every method the ``method`` setting can name, and every local objective ``objective`` can name, found in the
+``methods`` package: a module ``methods/<name>.py`` or a package ``methods/<name>/`` (its ``method.py``) that lists
+its methods in ``METHODS``. Adding a method adds its module or package; nothing here changes.
 
-Adding a method: write its module in ``methods/`` (see ARCHITECTURE.md), then list it in ``_MODULES``.
+Only the entry points (the ServerApp, the ClientApp, the launcher, experiments, benchmarks, scripts) read this
+module; the framework below receives what it needs (``CATALOGUE``, a method's steps) from them.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Mapping
+from types import ModuleType
 from typing import Any
 
-from data.generic import GenericDataSettings
-from methods import fedat_method, fedavg, fedfsc, fedft, fedkad_method, fedprox, fedsplit, moon
-from methods.base import CrossEntropy, Method, ObjectiveFactory
-from methods.kafal import method as kafal
+import methods
+from client_app.objective import CrossEntropy, ObjectiveFactory
+from methods.base import ClientStep, Method, MethodContractError
+from methods.common.generic_data import GenericDataSettings
 from run_config import RunConfig
+from run_config.catalogue import Catalogue, SettingValue
+from run_config.defaults import default_config as _default_config
+from run_config.overrides import config_with_overrides as _config_with_overrides
+from run_config.parsing import parse_run_config
 
-_MODULES = (fedavg, fedprox, fedft, kafal, moon, fedfsc, fedsplit, fedat_method, fedkad_method)
+#: Modules and packages of ``methods/`` that hold no method.
+NOT_METHODS = frozenset({"base", "registry", "common"})
 
-METHODS: Mapping[str, Method] = {m.name: m for module in _MODULES for m in module.METHODS}
+
+def method_modules() -> list[ModuleType]:
+    """The module declaring each method module's or package's ``METHODS``, by name."""
+    found = []
+    for info in sorted(pkgutil.iter_modules(methods.__path__), key=lambda i: i.name):
+        if info.name in NOT_METHODS:
+            continue
+        name = f"methods.{info.name}.method" if info.ispkg else f"methods.{info.name}"
+        try:
+            found.append(importlib.import_module(name))
+        except ModuleNotFoundError as err:
+            if err.name != name:
+                raise
+            missing = f"method package 'methods/{info.name}/' has no method.py listing its METHODS"
+            raise MethodContractError(missing) from None
+    return found
+
+
+def declared_methods(module: ModuleType) -> tuple[Method, ...]:
+    """``module.METHODS``, refused naming the module when it is missing or holds something else than ``Method``s."""
+    declared = getattr(module, "METHODS", None)
+    if not isinstance(declared, tuple | list) or not declared:
+        raise MethodContractError(f"{module.__name__} declares no METHODS (a tuple of methods.base.Method)")
+    for item in declared:
+        if not isinstance(item, Method):
+            raise MethodContractError(f"{module.__name__}.METHODS holds {item!r}, not a methods.base.Method")
+    return tuple(declared)
+
+
+def _registered() -> dict[str, Method]:
+    by_name: dict[str, Method] = {}
+    for module in method_modules():
+        for m in declared_methods(module):
+            if m.name in by_name:
+                raise MethodContractError(f"method {m.name!r} is declared twice ({module.__name__})")
+            by_name[m.name] = m
+    return by_name
+
+
+METHODS: Mapping[str, Method] = _registered()
 OBJECTIVES: Mapping[str, ObjectiveFactory] = {
     "plain": CrossEntropy,
     **{name: factory for m in METHODS.values() for name, factory in m.objectives.items()},
 }
 #: Every method's client queries: message type -> the client's answer (client_app/app.py registers them).
-QUERIES: Mapping[str, Any] = {f"query.{name}": answer for m in METHODS.values() for name, answer in m.queries.items()}
-#: Every method's own settings dataclasses, in registration order.
-METHOD_SETTINGS: tuple[type, ...] = tuple(dict.fromkeys(cls for m in METHODS.values() for cls in m.settings))
+QUERIES: Mapping[str, ClientStep] = {
+    f"query.{name}": answer for m in METHODS.values() for name, answer in m.queries.items()
+}
 #: The axes a method's presets set, and their values when a method leaves one unset.
-AXIS_DEFAULTS: Mapping[str, object] = {
+AXIS_DEFAULTS: Mapping[str, SettingValue] = {
     "freeze": "none",
     "data-selection": "all",
     "selection-fraction": 1.0,
@@ -35,6 +85,10 @@ AXIS_DEFAULTS: Mapping[str, object] = {
     "model": "wrn-16-1",
     "fraction-train": 1.0,
 }
+#: What the run configuration knows of the methods.
+CATALOGUE = Catalogue(methods=METHODS, objectives=tuple(OBJECTIVES), axis_defaults=AXIS_DEFAULTS)
+#: Every method's own settings dataclasses, in registration order.
+METHOD_SETTINGS: tuple[type, ...] = CATALOGUE.settings_classes
 
 
 def method(name: str) -> Method:
@@ -48,3 +102,18 @@ def generic_dataset(config: RunConfig) -> str | None:
         return None
     generic = config.settings(GenericDataSettings)
     return generic.generic_dataset if generic.generic_source == "dataset" else None
+
+
+def parse_config(run_config: Mapping[str, Any]) -> RunConfig:
+    """``run_config`` validated against every registered method (``run_config.parse_run_config``)."""
+    return parse_run_config(run_config, CATALOGUE)
+
+
+def config_with_overrides(text: str) -> RunConfig:
+    """The default run config with ``text``'s ``--run-config`` overrides, validated against every method."""
+    return _config_with_overrides(text, CATALOGUE)
+
+
+def default_config(**overrides: Any) -> RunConfig:
+    """The default configuration with overrides given as snake_case keywords (for tools and tests)."""
+    return _default_config(CATALOGUE, **overrides)

@@ -10,7 +10,7 @@
 - ``evaluate``: the server sends ``arrays``, ``frozen``, ``config`` (server-round); the client replies ``metrics``
   (``EVALUATE_METRICS``).
 
-- FedFSC-family ``train`` (methods/fedfsc.py): the config also says the client's work (``full-epochs``,
+- FedFSC-family ``train`` (methods/fedfsc/method.py): the config also says the client's work (``full-epochs``,
   ``fewshot``); replies add the few-shot classifier and its numbers, or hold only those (the block at the end).
 - Custom-size client models (FedAT, FedKAD, FedMD) and stragglers doing partial work: the block at the end.
 
@@ -130,7 +130,8 @@ AL_QUERY_FIELDS = (
     Number(NUM_LABELLED, int, 1),
     Number(QUERY_SECONDS, float, 0.0, MAX_SECONDS),
 )
-# FedFSC / FedFSC+ and the baseline+ variants (methods/fedfsc.py). A training message's config says what the client
+# FedFSC / FedFSC+ and the baseline+ variants (methods/fedfsc/method.py). A training message's config says what the
+# client
 # does; a client that runs the normal update replies ``arrays`` and ``metrics`` (``TRAIN_METRICS``) as usual, one that
 # few-shot updates adds its classifier and ``FEWSHOT_NUMBERS``; one that only few-shot updates replies the classifier,
 # ``FEWSHOT_ONLY_METRICS`` and ``FEWSHOT_NUMBERS``. With FSCProx the server sends normal updates the averaged few-shot
@@ -160,7 +161,8 @@ FEWSHOT_ONLY_METRICS = (
     Number(TRAIN_SECONDS, float, 0.0, MAX_SECONDS),
     Number(THREADS, int, 1, 4096),
 )
-# FedSplit (methods/fedsplit.py): a training reply also carries the client's metadata D_k,meta, the feature maps of
+# FedSplit (methods/fedsplit/method.py): a training reply also carries the client's metadata D_k,meta, the feature
+# maps of
 # its selected samples (all of them under ``fedsplit-all``) at ``metadata-level``, with their labels.
 FEATURE_METADATA = "feature-metadata"  # ArrayRecord holding exactly FEATURE_MAPS and MAP_LABELS
 FEATURE_MAPS = "feature-maps"  # float32, S × (the model's map shape at metadata-level), S ≥ 1

@@ -12,14 +12,15 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from run_config.derived import build_model_for, data_cache, federated_split
-    from run_config.schema import ConfigError, RunConfig, Setting, all_settings, parse_run_config
+    from run_config.parsing import all_settings, parse_run_config
+    from run_config.schema import ConfigError, RunConfig, Setting
 
 _HOMES = {
     "ConfigError": "run_config.schema",
     "RunConfig": "run_config.schema",
     "Setting": "run_config.schema",
-    "all_settings": "run_config.schema",
-    "parse_run_config": "run_config.schema",
+    "all_settings": "run_config.parsing",
+    "parse_run_config": "run_config.parsing",
     "build_model_for": "run_config.derived",
     "data_cache": "run_config.derived",
     "federated_split": "run_config.derived",

@@ -9,7 +9,9 @@ from typing import Any
 
 import tomllib
 
-from run_config.schema import RunConfig, all_settings, default_values, parse_run_config
+from run_config.catalogue import Catalogue
+from run_config.parsing import all_settings, default_values, parse_run_config
+from run_config.schema import RunConfig
 
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 
@@ -20,11 +22,11 @@ def load_defaults(pyproject: Path = PYPROJECT) -> dict[str, Any]:
         return dict(tomllib.load(handle)["tool"]["flwr"]["app"]["config"])
 
 
-def default_config(**overrides: Any) -> RunConfig:
+def default_config(catalogue: Catalogue, **overrides: Any) -> RunConfig:
     """The default configuration with overrides given as snake_case keywords (for tools and tests)."""
     values = load_defaults()
     values.update({key.replace("_", "-"): value for key, value in overrides.items()})
-    return parse_run_config(values)
+    return parse_run_config(values, catalogue)
 
 
 def toml_value(value: Any) -> str:
@@ -36,19 +38,16 @@ def toml_value(value: Any) -> str:
     return repr(value)
 
 
-def pyproject_config() -> str:
+def pyproject_config(catalogue: Catalogue) -> str:
     """The ``[tool.flwr.app.config]`` section, one line per setting, from the declarations."""
     return "\n".join(
-        ["[tool.flwr.app.config]"] + [f"{key} = {toml_value(value)}" for key, value in default_values().items()]
+        ["[tool.flwr.app.config]"]
+        + [f"{key} = {toml_value(value)}" for key, value in default_values(catalogue).items()]
     )
 
 
-def markdown_table() -> str:
+def markdown_table(catalogue: Catalogue) -> str:
     """The settings table of docs/configuration.md: key, default, meaning."""
     rows = ["| key | default | meaning |", "|---|---|---|"]
-    rows += [f"| `{s.key}` | `{toml_value(s.default)}` | {s.help} |" for s in all_settings()]
+    rows += [f"| `{s.key}` | `{toml_value(s.default)}` | {s.help} |" for s in all_settings(catalogue)]
     return "\n".join(rows)
-
-
-if __name__ == "__main__":
-    print(markdown_table())

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from run_config.catalogue import Catalogue
 from run_config.defaults import load_defaults
-from run_config.schema import ConfigError, RunConfig, parse_run_config, unknown_key_message
+from run_config.parsing import parse_run_config
+from run_config.schema import ConfigError, RunConfig, unknown_key_message
 from run_config.text import parse_overrides
 
 
-def config_with_overrides(text: str) -> RunConfig:
+def config_with_overrides(text: str, catalogue: Catalogue) -> RunConfig:
     """The default run config with ``text``'s overrides, validated; ConfigError naming the key (and the closest
     known ones for a key the app does not have)."""
     values = load_defaults()
@@ -15,4 +17,4 @@ def config_with_overrides(text: str) -> RunConfig:
         if key not in values:
             raise ConfigError(unknown_key_message(key, values))
         values[key] = value
-    return parse_run_config(values)
+    return parse_run_config(values, catalogue)

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from data.catalog import DATASET_NAMES
 from models.device import DEVICE_NAMES_HELP, is_device_name
 from models.registry import MODEL_NAMES_HELP, parse_model_name
+from run_config.choices import AGGREGATION_RULES, MAX_TRIM_FRACTION, STRAGGLER_MODES, STRAGGLER_WORK
 from run_config.fail_partitions import parse_fail_partitions
 from run_config.paths import path_problem, required_path_problem, run_name_problem
 from run_config.settings import (
@@ -25,35 +26,19 @@ from run_config.settings import (
     ConfigError,
     Setting,
     below_one,
-    coerce,
     declared_settings,
     fraction,
     fraction_or_zero,
     non_negative,
     one_of,
     open_fraction,
-    parse_settings,
     positive,
     setting,
 )
-from strategies.robust_aggregation import AGGREGATION_RULES, MAX_TRIM_FRACTION
-from strategies.stragglers import STRAGGLER_MODES, STRAGGLER_WORK
 
 T = TypeVar("T")
 
-__all__ = ["ConfigError", "RunConfig", "Setting", "all_settings", "parse_run_config"]
-
-
-def _known_method(v: str) -> str | None:
-    from methods.registry import METHODS
-
-    return None if v in METHODS else f"must be one of {', '.join(repr(m) for m in METHODS)}"
-
-
-def _known_objective(v: str) -> str | None:
-    from methods.registry import OBJECTIVES
-
-    return None if v in OBJECTIVES else f"must be one of {', '.join(repr(o) for o in OBJECTIVES)}"
+__all__ = ["ConfigError", "RunConfig", "Setting"]
 
 
 def _below_half(v: float) -> str | None:
@@ -85,7 +70,7 @@ class RunConfig:
     """The validated run configuration, presets resolved, with attribute names in snake_case."""
 
     # What runs: the method and its composable axes ("auto": the method's preset).
-    method: str = setting("fedft-eds", "Method (see Methods): sets the `auto` keys below.", _known_method)
+    method: str = setting("fedft-eds", "Method (see Methods): sets the `auto` keys below.")
     freeze: str = setting(
         AUTO,
         "Split level: φ up to it is frozen, θ above it is trained and sent (`none` = full model).",
@@ -105,7 +90,6 @@ class RunConfig:
     objective: str = setting(
         AUTO,
         "Local objective: `plain` (cross-entropy) or one a method brings, e.g. `proximal` (FedProx).",
-        _known_objective,
         auto=True,
     )
     temperature: float = setting(0.1, "ρ of the hardened softmax for entropy ranking (< 1 hardens).", positive)
@@ -396,17 +380,6 @@ class RunConfig:
         return values
 
 
-def method_settings_classes() -> tuple[type, ...]:
-    from methods.registry import METHOD_SETTINGS
-
-    return METHOD_SETTINGS
-
-
-def all_settings() -> tuple[Setting, ...]:
-    """Every setting: the core ones, then each method's, in declaration order."""
-    return declared_settings(RunConfig) + tuple(s for cls in method_settings_classes() for s in declared_settings(cls))
-
-
 #: What a setting meant before it existed: results and checkpoints recorded earlier hold no value for it, and behave
 #: as if they had this one (before robust aggregation every run took FedAvg's mean; the feature cache held float32;
 #: FedFSC's few-shot SGD had no dampening).
@@ -434,52 +407,3 @@ def unknown_key_message(key: str, known: Iterable[str]) -> str:
     close = difflib.get_close_matches(key, list(known), n=3, cutoff=0.6)
     hint = f"did you mean {' or '.join(repr(c) for c in close)}?" if close else "docs/configuration.md lists every key"
     return f"'{key}' is not a run-config key; {hint}"
-
-
-def resolved_axes(values: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``auto`` axes (``freeze``, ``data-selection``, …) as the method sets them: its preset, else the axis's
-    default; an axis given explicitly keeps its value."""
-    from methods.registry import AXIS_DEFAULTS, METHODS
-
-    presets = {**AXIS_DEFAULTS, **METHODS[values["method"]].presets}
-    return {
-        s.attribute: presets[s.key] if values[s.key] == AUTO else values[s.key]
-        for s in declared_settings(RunConfig)
-        if s.auto
-    }
-
-
-def parse_run_config(run_config: Mapping[str, Any]) -> RunConfig:
-    """Validate Flower's ``context.run_config`` (with the method's ``check``) and return a ``RunConfig``; raise
-    ``ConfigError``."""
-    core = declared_settings(RunConfig)
-    missing = [s.key for s in core if s.key not in run_config]
-    if missing:
-        raise ConfigError(f"run config '{missing[0]}' is missing; add it to [tool.flwr.app.config]")
-    method = run_config["method"]
-    if (problem := _known_method(method)) is not None:
-        raise ConfigError(f"run config 'method' = {method!r} is invalid: it {problem}")
-    axes = resolved_axes(run_config)
-    for spec in core:  # the axes' resolved values are checked like any other
-        if spec.auto:
-            axes[spec.attribute] = coerce(spec, axes[spec.attribute])
-    extras: tuple[Any, ...] = tuple(parse_settings(cls, run_config) for cls in method_settings_classes())
-    config = dataclasses.replace(parse_settings(RunConfig, run_config, **axes), method_settings=extras)
-    if config.resume and not config.run_name:
-        raise ConfigError("run config 'resume' = true needs a 'run-name': the run folder holding the checkpoint")
-    check_method(config, None)
-    return config
-
-
-def check_method(config: RunConfig, client_sizes: Mapping[int, int] | None) -> None:
-    """The method's own checks (``Method.check``), with the samples each client holds when they are known."""
-    from methods.registry import METHODS
-
-    check = METHODS[config.method].check
-    if check is not None:
-        check(config, client_sizes)
-
-
-def default_values() -> dict[str, Any]:
-    """Every setting's declared default, by key (what ``[tool.flwr.app.config]`` must hold)."""
-    return {s.key: s.default for s in all_settings()}

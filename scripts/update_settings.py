@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from methods.registry import CATALOGUE
 from run_config.defaults import PYPROJECT, markdown_table, pyproject_config
 
 SETTINGS_PAGE = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
@@ -21,8 +22,8 @@ def replace_block(text: str, start_marker: str, new_block: str, end_marker: str)
 
 
 def main() -> None:
-    SETTINGS_PAGE.write_text(replace_block(SETTINGS_PAGE.read_text(), TABLE_HEADER, markdown_table(), "\n\n"))
-    PYPROJECT.write_text(replace_block(PYPROJECT.read_text(), SECTION, pyproject_config() + "\n", "\n["))
+    SETTINGS_PAGE.write_text(replace_block(SETTINGS_PAGE.read_text(), TABLE_HEADER, markdown_table(CATALOGUE), "\n\n"))
+    PYPROJECT.write_text(replace_block(PYPROJECT.read_text(), SECTION, pyproject_config(CATALOGUE) + "\n", "\n["))
 
 
 if __name__ == "__main__":

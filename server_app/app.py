@@ -8,8 +8,9 @@ import torch
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
+from methods.registry import CATALOGUE, METHODS, generic_dataset
 from profiling.spans import SERVER, span
-from server_app.lifecycle import FederatedRun
+from server_app.lifecycle import FederatedRun, RunMethods
 from server_app.run_errors import RunError, hide_tracebacks_of
 from server_app.timed_grid import TimedGrid
 from simulation.dead_actors import guard_if_simulated
@@ -27,5 +28,5 @@ def main(grid: Grid, context: Context) -> None:
     index_by_destination(getattr(grid, "state", None))  # in simulation: message hand-out independent of population
     grid = TimedGrid(guard_if_simulated(grid))  # type: ignore[assignment]
     with span(SERVER), ExitStack() as held:  # holds the run folder's lock until the run ends
-        run = FederatedRun.start(grid, context, held)
+        run = FederatedRun.start(grid, context, held, RunMethods(CATALOGUE, METHODS, generic_dataset))
         run.finish(run.rounds(grid))

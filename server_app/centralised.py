@@ -23,11 +23,11 @@ from flwr.common.logger import log
 from data.federated import load_client_partition, load_test_set
 from data.image_data import ImageData
 from data.transforms import random_crop_flip, to_model_input
+from methods.registry import config_with_overrides
 from models.batchnorm import settle_batchnorm
 from models.device import compute_description, resolve_device
 from models.training import cross_entropy_of, evaluate, train_epochs
 from run_config import RunConfig, build_model_for, federated_split
-from run_config.overrides import config_with_overrides
 from server_app.pretraining import check_source, initial_state
 from server_app.results import RunRecorder, run_directory
 from server_app.run_lock import RunFolderError, lock_run_folder

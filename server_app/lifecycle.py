@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
 from logging import ERROR, INFO
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Context, MetricRecord
@@ -31,32 +31,32 @@ from flwr.common.logger import log
 from flwr.serverapp import Grid
 from flwr.supercore.exit import add_exit_handler
 
-from client_app.data_selection import selection_size
 from data.federated import partition_sizes
 from data.file_formats import DataFormatError
 from data.loading import DataNotFoundError
 from data.partitioning import PartitioningError
-from methods.registry import generic_dataset, method
+from data.sample_share import selection_size
 from models.device import DeviceUnavailableError, compute_description, resolve_device
 from profiling.spans import CHECKPOINT, EVALUATION, FINISH, NODE_WAIT, PRETRAINING, RESULTS, SETUP, span
 from protocol.messages import LEARNING_RATE
 from run_config import ConfigError, RunConfig, build_model_for, data_cache, federated_split, parse_run_config
+from run_config.catalogue import Catalogue
 from run_config.data_check import check_data
-from run_config.population import aggregation_settings, check_population
-from run_config.schema import check_method
+from run_config.parsing import check_method
 from server_app.background import Background
-from server_app.central_evaluation import CentralEvaluation
 from server_app.checkpoint import CHECKPOINT_FILE, Checkpoint, CheckpointError, resume_point, save_checkpoint
 from server_app.pretraining import check_source, initial_state, pretraining_report
 from server_app.results import RunRecorder, run_directory
 from server_app.run_errors import RunFailedError, RunSetupError, RunStopped
 from server_app.run_lock import RunFolderError, lock_run_folder, remove_if_unused
+from strategies.central_evaluation import CentralEvaluation
 from strategies.client_population import ClientPopulation, NoClientsError
 from strategies.cohort_fedavg import CohortFedAvg, SelectCohort
 from strategies.fedentopt_selection import FedEntOptSelector, buffer_capacity
 from strategies.label_counts import LabelCountRegistry
 from strategies.partial_fedavg import PartialModelFedAvg
 from strategies.partial_model import merge_state, split_state
+from strategies.population_check import aggregation_settings, check_population
 from strategies.random_selection import cohort_size, select_random
 
 #: Errors that mean the run cannot start: reported in one line, naming the setting or file.
@@ -155,11 +155,34 @@ class StopRecord:
                 RunRecorder(self.directory, self.config, machine=machine).stopped("interrupted")
 
 
+class ServerSide(Protocol):
+    """What the lifecycle runs of a method (``methods.base.Method`` is one): its server step, None for the shared
+    one, and its start checks that need the population's size."""
+
+    @property
+    def strategy(self) -> Callable[[FederatedRun], CohortFedAvg] | None: ...
+
+    @property
+    def check_run(self) -> Callable[[RunConfig, int], None] | None: ...
+
+
+@dataclass(frozen=True)
+class RunMethods:
+    """What the lifecycle needs of the methods, which the ServerApp reads from the method registry: the catalogue
+    that settings are parsed against, each method's server side by name, and the other dataset a run's method
+    draws on (its generic set), if any."""
+
+    catalogue: Catalogue
+    server_sides: Mapping[str, ServerSide]
+    generic_dataset: Callable[[RunConfig], str | None]
+
+
 @dataclass
 class FederatedRun:
     """Everything a run holds between its start and its finish."""
 
     config: RunConfig
+    method: ServerSide  # the configured method's server side
     device: torch.device  # where the server computes (pretraining, evaluation)
     directory: Path  # <results-dir>/<run-name>
     population: ClientPopulation
@@ -173,16 +196,17 @@ class FederatedRun:
     strategy_state: dict[str, Any]  # what the checkpoint kept of the strategy (empty when starting afresh)
 
     @classmethod
-    def start(cls, grid: Grid, context: Context, held: ExitStack) -> FederatedRun:
+    def start(cls, grid: Grid, context: Context, held: ExitStack, methods: RunMethods) -> FederatedRun:
         """Step 1. ``held`` keeps the run folder's lock until the run ends; a setup error is one line."""
         with span(SETUP):
-            return cls._start(grid, context, held)
+            return cls._start(grid, context, held, methods)
 
     @classmethod
-    def _start(cls, grid: Grid, context: Context, held: ExitStack) -> FederatedRun:
+    def _start(cls, grid: Grid, context: Context, held: ExitStack, methods: RunMethods) -> FederatedRun:
         record_stop: StopRecord | None = None
         try:
-            config = parse_run_config(context.run_config)
+            config = parse_run_config(context.run_config, methods.catalogue)
+            method = methods.server_sides[config.method]
             device = resolve_device(config.server_device, key="run config 'server-device'")
             directory = run_directory(config)
             created = not directory.exists()
@@ -197,7 +221,7 @@ class FederatedRun:
             if created:  # runs before the lock is released: a run refused at start leaves no empty folder
                 held.callback(remove_if_unused, directory)
             check_source(config)
-            for line in check_data(config, generic_dataset(config)):
+            for line in check_data(config, methods.generic_dataset(config)):
                 log(INFO, "%s", line)
             split = federated_split(config)
             checkpoint = resume_point(directory, config)
@@ -215,8 +239,10 @@ class FederatedRun:
             # pretraining thread seeds and draws from (initial weights, dropout): they wait for it, so that a run's
             # initial model does not depend on thread timing.
             state = initial.result()
-            check_method(config, {pid: population.identity_of(pid).num_examples for pid in connected})
-            if (check_run := method(config.method).check_run) is not None:
+            check_method(
+                config, {pid: population.identity_of(pid).num_examples for pid in connected}, methods.catalogue
+            )
+            if (check_run := method.check_run) is not None:
                 check_run(config, population.expected)
             recorder = RunRecorder(
                 directory,
@@ -267,6 +293,7 @@ class FederatedRun:
             )
         return cls(
             config,
+            method,
             device,
             directory,
             population,
@@ -308,7 +335,7 @@ class FederatedRun:
     def strategy(self) -> CohortFedAvg:
         """The method's strategy, or the shared one: cohorts by partition id, checked replies, robust
         aggregation of θ, φ sent once per client."""
-        factory = method(self.config.method).strategy
+        factory = self.method.strategy
         return factory(self) if factory is not None else PartialModelFedAvg(**self.strategy_arguments())
 
     def rounds(self, grid: Grid) -> ArrayRecord:

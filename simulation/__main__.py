@@ -29,12 +29,11 @@ CHECKED = "--checked"
 def check(args: argparse.Namespace) -> None:
     """Raise ``ConfigError`` for a bad run config, population or memory need."""
     # Imported here, not above: they import torch, which the supervising process does without.
-    from methods.registry import generic_dataset, method
+    from methods.registry import config_with_overrides, generic_dataset, method
     from run_config.data_check import check_data
-    from run_config.overrides import config_with_overrides
-    from run_config.population import check_population
     from server_app.pretraining import check_source
     from simulation.memory_check import check_memory
+    from strategies.population_check import check_population
 
     config = config_with_overrides(args.run_config)
     check_data(config, generic_dataset(config))

@@ -14,12 +14,12 @@ from pathlib import Path
 import torch
 
 from data.catalog import DATASETS
-from methods.model_outputs import eval_mode, feature_map_shapes
 from models import SplitModel
+from models.outputs import eval_mode, feature_map_shapes
 from run_config import ConfigError, RunConfig, build_model_for
-from server_app.central_evaluation import MAX_CACHED_FEATURES_BYTES
 from server_app.pretraining import BATCHNORM_BATCH_SIZE, cache_path
 from simulation.memory_estimate import MIB, MemoryEstimate, SimulationSize, actors_at_once, estimate_peak
+from strategies.central_evaluation import MAX_CACHED_FEATURES_BYTES
 from strategies.partial_model import split_state
 from strategies.random_selection import cohort_size
 

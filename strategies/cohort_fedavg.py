@@ -61,7 +61,7 @@ from strategies.robust_aggregation import (
 from strategies.stragglers import partial_epochs, round_stragglers
 
 if TYPE_CHECKING:
-    from server_app.central_evaluation import CentralEvaluation
+    from strategies.central_evaluation import CentralEvaluation
 
 #: (available partition ids, server round) -> the cohort, in selection order
 SelectCohort = Callable[[list[int], int], list[int]]

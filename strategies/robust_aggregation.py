@@ -37,14 +37,9 @@ from flwr.serverapp.strategy.fedtrimmedavg import trim_mean
 from flwr.serverapp.strategy.multikrum import select_multikrum
 
 from protocol.replies import ArraySpec
+from run_config.choices import AGGREGATION_RULES, CLIPPED_MEAN, MAX_TRIM_FRACTION, MEAN
 
 Arrays = Mapping[str, np.ndarray]
-
-MEAN = "mean"
-CLIPPED_MEAN = "clipped-mean"
-AGGREGATION_RULES = (CLIPPED_MEAN, MEAN, "median", "trimmed-mean", "krum", "multi-krum", "bulyan")
-#: the largest ``trim-fraction`` Flower's ``trim_mean`` accepts is below this; it always leaves a client
-MAX_TRIM_FRACTION = 0.5
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-STRAGGLER_MODES = ("redraw", "constant")
-STRAGGLER_WORK = ("none", "partial")
+from run_config.choices import STRAGGLER_MODES
 
 
 def straggler_count(cohort_size: int, fraction: float) -> int:

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from run_config.defaults import default_config, load_defaults
+from methods.registry import default_config
+from run_config.defaults import load_defaults
 
 make_config = default_config  # the default configuration with snake_case overrides
 

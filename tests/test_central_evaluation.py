@@ -10,11 +10,12 @@ import pytest
 import torch
 from flwr.app import ArrayRecord
 
-import server_app.central_evaluation as central
+import strategies.central_evaluation as central
 from data.federated import load_test_set
 from data.transforms import to_model_input
+from methods.registry import parse_config
 from models.training import evaluate
-from run_config import build_model_for, data_cache, federated_split, parse_run_config
+from run_config import build_model_for, data_cache, federated_split
 from run_config.defaults import load_defaults
 from strategies.partial_model import split_state
 from tests.in_process import run_in_process, small_run_config
@@ -22,7 +23,7 @@ from tests.in_process import run_in_process, small_run_config
 
 @pytest.mark.parametrize("model, level", [("wrn-10-1", "mid"), ("lenet5", "low")])
 def test_cached_features_give_the_whole_models_loss_and_accuracy(model: str, level: str, monkeypatch) -> None:
-    config = parse_run_config(
+    config = parse_config(
         {**load_defaults(), "dataset": "synthetic", "model": model, "freeze": level, "eval-batch-size": 64}
     )
     state = build_model_for(config, seed=3).state_dict()
@@ -38,7 +39,7 @@ def test_cached_features_give_the_whole_models_loss_and_accuracy(model: str, lev
 
 @pytest.mark.parametrize("model, level", [("wrn-10-1", "mid"), ("lenet5", "none")])
 def test_with_classes_gives_the_same_loss_and_accuracy_and_each_classs_accuracy(model: str, level: str) -> None:
-    config = parse_run_config(
+    config = parse_config(
         {**load_defaults(), "dataset": "synthetic", "model": model, "freeze": level, "eval-batch-size": 64}
     )
     state = build_model_for(config, seed=3).state_dict()
@@ -76,7 +77,7 @@ def test_every_round_record_holds_each_classs_test_accuracy(tmp_path: Path) -> N
     run_in_process(run_config)
     run = tmp_path / "results" / "run"
     (record,) = [json.loads(line) for line in (run / "rounds.jsonl").read_text().splitlines()]
-    config = parse_run_config(run_config)
+    config = parse_config(run_config)
     model = build_model_for(config)
     model.load_state_dict(torch.load(run / "model.pt"))  # the global model after round 1
     per_class = record["class_accuracy"]

@@ -12,10 +12,11 @@ import pytest
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Message, RecordDict
 
-import methods.fedat as fedat
+import methods.fedat.attention_transfer as fedat
 from data.federated import _client_indices
-from data.generic import GenericDataSettings, generic_positions, load_generic_data, parse_classes
-from methods.client_models import architecture_of, parse_client_models
+from methods.common.client_models import architecture_of, parse_client_models
+from methods.common.generic_data import GenericDataSettings, generic_positions, load_generic_data, parse_classes
+from methods.registry import parse_config
 from models import build_model
 from protocol.messages import (
     ARRAYS,
@@ -30,7 +31,7 @@ from protocol.messages import (
     TRAIN,
 )
 from protocol.replies import Refused, read_client_model, read_metadata, read_prototypes
-from run_config import ConfigError, federated_split, parse_run_config
+from run_config import ConfigError, federated_split
 from server_app.checkpoint import CHECKPOINT_FILE
 from server_app.run_errors import RunSetupError
 from tests.in_process import ServerKilled, run_in_process, small_run_config
@@ -75,7 +76,7 @@ def test_client_models_mapping() -> None:
         (7, 7, "lenet5"),
         (-1, -1, "wrn-16-1"),
     ]
-    config = parse_run_config(small_run_config(Path("/tmp"), **{"client-models": "1-2:wrn-22-1"}))
+    config = parse_config(small_run_config(Path("/tmp"), **{"client-models": "1-2:wrn-22-1"}))
     assert [architecture_of(config, pid) for pid in range(4)] == ["lenet5", "wrn-22-1", "wrn-22-1", "lenet5"]
     for bad, why in [
         ("0:wrn-12-1", "not an architecture"),
@@ -87,7 +88,7 @@ def test_client_models_mapping() -> None:
 
 
 def test_generic_data_never_reaches_a_client(tmp_path: Path) -> None:
-    config = parse_run_config(_config(tmp_path, **{"generic-classes": "1,3", "generic-size": 30}))
+    config = parse_config(_config(tmp_path, **{"generic-classes": "1,3", "generic-size": 30}))
     split = federated_split(config)
     generic = generic_positions(split, config.settings(GenericDataSettings))
     clients = np.concatenate([_client_indices(split, pid, NUM_CLIENTS, None) for pid in range(NUM_CLIENTS)])
@@ -100,7 +101,7 @@ def test_generic_data_never_reaches_a_client(tmp_path: Path) -> None:
 
 def test_generic_data_from_another_dataset_is_unlabelled_and_checked(tmp_path: Path) -> None:
     other = {"generic-source": "dataset", "generic-dataset": "fashion-mnist-mini", "generic-size": 40}
-    config = parse_run_config(_config(tmp_path, **other, **{"generic-classes": "8,9"}))
+    config = parse_config(_config(tmp_path, **other, **{"generic-classes": "8,9"}))
     generic = load_generic_data(federated_split(config), config.settings(GenericDataSettings))
     assert len(generic) == 40 and not generic.labelled and set(generic.labels.tolist()) <= {8, 9}
     assert tuple(generic.inputs.shape[1:]) == (1, 32, 32)  # padded to the models' input size
@@ -109,7 +110,7 @@ def test_generic_data_from_another_dataset_is_unlabelled_and_checked(tmp_path: P
         ({"generic-dataset": "cifar10"}, "generic-dataset"),  # 3 channels for a 1-channel task
         ({"generic-size": 10**6}, "generic-size"),
     ]:
-        bad = parse_run_config(_config(tmp_path, **{**other, **overrides}))
+        bad = parse_config(_config(tmp_path, **{**other, **overrides}))
         with pytest.raises(ConfigError, match=key):
             generic_positions(federated_split(bad), bad.settings(GenericDataSettings))
 
@@ -118,7 +119,7 @@ def test_a_node_config_model_overrides_client_models(tmp_path: Path) -> None:
     from flwr.app import Context
 
     from client_app.node import Node
-    from client_app.own_model import answer_client_model
+    from methods.common.own_model import answer_client_model
 
     run_config = _config(tmp_path, method="fedmd", **{"client-models": "0-1:wrn-16-1"})
 
@@ -412,7 +413,7 @@ def test_fedmd_transfer_learning_trains_each_first_model_on_the_labelled_public_
         sent = _run_recording(_config(folder, method="fedmd", **{"fedmd-public-epochs": epochs}), monkeypatch)
         return [msg.content[ARRAYS].to_torch_state_dict() for msg in sent]
 
-    config = parse_run_config(_config(tmp_path))
+    config = parse_config(_config(tmp_path))
     generic = load_generic_data(federated_split(config), config.settings(GenericDataSettings))
     assert generic.labelled and len(load_dataset("synthetic").train.labels) > len(generic)
 
@@ -442,9 +443,9 @@ def test_fedmd_transfer_learning_needs_labelled_public_data(tmp_path: Path) -> N
 
 @pytest.mark.parametrize("method", ["fedkad", "fedmd"])
 def test_the_defaults_fit_the_default_dataset(method: str) -> None:
-    from methods.fedkad_method import check_kd_run
+    from methods.fedkad.method import check_kd_run
     from run_config.defaults import load_defaults
 
-    config = parse_run_config({**load_defaults(), "method": method})
+    config = parse_config({**load_defaults(), "method": method})
     assert config.dataset == "fashion-mnist-mini" and config.public_fraction == 0.2
     check_kd_run(config, 10)  # D_g of generic-size images fits the held-out share, the draw fits D_g

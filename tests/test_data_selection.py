@@ -13,8 +13,8 @@ from client_app.data_selection import (
     select_by_entropy,
     select_random,
     select_samples,
-    selection_size,
 )
+from data.sample_share import selection_size
 
 
 def numpy_entropy(logits: np.ndarray, rho: float) -> np.ndarray:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from run_config.overrides import config_with_overrides
+from methods.registry import config_with_overrides
 
 PROJECT = Path(__file__).resolve().parents[1]
 DOC = (PROJECT / "DEPLOYMENT.md").read_text()

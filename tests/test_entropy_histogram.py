@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from experiments.entropy_histogram import client_entropies, entropies_by_temperature
-from run_config.defaults import default_config
+from methods.registry import default_config
 
 
 def test_entropies_equal_a_direct_numpy_computation() -> None:

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from methods.fedat import (
+from methods.fedat.attention_transfer import (
     AT_LEVELS_KEY,
     LEVEL_KEY,
     aggregate_global_copies,

@@ -29,7 +29,7 @@ from experiments.fedat_single_client import (
     table5_3,
     with_bn_refresh,
 )
-from methods.fedat import train_server_step
+from methods.fedat.attention_transfer import train_server_step
 from models import build_model
 from models.batchnorm import settle_batchnorm
 

@@ -6,11 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from methods.fedfsc import (
-    BASELINE_PLUS_PLAN,
-    FEDFSC_PLAN,
-    FEDFSC_PLUS_BASELINE_PLUS_PLAN,
-    FEDFSC_PLUS_PLAN,
+from methods.common.state_averaging import average_states
+from methods.fedfsc.fewshot import (
     FEWSHOT_KEY,
     NON_STRAGGLER_KEY,
     FedFscSettings,
@@ -27,9 +24,9 @@ from methods.fedfsc import (
     train_fewshot_classifier,
     uplink_bytes,
 )
-from methods.model_outputs import penultimate_features
-from methods.state_averaging import average_states
+from methods.fedfsc.method import BASELINE_PLUS_PLAN, FEDFSC_PLAN, FEDFSC_PLUS_BASELINE_PLUS_PLAN, FEDFSC_PLUS_PLAN
 from models import build_model
+from models.outputs import penultimate_features
 
 LABELS = torch.tensor([0, 0, 0, 1, 2, 2, 2, 2, 0, 2, 1, 0])  # class counts 5, 2, 5, 0
 

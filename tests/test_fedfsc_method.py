@@ -11,10 +11,9 @@ import pytest
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 
-from methods.base import CrossEntropy, LocalTraining
-from methods.fedfsc import (
-    FEDFSC_PLAN,
-    FEDFSC_PLUS_PLAN,
+from client_app.objective import CrossEntropy, LocalTraining
+from methods.fedfsc.client_step import read_role
+from methods.fedfsc.fewshot import (
     FedFscSettings,
     Role,
     fscprox_penalty,
@@ -22,8 +21,9 @@ from methods.fedfsc import (
     uplink_bytes,
     with_classifier_prox,
 )
-from methods.fedfsc_client import read_role
-from methods.registry import METHODS
+from methods.fedfsc.method import FEDFSC_PLAN, FEDFSC_PLUS_PLAN
+from methods.fedfsc.strategy import FewShotClassifierFedAvg
+from methods.registry import METHODS, parse_config
 from models import build_model
 from protocol.messages import (
     ARRAYS,
@@ -46,10 +46,9 @@ from protocol.messages import (
     TRAIN_LOSS,
     TRAIN_SECONDS,
 )
-from run_config import ConfigError, parse_run_config
+from run_config import ConfigError
 from server_app.run_errors import RunSetupError
 from strategies.client_population import ClientPopulation
-from strategies.fewshot_classifier import FewShotClassifierFedAvg
 from strategies.label_counts import LabelCountRegistry
 from strategies.robust_aggregation import AggregationSettings
 from tests.conftest import make_config
@@ -73,19 +72,19 @@ from tests.test_reliability import rounds_of, without_timings
 )
 def test_bad_settings_are_refused_naming_the_keys(defaults: dict, method: str, values: dict, keys: list[str]) -> None:
     with pytest.raises(ConfigError) as refused:
-        parse_run_config({**defaults, "method": method, **values})
+        parse_config({**defaults, "method": method, **values})
     assert all(key in str(refused.value) for key in keys), str(refused.value)
 
 
 def test_fedfsc_without_stragglers_needs_no_fraction_below_one(defaults: dict) -> None:
-    config = parse_run_config({**defaults, "method": "fedfsc", "objective": "contrastive"})
+    config = parse_config({**defaults, "method": "fedfsc", "objective": "contrastive"})
     assert (config.freeze, config.data_selection, config.objective, config.fraction_train) == (
         "none",
         "all",
         "contrastive",
         1.0,
     )
-    parse_run_config({**defaults, "method": "fedfsc-plus", "fraction-train": 0.1, "straggler-epochs": 9})  # E_r unused
+    parse_config({**defaults, "method": "fedfsc-plus", "fraction-train": 0.1, "straggler-epochs": 9})  # E_r unused
 
 
 FAMILY = ["fedfsc", "fedfsc-plus", "fedfsc-plus-baseline-plus", "fedavg-plus", "fedprox-plus", "moon-plus"]
@@ -95,14 +94,14 @@ FAMILY = ["fedfsc", "fedfsc-plus", "fedfsc-plus-baseline-plus", "fedavg-plus", "
 def test_every_preset_parses_with_its_name_alone_and_fits_the_default_ten_clients(defaults: dict, method: str) -> None:
     """``method = <name>`` and nothing else: the methods with stragglers preset the thesis's f_n = 0.1 (§4.5.2;
     ``fraction-train = "auto"``), which with f_fs = 0.1 gives 1 non-straggler and 1 straggler of 10 clients."""
-    config = parse_run_config({**defaults, "method": method})
+    config = parse_config({**defaults, "method": method})
     assert config.fraction_train == (1.0 if method == "fedfsc" else 0.1)
     assert config.settings(FedFscSettings).fewshot_fraction == 0.1
     check_run = METHODS[method].check_run
     assert (check_run is None) == (method == "fedfsc")
     if check_run is not None:
         check_run(config, 10)
-    assert parse_run_config({**defaults, "method": method, "fraction-train": 0.3}).fraction_train == 0.3  # wins
+    assert parse_config({**defaults, "method": method, "fraction-train": 0.3}).fraction_train == 0.3  # wins
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from methods.fedkad import (
+from methods.fedkad.distillation import (
     BETA_KEY,
     GENERIC_SAMPLES_KEY,
     REFERENCE_DIGEST,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from flwr.app import RecordDict
 
-from methods.base import LocalTraining
+from client_app.objective import LocalTraining
 from methods.fedprox import FedProxSettings, Proximal, proximal_term
 from models.training import train_epochs
 from tests.conftest import make_config

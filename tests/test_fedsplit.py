@@ -14,14 +14,16 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordD
 from sklearn.cluster import KMeans
 from sklearn.decomposition import PCA
 
-import methods.fedsplit as fedsplit_module
-import strategies.fedsplit
+import methods.fedsplit.method as fedsplit_module
+import methods.fedsplit.strategy
 import tests.in_process as in_process
-from client_app.fedsplit_step import fedsplit_train
 from client_app.local_update import round_seed
 from client_app.node import Node
-from methods.fedsplit_kmeans import kmeans_plus_plus, select_metadata
-from methods.fedsplit_meta import MetaTraining, compose, meta_train
+from methods.fedsplit.client_step import fedsplit_train
+from methods.fedsplit.kmeans_selection import kmeans_plus_plus, select_metadata
+from methods.fedsplit.meta_training import MetaTraining, compose, meta_train
+from methods.fedsplit.strategy import COMPOSED_MODEL_FILE
+from methods.registry import parse_config
 from models import build_model
 from models.split_model import SplitModel
 from protocol.messages import (
@@ -36,11 +38,10 @@ from protocol.messages import (
     SERVER_ROUND,
     TRAIN,
 )
-from run_config import ConfigError, build_model_for, parse_run_config
-from server_app.central_evaluation import CentralEvaluation
+from run_config import ConfigError, build_model_for
 from server_app.pretraining import initial_state
 from server_app.run_errors import RunSetupError
-from strategies.fedsplit import COMPOSED_MODEL_FILE
+from strategies.central_evaluation import CentralEvaluation
 from tests.in_process import run_in_process, small_run_config
 
 
@@ -161,7 +162,7 @@ def test_fedsplit_is_fedavg_plus_a_composed_model_built_on_the_round_s_phi(
         starts.append({k: v.clone() for k, v in model.state_dict().items() if k in model.upper_state_keys(level)})
         return meta_train(model, level, *args)
 
-    monkeypatch.setattr(strategies.fedsplit, "meta_train", spy)
+    monkeypatch.setattr(methods.fedsplit.strategy, "meta_train", spy)
     config = fedsplit_config(tmp_path / "split", **{"num-server-rounds": 2})
     run_in_process(config)
     monkeypatch.undo()
@@ -187,7 +188,7 @@ def test_fedsplit_is_fedavg_plus_a_composed_model_built_on_the_round_s_phi(
     assert summary["total_metadata_bytes"] == sum(r["metadata_bytes"] for r in rounds)
     # composed_model.pt is the last round's {θ_meta, φ_g}: φ from the model that round sent, and its accuracy
     # is the one reported.
-    composed, parsed = torch.load(split / COMPOSED_MODEL_FILE), parse_run_config(config)
+    composed, parsed = torch.load(split / COMPOSED_MODEL_FILE), parse_config(config)
     model = build_model_for(parsed)
     upper = set(model.upper_state_keys("low"))
     first_round = initial_state(parsed)
@@ -261,7 +262,7 @@ def test_a_level_the_model_lacks_is_refused_naming_the_key(tmp_path: Path, monke
 
     monkeypatch.setattr(fedsplit_module, "build_model_for", lambda config: TwoLevels())
     with pytest.raises(ConfigError, match="'metadata-level' = 'up' is invalid: lenet5 splits at low, mid"):
-        parse_run_config(fedsplit_config(tmp_path, "fedsplit-all", **{"metadata-level": "up"}))
+        parse_config(fedsplit_config(tmp_path, "fedsplit-all", **{"metadata-level": "up"}))
 
 
 def test_more_clusters_than_a_class_holds_is_no_error_each_such_class_sends_all(tmp_path: Path) -> None:

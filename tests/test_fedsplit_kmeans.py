@@ -8,7 +8,7 @@ import torch
 from sklearn.cluster import KMeans
 from sklearn.decomposition import PCA
 
-from methods.fedsplit_kmeans import (
+from methods.fedsplit.kmeans_selection import (
     CLUSTERS_KEY,
     LEVEL_KEY,
     N_COM_KEY,

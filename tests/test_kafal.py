@@ -24,10 +24,11 @@ from methods.kafal.labelling import QUERIES_FILE, LabelsFile
 from methods.kafal.local_update import LocalSGD, UnlabelledBatches, kcfu_update
 from methods.kafal.pools import initial_labelled_size, query_budget
 from methods.kafal.schedule import CycleSchedule, labelled_after, pool_problem
+from methods.registry import parse_config
 from models import build_model
 from protocol.messages import AL_COUNTS_RECORD, AL_QUERY, AL_QUERY_RECORD, COUNTS, NUM_QUERIED
 from protocol.replies import Identity, Refused, read_al_query_reply
-from run_config import ConfigError, federated_split, parse_run_config
+from run_config import ConfigError, federated_split
 from run_config.defaults import load_defaults
 from server_app.run_errors import RunSetupError
 from tests.in_process import run_in_process, small_run_config
@@ -93,7 +94,7 @@ def test_loop_end_to_end(tmp_path: Path, labeller: RecordingLabeller) -> None:
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["rounds_aggregated"] == 6
     sizes = {
-        pid: len(load_local_data(federated_split(parse_run_config(kafal_config(tmp_path))), pid, PARTITIONS))
+        pid: len(load_local_data(federated_split(parse_config(kafal_config(tmp_path))), pid, PARTITIONS))
         for pid in range(PARTITIONS)
     }
     for pid, n in sizes.items():
@@ -225,7 +226,7 @@ def test_labelled_counts_may_not_shrink() -> None:
 
 
 def parsed(**overrides: Any) -> Any:
-    return parse_run_config({**load_defaults(), **AL, "dataset": "synthetic", **overrides})
+    return parse_config({**load_defaults(), **AL, "dataset": "synthetic", **overrides})
 
 
 @pytest.mark.parametrize(
@@ -254,12 +255,12 @@ def test_the_preset_starts_from_random_weights_and_restarts_every_cycle() -> Non
     """``method = "kafal"`` alone runs as the paper's Alg. 1: no pretraining, Ω⁰ again at each cycle's start, and
     its schedule fills the app's default rounds; an explicit ``pretrain`` still wins."""
     defaults = {**load_defaults(), "method": "kafal"}
-    config = parse_run_config(defaults)
+    config = parse_config(defaults)
     settings = config.settings(kafal.KAFALSettings)
     assert config.pretrain == "none" and settings.al_reinitialise
     assert kafal.schedule_of(settings).total_rounds == config.num_server_rounds
-    assert parse_run_config({**defaults, "pretrain": "public"}).pretrain == "public"
-    assert parse_run_config({**defaults, "method": "fedavg"}).pretrain == "dataset"
+    assert parse_config({**defaults, "pretrain": "public"}).pretrain == "public"
+    assert parse_config({**defaults, "method": "fedavg"}).pretrain == "dataset"
 
 
 def test_global_sampling_accepted_where_the_strategy_allows_it() -> None:

@@ -11,8 +11,8 @@ import pytest
 from benchmarks.memory_estimate_check import RecordedRun, _least_worst_base, fit, recorded_runs
 from data.catalog import DATASETS
 from data.loading import load_dataset
+from methods.registry import config_with_overrides
 from run_config import ConfigError
-from run_config.overrides import config_with_overrides
 from server_app.pretraining import cache_path
 from simulation import memory_check
 from simulation.memory_check import available_from, check_memory, refusal, simulation_size

@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from methods.model_outputs import (
+from models import build_model
+from models.outputs import (
     eval_mode,
     extract_in_batches,
     feature_map_shapes,
     forward_with_maps,
     penultimate_features,
 )
-from models import build_model
 
 
 def test_classifier_keys_name_the_final_linear_layer() -> None:

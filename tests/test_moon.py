@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from flwr.app import RecordDict
 
-from methods.base import LocalTraining
+from client_app.objective import LocalTraining
 from methods.moon import (
     PREVIOUS_MODEL,
     Contrastive,
@@ -19,8 +19,9 @@ from methods.moon import (
     moon_contrastive_loss,
     moon_loss,
 )
+from methods.registry import parse_config
 from models import SplitModel, build_model
-from run_config import ConfigError, parse_run_config
+from run_config import ConfigError
 from tests.conftest import make_config
 
 Z = torch.tensor([[1.0, 0.0], [0.0, 2.0]], dtype=torch.float64)
@@ -103,11 +104,11 @@ def test_lenet_representation_is_its_84_dim_feature() -> None:
 @pytest.mark.parametrize(("key", "value"), [("moon-mu", -0.1), ("moon-temperature", 0.0)])
 def test_settings_are_validated_naming_the_key(defaults: dict, key: str, value: float) -> None:
     with pytest.raises(ConfigError, match=key):
-        parse_run_config({**defaults, "method": "moon", key: value})
+        parse_config({**defaults, "method": "moon", key: value})
 
 
 def test_moon_preset_is_fedavg_with_the_contrastive_objective(defaults: dict) -> None:
-    config = parse_run_config({**defaults, "method": "moon"})
+    config = parse_config({**defaults, "method": "moon"})
     assert (config.freeze, config.data_selection, config.objective) == ("none", "all", "contrastive")
 
 

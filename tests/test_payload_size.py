@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from methods.payload_size import feature_map_bytes, state_bytes
+from methods.common.payload_size import feature_map_bytes, state_bytes
 
 
 def test_state_bytes_use_each_tensors_element_size() -> None:

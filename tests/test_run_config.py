@@ -7,17 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from run_config import ConfigError, all_settings, parse_run_config
+from methods.registry import CATALOGUE, parse_config
+from run_config import ConfigError, all_settings
 from run_config.defaults import PYPROJECT, markdown_table, pyproject_config
-from run_config.schema import default_values
+from run_config.parsing import default_values
 
-SETTINGS = all_settings()
+SETTINGS = all_settings(CATALOGUE)
 
 SETTINGS_PAGE = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
 
 
 def test_defaults_parse_to_fedft_eds(defaults: dict) -> None:
-    config = parse_run_config(defaults)
+    config = parse_config(defaults)
     assert config.dataset == "fashion-mnist-mini" and config.method == "fedft-eds"
     resolved = {
         "freeze": "mid",
@@ -47,7 +48,7 @@ def test_method_presets(
     defaults: dict, method: str, freeze: str, selection: str, fraction: float, objective: str
 ) -> None:
     defaults["method"] = method
-    config = parse_run_config(defaults)
+    config = parse_config(defaults)
     assert (config.freeze, config.data_selection, config.selection_fraction, config.objective) == (
         freeze,
         selection,
@@ -58,7 +59,7 @@ def test_method_presets(
 
 def test_explicit_values_override_the_preset(defaults: dict) -> None:
     defaults.update({"method": "fedft-eds", "selection-fraction": 0.5, "freeze": "up", "objective": "proximal"})
-    config = parse_run_config(defaults)
+    config = parse_config(defaults)
     assert (config.selection_fraction, config.freeze, config.objective, config.data_selection) == (
         0.5,
         "up",
@@ -70,8 +71,8 @@ def test_explicit_values_override_the_preset(defaults: dict) -> None:
 def test_every_setting_is_declared_once_and_pyproject_holds_the_declared_defaults(defaults: dict) -> None:
     keys = [s.key for s in SETTINGS]
     assert len(keys) == len(set(keys)), "a key declared twice"
-    assert defaults == default_values()  # regenerate with python -m scripts.update_settings
-    assert pyproject_config() in PYPROJECT.read_text()
+    assert defaults == default_values(CATALOGUE)  # regenerate with python -m scripts.update_settings
+    assert pyproject_config(CATALOGUE) in PYPROJECT.read_text()
 
 
 @pytest.mark.parametrize(
@@ -90,7 +91,7 @@ def test_every_setting_is_declared_once_and_pyproject_holds_the_declared_default
         ("augment", "yes", "'augment' must be of type bool, got str"),
         ("local-epochs", True, "'local-epochs' must be of type int, got bool"),
         ("momentum", float("nan"), "'momentum' must be a finite number"),
-        ("method", "fedsgd", "'method' = 'fedsgd' is invalid: it must be one of 'fedavg', 'fedavg-rds', 'fedprox'"),
+        ("method", "fedsgd", "'method' = 'fedsgd' is invalid: it must be one of 'fedat', 'fedavg', 'fedavg-rds', 'fedfsc'"),
         ("temperature", 0.0, "'temperature' = 0.0 is invalid: it must be > 0"),
         ("temperature", -1.0, "'temperature' = -1.0 is invalid"),
         ("selection-fraction", 0.0, "'selection-fraction' = 0.0 is invalid: it must be in (0, 1]"),
@@ -124,7 +125,7 @@ def test_every_setting_is_declared_once_and_pyproject_holds_the_declared_default
 def test_invalid_values_name_the_key(defaults: dict, key: str, value: object, expected: str) -> None:
     defaults[key] = value
     with pytest.raises(ConfigError) as err:
-        parse_run_config(defaults)
+        parse_config(defaults)
     assert expected in str(err.value)
 
 
@@ -140,7 +141,7 @@ def test_every_key_refuses_a_wrong_type_naming_itself(defaults: dict, setting) -
         f"run config '{setting.key}' (must be of type {setting.type.__name__}|= 5 is invalid)"  # method: checked first
     )
     with pytest.raises(ConfigError, match=named):
-        parse_run_config(defaults)
+        parse_config(defaults)
 
 
 @pytest.mark.parametrize("setting", [s for s in SETTINGS if s.check], ids=lambda s: s.key)
@@ -149,24 +150,24 @@ def test_every_checked_key_refuses_a_bad_value_naming_itself(defaults: dict, set
     assert refused, f"no out-of-range probe for {setting.key}"
     defaults[setting.key] = refused[0]
     with pytest.raises(ConfigError, match=f"run config '{setting.key}' = .* is invalid: it "):
-        parse_run_config(defaults)
+        parse_config(defaults)
 
 
 def test_ints_are_accepted_for_floats(defaults: dict) -> None:
     defaults["learning-rate"] = 1
-    assert parse_run_config(defaults).learning_rate == 1.0
+    assert parse_config(defaults).learning_rate == 1.0
 
 
 def test_missing_key_is_reported(defaults: dict) -> None:
     del defaults["seed"]
     with pytest.raises(ConfigError, match="'seed' is missing"):
-        parse_run_config(defaults)
+        parse_config(defaults)
 
 
 def test_the_settings_table_is_current() -> None:
     """Every key appears in docs/configuration.md with its default and help (regenerate with python -m
     scripts.update_settings)."""
-    assert markdown_table() in SETTINGS_PAGE.read_text()
+    assert markdown_table(CATALOGUE) in SETTINGS_PAGE.read_text()
 
 
 def test_the_settings_table_has_one_row_per_key() -> None:
@@ -197,7 +198,7 @@ def test_the_settings_table_has_one_row_per_key() -> None:
 def test_unsafe_run_names_are_refused_naming_the_key(defaults: dict, name: str, expected: str) -> None:
     defaults["run-name"] = name
     with pytest.raises(ConfigError) as err:
-        parse_run_config(defaults)
+        parse_config(defaults)
     message = str(err.value)
     assert message.startswith(f"run config 'run-name' = {name!r} is invalid: it ") and expected in message
 
@@ -207,7 +208,7 @@ def test_unsafe_run_names_are_refused_naming_the_key(defaults: dict, name: str, 
 )
 def test_safe_run_names_are_accepted(defaults: dict, name: str) -> None:
     defaults["run-name"] = name
-    assert parse_run_config(defaults).run_name == name
+    assert parse_config(defaults).run_name == name
 
 
 PATH_KEYS = ["results-dir", "pretrain-cache-dir", "feature-cache-dir", "data-dir", "pretrain-checkpoint"]
@@ -218,7 +219,7 @@ PATH_KEYS = ["results-dir", "pretrain-cache-dir", "feature-cache-dir", "data-dir
 def test_path_settings_refuse_control_characters(defaults: dict, key: str, value: str) -> None:
     defaults[key] = value
     with pytest.raises(ConfigError) as err:
-        parse_run_config(defaults)
+        parse_config(defaults)
     assert str(err.value) == (
         f"run config '{key}' = {value!r} is invalid: it must not hold control characters such as NUL or a line break"
     )
@@ -228,10 +229,10 @@ def test_path_settings_refuse_control_characters(defaults: dict, key: str, value
 @pytest.mark.parametrize("value", ["/srv/fedft", "../shared/results", "~/fedft", "with space/ünïcode"])
 def test_path_settings_may_point_anywhere(defaults: dict, key: str, value: str) -> None:
     defaults[key] = value
-    assert parse_run_config(defaults).to_dict()[key] == value
+    assert parse_config(defaults).to_dict()[key] == value
 
 
 def test_results_dir_must_not_be_empty(defaults: dict) -> None:
     defaults["results-dir"] = " "
     with pytest.raises(ConfigError, match="'results-dir' = ' ' is invalid: it must name a folder, not be empty"):
-        parse_run_config(defaults)
+        parse_config(defaults)

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from run_config import ConfigError
-from run_config.population import check_population
 from server_app.lifecycle import cohort_policy, learning_rate_schedule
 from strategies.fedentopt_selection import FedEntOptSelector
 from strategies.label_counts import LabelCountRegistry
+from strategies.population_check import check_population
 from tests.conftest import make_config
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from methods.state_averaging import average_states
+from methods.common.state_averaging import average_states
 
 
 def test_weighted_and_uniform_means() -> None:

@@ -95,10 +95,9 @@ from protocol.messages import (
 )
 from run_config.derived import build_model_for
 from run_config.settings import ConfigError, non_negative, one_of, open_fraction, positive, setting
+from server_app.lifecycle import learning_rate_schedule
 
 if TYPE_CHECKING:
-    from flwr.serverapp.strategy import Strategy
-
     from client_app.node import Node
     from models import SplitModel
     from run_config import RunConfig
@@ -435,10 +434,8 @@ def kafal_query(node: Node, msg: Message) -> RecordDict:
 # The server.
 
 
-def kafal_strategy(run: FederatedRun) -> Strategy:
+def kafal_strategy(run: FederatedRun) -> ActiveLearningFedAvg:
     """``ActiveLearningFedAvg`` with the run's cohorts, schedule and settings."""
-    from server_app.lifecycle import learning_rate_schedule  # the lifecycle imports the method registry
-
     config = run.config
     if run.first_round > 1:
         raise ConfigError(

@@ -1,4 +1,4 @@
-"""A client's own model in a custom-size method (FedAT, FedKAD, FedMD; ``methods/client_models.py``): which
+"""A client's own model in a custom-size method (FedAT, FedKAD, FedMD; ``methods/common/client_models.py``): which
 architecture this node trains, receiving its model, training all of it on all local data with the shared local
 update (the configured objective; E epochs, or more in a first round with ``client-init-epochs``), and the reply
 that carries its whole state."""
@@ -12,7 +12,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, RecordDict
 from client_app.local_update import UpdateResult, local_update
 from client_app.node import Node
 from client_app.train_step import train_metrics
-from methods.client_models import architecture_of, build_architecture
+from methods.common.client_models import architecture_of, build_architecture
 from models import SplitModel
 from protocol.messages import ARRAYS, CLIENT_MODEL_RECORD, CONFIG, METRICS, MODEL_NAME
 
@@ -54,6 +54,7 @@ def train_own_model(node: Node, msg: Message) -> tuple[SplitModel, UpdateResult]
         learning_rate=learning_rate,
         device=node.device,
         node_state=node.state,
+        objective_factory=node.objective,
     )
     return model, result
 

@@ -1,4 +1,4 @@
-"""The client step of the FedFSC family (methods/fedfsc.py): the work the server's message gives it.
+"""The client step of the FedFSC family (methods/fedfsc/method.py): the work the server's message gives it.
 
 A participant few-shot updates the received base model's classifier (φ^t frozen, in eval mode; its penultimate
 features computed once), runs the normal update of the base trainer (the configured ``objective``; E epochs, or
@@ -19,13 +19,12 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDic
 from client_app import fault_injection
 from client_app.local_data import LocalData
 from client_app.node import Node
+from client_app.objective import ObjectiveFactory
 from client_app.train_step import node_fault, training_data, update_and_report
-from methods.base import ObjectiveFactory
-from methods.fedfsc import FedFscSettings, FewShotResult, Role, train_fewshot_classifier, with_classifier_prox
-from methods.model_outputs import penultimate_features
-from methods.registry import OBJECTIVES
+from methods.fedfsc.fewshot import FedFscSettings, FewShotResult, Role, train_fewshot_classifier, with_classifier_prox
 from models import SplitModel
 from models.device import synchronize
+from models.outputs import penultimate_features
 from protocol.messages import (
     ARRAYS,
     CONFIG,
@@ -99,7 +98,7 @@ def fewshot_update(
 def normal_objective(node: Node, msg: Message) -> ObjectiveFactory:
     """The base trainer's objective, with FSCProx (anchor θ_fs when the server sent one) or baseProx added."""
     settings = node.config.settings(FedFscSettings)
-    base = OBJECTIVES[node.config.objective]
+    base = node.objective
     if settings.fscprox == "base":
         return with_classifier_prox(base, None, settings.fscprox_mu)
     if settings.fscprox == "fewshot" and FEWSHOT_ANCHOR in msg.content.array_records:

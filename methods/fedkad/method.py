@@ -7,7 +7,8 @@ A round:
 - client k: train its own model (whole model, all local data, E epochs; the thesis: lr 0.1, E = 10, batch 128) to
   w_{k,E} (FedMD's *Revisit*); FedKAD also sends its per-class prototypes at the penultimate feature maps (level
   ``up``; zero with presence 0 for a class it does not hold), computed with the updated φ_{k,E}.
-- server (``methods/fedkad.py``): score every w_{k,E} (``client_accuracy_mean``: "FedMD (clients)", scored where
+- server (``methods/fedkad/distillation.py``): score every w_{k,E} (``client_accuracy_mean``: "FedMD (clients)",
+scored where
   FedMD_clean scores its parties, after their private training); draw ``generic-samples`` images from D_g (seeded
   per round; labels never used); the consensus is the uniform mean of the client models' logits on them (FedMD's
   *Communicate* and *Aggregate*); FedKAD averages each class's prototypes over its holders only. The global model
@@ -43,9 +44,8 @@ import torch
 from flwr.app import ArrayRecord, Message, RecordDict
 
 from data.catalog import DATASETS
-from data.generic import GenericData, GenericDataSettings, generic_positions, load_generic_data
 from methods.base import Method
-from methods.client_models import (
+from methods.common.client_models import (
     CLIENT_MODEL_UPDATE,
     CUSTOM_SIZE_PRESETS,
     ROUND,
@@ -54,11 +54,12 @@ from methods.client_models import (
     build_architecture,
     check_client_models,
     client_model_arguments,
-    client_model_query,
     input_shape,
     step_seed,
 )
-from methods.fedkad import (
+from methods.common.generic_data import GenericData, GenericDataSettings, generic_positions, load_generic_data
+from methods.common.own_model import answer_client_model, own_model_reply, train_own_model
+from methods.fedkad.distillation import (
     DEFAULT_BETA,
     DEFAULT_GENERIC_SAMPLES,
     PROTOTYPE_LEVEL,
@@ -73,8 +74,8 @@ from methods.fedkad import (
     model_logits,
     transfer_on_public,
 )
-from methods.model_outputs import feature_map_shapes
 from models import SplitModel
+from models.outputs import feature_map_shapes
 from protocol.messages import ARRAYS, CLASS_MAPS, CLASS_PRESENT, PROTOTYPES
 from protocol.replies import read_prototypes
 from run_config import ConfigError, RunConfig, federated_split
@@ -104,7 +105,8 @@ class FedKADSettings:
     kd_learning_rate: float = setting(0.1, "FedKAD/FedMD: distillation learning rate.", positive)
 
 
-#: The seed role of FedMD's transfer learning of a client's first model (beside ``methods.client_models``' roles).
+#: The seed role of FedMD's transfer learning of a client's first model (beside ``methods.common.client_models``'
+#: roles).
 PUBLIC_TRANSFER = 3
 #: FedMD's digest: ``reference`` (FedMD_clean's), ``thesis`` (FedKAD's distillation without prototypes, the thesis's
 #: FedMD baseline), ``none`` (no digest: each client model trained alone, the baseline of FedMD's own claim).
@@ -208,8 +210,6 @@ def check_kd_run(config: RunConfig, num_clients: int) -> None:
 
 def kd_train(node: Node, msg: Message) -> RecordDict:
     """The client's round: train the own model; for FedKAD also send its class prototypes."""
-    from client_app.own_model import own_model_reply, train_own_model  # not at import: client_app imports methods
-
     model, result = train_own_model(node, msg)
     if not uses_prototypes(node.config):
         return own_model_reply(node, model, result)
@@ -363,7 +363,7 @@ FEDKAD = Method(
     settings=SETTINGS,
     client_train=kd_train,
     strategy=kd_strategy,
-    queries={"client_model": client_model_query},
+    queries={"client_model": answer_client_model},
     check_run=check_kd_run,
 )
 FEDMD = Method(
@@ -373,7 +373,7 @@ FEDMD = Method(
     settings=SETTINGS,
     client_train=kd_train,
     strategy=kd_strategy,
-    queries={"client_model": client_model_query},
+    queries={"client_model": answer_client_model},
     check_run=check_kd_run,
 )
 METHODS = (FEDKAD, FEDMD)

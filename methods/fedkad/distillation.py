@@ -33,9 +33,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from methods.model_outputs import eval_mode
-from methods.payload_size import FLOAT32_BYTES, feature_map_bytes
+from methods.common.payload_size import FLOAT32_BYTES, feature_map_bytes
 from models.batchnorm import settle_batchnorm
+from models.outputs import eval_mode
 from models.sgd import SGD
 from models.split_model import SplitModel
 from models.training import cross_entropy_of, sgd, train_epochs

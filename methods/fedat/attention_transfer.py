@@ -31,9 +31,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from methods.model_outputs import eval_mode, feature_map_shapes, forward_with_maps
-from methods.state_averaging import average_states
+from methods.common.state_averaging import average_states
 from models.batchnorm import settle_batchnorm
+from models.outputs import eval_mode, feature_map_shapes, forward_with_maps
 from models.split_model import SplitModel
 
 ATForm = Literal["reference", "thesis"]

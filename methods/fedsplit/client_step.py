@@ -1,4 +1,5 @@
-"""FedSplit's client step (thesis Alg. 5, lines 6-9; ``methods/fedsplit.py``): feature maps of all local samples at
+"""FedSplit's client step (thesis Alg. 5, lines 6-9; ``methods/fedsplit/method.py``): feature maps of all local
+samples at
 ``metadata-level`` under the *received* global model, the metadata chosen among them (K-means selection, or all),
 then the shared local update of the whole model; the reply is the shared one plus the metadata."""
 
@@ -13,9 +14,9 @@ from client_app.local_data import LocalData
 from client_app.local_update import round_seed
 from client_app.node import Node
 from client_app.train_step import shared_train
-from methods.fedsplit import FedSplitSettings
-from methods.fedsplit_kmeans import feature_maps_at, select_metadata
-from methods.metadata_level import MetadataLevelSettings
+from methods.common.metadata_level import MetadataLevelSettings
+from methods.fedsplit.kmeans_selection import feature_maps_at, select_metadata
+from methods.fedsplit.settings import FedSplitSettings
 from models.split_model import SplitModel
 from protocol.messages import FEATURE_MAPS, FEATURE_METADATA, MAP_LABELS, METADATA_SECONDS, METRICS
 from run_config import RunConfig

@@ -8,7 +8,7 @@ name it cannot build or that cannot pair with the global model. A client's first
 from (seed, partition); with ``client-init-epochs`` > 0 a client trains that many extra epochs in its first round
 (FedMD's initialisation: each client model is first trained on its own data).
 
-This module holds the settings and the mapping; the client side of a round is ``client_app/own_model.py``, the
+This module holds the settings and the mapping; the client side of a round is ``methods/common/own_model.py``, the
 server's store of client models ``strategies/client_models.py``.
 """
 
@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from flwr.app import Message, RecordDict
 
 from data.catalog import DATASETS
 from data.federated import load_test_set
@@ -28,11 +27,11 @@ from data.transforms import to_model_input
 from models import SplitModel, build_model
 from models.registry import parse_model_name
 from run_config import ConfigError, RunConfig, federated_split
+from run_config.catalogue import SettingValue
 from run_config.settings import below_one, non_negative, positive, setting
 from strategies.client_models import ClientEvaluation
 
 if TYPE_CHECKING:
-    from client_app.node import Node
     from server_app.lifecycle import FederatedRun
 
 CLIENT_MODELS_KEY = "client-models"
@@ -88,7 +87,7 @@ def input_shape(config: RunConfig) -> tuple[int, int, int]:
 
 
 #: Every custom-size method trains the whole model on all local data.
-CUSTOM_SIZE_PRESETS = {"freeze": "none", "data-selection": "all", "selection-fraction": 1.0}
+CUSTOM_SIZE_PRESETS: dict[str, SettingValue] = {"freeze": "none", "data-selection": "all", "selection-fraction": 1.0}
 #: What a server-side seed is for: one client's copy of the global model, a client model's refinement, the round.
 GLOBAL_COPY, CLIENT_MODEL_UPDATE, ROUND = 0, 1, 2
 
@@ -177,10 +176,3 @@ def build_architecture(config: RunConfig, name: str, seed: int | None = None) ->
     if seed is not None:
         torch.manual_seed(seed)
     return build_model(name, in_channels=info.channels, num_classes=info.num_classes, dropout=config.dropout)
-
-
-def client_model_query(node: Node, msg: Message) -> RecordDict:
-    """``query.client_model`` (a method's ``queries`` entry): which architecture this node trains."""
-    from client_app.own_model import answer_client_model  # not at import: client_app imports the method registry
-
-    return answer_client_model(node, msg)

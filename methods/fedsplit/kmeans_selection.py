@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import torch
 
-from methods.model_outputs import extract_in_batches
-from methods.payload_size import FLOAT32_BYTES, feature_map_bytes
+from methods.common.payload_size import FLOAT32_BYTES, feature_map_bytes
+from models.outputs import extract_in_batches
 from models.split_model import SplitModel
 
 N_COM_KEY = "n-com"

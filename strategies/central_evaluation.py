@@ -20,8 +20,8 @@ from flwr.app import ArrayRecord
 
 from data.federated import load_test_set
 from data.transforms import to_model_input
-from methods.model_outputs import penultimate_features
 from models import NO_FREEZE
+from models.outputs import penultimate_features
 from models.training import accuracy_per_class, evaluate, logit_scores, predict_logits
 from run_config import RunConfig, build_model_for, data_cache, federated_split
 from strategies.partial_model import merge_state

@@ -22,7 +22,7 @@ cohort (``check_straggler_run``).
 
 ``fscprox`` adds μ_fsc·‖θ_cls − anchor‖² to every normal update: FSCProx with the averaged few-shot classifier of
 the last round that had one (sent with the round's message), baseProx with the received classifier. The glue is
-``methods/fedfsc_client.py`` (client step) and ``strategies/fewshot_classifier.py`` (server step).
+``methods/fedfsc/client_step.py`` (client step) and ``methods/fedfsc/strategy.py`` (server step).
 
 Decisions where the sources disagree or are silent:
 - Class eligibility follows the thesis's code (the text says nothing): a class takes part when it has at
@@ -51,19 +51,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from methods.base import LocalTraining, Method, Objective, ObjectiveFactory
-from methods.payload_size import state_bytes
-from methods.state_averaging import average_states
+from client_app.objective import LocalTraining, Objective, ObjectiveFactory
+from methods.common.payload_size import state_bytes
+from methods.common.state_averaging import average_states
 from run_config.settings import ConfigError, below_one, non_negative, one_of, positive, setting
 from strategies.random_selection import cohort_size
 
 if TYPE_CHECKING:
-    from flwr.app import Message, RecordDict
-    from flwr.serverapp.strategy import Strategy
-
-    from client_app.node import Node
     from run_config import RunConfig
-    from server_app.lifecycle import FederatedRun
 
 #: Setting keys named in error messages: f_n is the share of clients the selection policy picks each round.
 NON_STRAGGLER_KEY = "fraction-train"
@@ -421,70 +416,3 @@ def check_straggler_run(config: RunConfig, num_clients: int) -> None:
     )
     if problem:
         raise ConfigError(f"run config {problem}")
-
-
-def _client_train(node: Node, msg: Message) -> RecordDict:
-    from methods.fedfsc_client import fedfsc_train  # the client step imports the client app, which imports this
-
-    return fedfsc_train(node, msg)
-
-
-def _strategy(plan: RolePlan) -> Callable[[FederatedRun], Strategy]:
-    def build(run: FederatedRun) -> Strategy:
-        from strategies.fewshot_classifier import fewshot_classifier_strategy  # imports the server's modules
-
-        return fewshot_classifier_strategy(run, plan)
-
-    return build
-
-
-_NORMAL = {"freeze": "none", "data-selection": "all", "selection-fraction": 1.0}
-#: f_n of the methods with stragglers: the thesis's §4.5.2 (f_n = f_fs = 0.1; ``fewshot-fraction`` defaults to 0.1).
-STRAGGLER_PRESETS = {NON_STRAGGLER_KEY: 0.1}
-FEDFSC_PLAN = RolePlan(cohort_fewshot=True, straggler_epochs=False, straggler_fewshot=False)
-FEDFSC_PLUS_PLAN = RolePlan(cohort_fewshot=False, straggler_epochs=False, straggler_fewshot=True)
-FEDFSC_PLUS_BASELINE_PLUS_PLAN = RolePlan(cohort_fewshot=False, straggler_epochs=True, straggler_fewshot=True)
-BASELINE_PLUS_PLAN = RolePlan(cohort_fewshot=False, straggler_epochs=True, straggler_fewshot=False)
-
-
-def _family(name: str, summary: str, plan: RolePlan, objective: str = "plain") -> Method:
-    return Method(
-        name,
-        summary,
-        presets={**_NORMAL, "objective": objective, **(STRAGGLER_PRESETS if plan.uses_stragglers else {})},
-        settings=(FedFscSettings,),
-        client_train=_client_train,
-        strategy=_strategy(plan),
-        check=straggler_check(plan) if plan.uses_stragglers else None,
-        check_run=check_straggler_run if plan.uses_stragglers else None,
-        paper="thesis Ch. 4, Algorithms 1 and 2",
-    )
-
-
-METHODS = (
-    _family(
-        "fedfsc",
-        "FedFSC (Alg. 1): every participant runs the normal update and, from round 2, a few-shot update of the "
-        "classifier; global model {θ_fs^t, φ^t}. The base trainer is `objective` (plain: FedAvg).",
-        FEDFSC_PLAN,
-    ),
-    _family(
-        "fedfsc-plus",
-        "FedFSC+ (Alg. 2): the `fraction-train` non-stragglers run the normal update, a further `fewshot-fraction` "
-        "of the clients (stragglers) only few-shot updates.",
-        FEDFSC_PLUS_PLAN,
-    ),
-    _family(
-        "fedfsc-plus-baseline-plus",
-        "FedFSC+(baseline+): as `fedfsc-plus`, its stragglers first run `straggler-epochs` epochs of the normal "
-        "update, aggregated into the base model.",
-        FEDFSC_PLUS_BASELINE_PLUS_PLAN,
-    ),
-    _family(
-        "fedavg-plus",
-        "FedAvg+ (baseline+): FedAvg whose `fewshot-fraction` stragglers run `straggler-epochs` epochs.",
-        BASELINE_PLUS_PLAN,
-    ),
-    _family("fedprox-plus", "FedProx+ (baseline+): FedAvg+ with the proximal term.", BASELINE_PLUS_PLAN, "proximal"),
-    _family("moon-plus", "MOON+ (baseline+): FedAvg+ with MOON's contrastive term.", BASELINE_PLUS_PLAN, "contrastive"),
-)

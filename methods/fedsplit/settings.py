@@ -3,7 +3,8 @@
 Each round t, every client k
 1. receives w_g^t = {φ_g^t, θ_g^t} and, with it in eval mode and *before* training, computes the feature maps of
    all its samples at ``metadata-level`` l (``low``, ``mid``, ``up``: the model's split levels; eq. 6.3);
-2. selects metadata (eq. 6.4; ``methods/fedsplit_kmeans.py``): flattens the maps, projects them with PCA (fitted on
+2. selects metadata (eq. 6.4; ``methods/fedsplit/kmeans_selection.py``): flattens the maps, projects them with PCA
+(fitted on
    all its maps) to ``n-com`` dimensions, runs K-means with ``k-means-clusters`` clusters on each class apart, and
    keeps the real sample nearest each centroid, as its original (unprojected) map with its label; a class with no
    more samples than clusters keeps all of them. ``fedsplit-all`` keeps every map (the thesis's "all metadata");
@@ -11,10 +12,12 @@ Each round t, every client k
 4. replies with w_k^{t+1} and the metadata (``feature-metadata``; ``protocol/messages.py``), plus
    ``metadata-seconds``, the time steps 1-2 took (apart from ``train-seconds``).
 
-The server (``strategies/fedsplit.py``) refuses replies whose metadata is unsound (``protocol/feature_metadata.py``),
+The server (``methods/fedsplit/strategy.py``) refuses replies whose metadata is unsound
+(``protocol/feature_metadata.py``),
 FedAvg's the accepted models into w_g^{t+1} (what the next round distributes; rounds.jsonl's ``accuracy``), trains
 θ (the stages above l) from the same fresh initialisation θ_g^ini every round on the union of the metadata for
-``meta-epochs`` of plain SGD (``meta-learning-rate``, ``meta-batch-size``; eq. 6.5; ``methods/fedsplit_meta.py``),
+``meta-epochs`` of plain SGD (``meta-learning-rate``, ``meta-batch-size``; eq. 6.5;
+``methods/fedsplit/meta_training.py``),
 and evaluates the composed model {θ_meta^t, φ_g^t} (``composed_accuracy``), in every round or, to save server
 time, every ``meta-every``-th round and the last. The metadata's bytes count in ``bytes_up``.
 
@@ -26,32 +29,22 @@ fit the model (a level it lacks, ``n-com`` above the flattened map size at that 
 
 from __future__ import annotations
 
-import copy
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
-from flwr.app import Message, RecordDict
-from flwr.serverapp.strategy import Strategy
 
 from data.catalog import DATASETS
-from methods.base import Method
-from methods.fedsplit_kmeans import LEVEL_KEY, N_COM_KEY
-from methods.fedsplit_meta import MetaTraining
-from methods.metadata_level import MetadataLevelSettings
-from methods.model_outputs import feature_map_shapes
-from protocol.feature_metadata import MetadataLimits
+from methods.common.metadata_level import MetadataLevelSettings
+from methods.fedsplit.kmeans_selection import LEVEL_KEY, N_COM_KEY
+from models.outputs import feature_map_shapes
 from run_config import ConfigError, RunConfig, build_model_for
 from run_config.settings import positive, setting
-from server_app.central_evaluation import CentralEvaluation
-from strategies.fedsplit import FedSplitFedAvg, MetadataPlan, composed_summary, meta_seed
 
 if TYPE_CHECKING:
-    from client_app.node import Node
-    from models.split_model import SplitModel
-    from server_app.lifecycle import FederatedRun
+    pass
 
 #: The seed stream θ_g^ini is drawn from (round 0 of the meta-training seeds: no round uses it for batches).
 INIT_ROUND = 0
@@ -117,81 +110,3 @@ def check_kmeans_selection(config: RunConfig, client_sizes: Mapping[int, int] | 
             f"{config.model} feature map at {LEVEL_KEY} {config.settings(MetadataLevelSettings).metadata_level!r}; "
             f"choose at most {size}"
         )
-
-
-def client_step(kmeans: bool) -> Callable[[Node, Message], RecordDict]:
-    """The client's round: metadata (K-means-selected, or all of it), then the shared local update."""
-
-    def step(node: Node, msg: Message) -> RecordDict:
-        # Imported when called: the client step builds on the shared local update, which imports the method registry.
-        from client_app.fedsplit_step import fedsplit_train
-
-        return fedsplit_train(node, msg, kmeans=kmeans)
-
-    return step
-
-
-def server_strategy(kmeans: bool) -> Callable[[FederatedRun], Strategy]:
-    """The server's step: the shared strategy, plus the metadata checks, θ_meta and the composed model."""
-
-    def build(run: FederatedRun) -> Strategy:
-        config = run.config
-        settings = config.settings(FedSplitSettings)
-        with torch.random.fork_rng(devices=[]):  # models initialise on the CPU generator: seed it alone
-            torch.default_generator.manual_seed(meta_seed(config.seed, INIT_ROUND))
-            template = build_model_for(config)
-
-        def fresh_model() -> SplitModel:
-            return copy.deepcopy(template)
-
-        evaluation = CentralEvaluation(config, {}, run.device)
-        limits = MetadataLimits(
-            map_shape=metadata_map_shape(config),
-            num_classes=DATASETS[config.dataset].num_classes,
-            per_class=settings.k_means_clusters if kmeans else None,
-            every_sample=not kmeans,
-        )
-        training = MetaTraining(settings.meta_epochs, settings.meta_learning_rate, settings.meta_batch_size)
-        plan = MetadataPlan(
-            level=config.settings(MetadataLevelSettings).metadata_level,
-            limits=limits,
-            training=training,
-            fresh_model=fresh_model,
-            evaluate=evaluation.of_state,
-            device=run.device,
-            seed=config.seed,
-            directory=run.directory,
-            every=settings.meta_every,
-            last_round=config.num_server_rounds,
-        )
-        run.recorder.add_summary(composed_summary)
-        return FedSplitFedAvg(plan=plan, **run.strategy_arguments())
-
-    return build
-
-
-#: Every run of these methods trains the whole model on all local data, as FedAvg does.
-_FEDAVG_AXES = {"freeze": "none", "data-selection": "all", "selection-fraction": 1.0}
-
-FEDSPLIT_KMEANS = Method(
-    "fedsplit-kmeans",
-    "FedSplit: FedAvg, plus θ above `metadata-level` trained on the server from scratch on the feature maps "
-    "nearest each client's per-class K-means centroids; evaluated composed with the round's φ.",
-    presets=_FEDAVG_AXES,
-    settings=(FedSplitSettings, MetadataLevelSettings),
-    client_train=client_step(kmeans=True),
-    strategy=server_strategy(kmeans=True),
-    check=check_kmeans_selection,
-    paper="Shi thesis, Algorithm 5",
-)
-FEDSPLIT_ALL = Method(
-    "fedsplit-all",
-    "FedSplit with all metadata: every client sends the feature maps of all its samples (no selection).",
-    presets=_FEDAVG_AXES,
-    settings=(FedSplitSettings, MetadataLevelSettings),
-    client_train=client_step(kmeans=False),
-    strategy=server_strategy(kmeans=False),
-    check=check_all_metadata,
-    paper="Shi thesis, Table 6.3 (all meta)",
-)
-METHODS = (FEDSPLIT_KMEANS, FEDSPLIT_ALL)

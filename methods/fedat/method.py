@@ -12,7 +12,8 @@ A round, for each client k (all deliver: their models fit their hardware):
 - client: train its own model (whole model, all local data, E epochs; the thesis's lr 0.01, E = 5) to w_{k,E}; then
   extract the metadata with the updated φ_{k,E}: the feature maps of its local samples at ``metadata-level`` (all
   of them, or a seeded ``metadata-fraction``, Fig. 5.10) with their labels; reply with w_{k,E} and the metadata.
-- server, per client on a fresh copy of w_g^t (``methods/fedat.py``): step 1 trains all of the copy on D_g with
+- server, per client on a fresh copy of w_g^t (``methods/fedat/attention_transfer.py``): step 1 trains all of the copy
+on D_g with
   CE + β·AT against w_{k,E} at ``at-levels``; step 2 trains only θ (above the level) on the client's metadata; step 3
   trains only φ on D_g with CE + β·AT at the levels inside φ, θ's weights frozen bitwise (its BatchNorm follows φ's
   new maps: ``step3-theta-batchnorm``). Then w_g^{t+1} = Σ_k p_k w_{g,s3}^(k)
@@ -37,11 +38,10 @@ import numpy as np
 import torch
 from flwr.app import ArrayRecord, Message, RecordDict
 
-from client_app.data_selection import selection_size
 from data.catalog import DATASETS
-from data.generic import GenericData, GenericDataSettings, generic_positions, load_generic_data
+from data.sample_share import selection_size
 from methods.base import Method
-from methods.client_models import (
+from methods.common.client_models import (
     CLIENT_MODEL_UPDATE,
     CUSTOM_SIZE_PRESETS,
     GLOBAL_COPY,
@@ -51,11 +51,13 @@ from methods.client_models import (
     build_architecture,
     check_client_models,
     client_model_arguments,
-    client_model_query,
     input_shape,
     step_seed,
 )
-from methods.fedat import (
+from methods.common.generic_data import GenericData, GenericDataSettings, generic_positions, load_generic_data
+from methods.common.metadata_level import MetadataLevelSettings
+from methods.common.own_model import answer_client_model, own_model_reply, train_own_model
+from methods.fedat.attention_transfer import (
     AT_FORMS,
     AT_LEVELS,
     DEFAULT_BETA,
@@ -67,8 +69,7 @@ from methods.fedat import (
     refine_client,
     three_steps,
 )
-from methods.metadata_level import MetadataLevelSettings
-from methods.model_outputs import extract_in_batches
+from models.outputs import extract_in_batches
 from protocol.messages import ARRAYS, FEATURE_MAPS, MAP_LABELS, METADATA, METRICS, NUM_EXAMPLES
 from protocol.replies import read_metadata
 from run_config import ConfigError, RunConfig, federated_split
@@ -186,8 +187,6 @@ def metadata_rows(num_local: int, share: float, seed: int, server_round: int, pa
 
 def fedat_train(node: Node, msg: Message) -> RecordDict:
     """The client's round: train the own model, then extract the metadata with the updated φ_{k,E}."""
-    from client_app.own_model import own_model_reply, train_own_model  # not at import: client_app imports methods
-
     model, result = train_own_model(node, msg)
     settings = node.config.settings(FedATSettings)
     tick = time.perf_counter()
@@ -337,7 +336,7 @@ FEDAT = Method(
     settings=(FedATSettings, MetadataLevelSettings, ClientModelSettings, ServerTrainingSettings, GenericDataSettings),
     client_train=fedat_train,
     strategy=fedat_strategy,
-    queries={"client_model": client_model_query},
+    queries={"client_model": answer_client_model},
     check_run=check_fedat_run,
 )
 METHODS = (FEDAT,)

@@ -1,9 +1,10 @@
-"""The server step of the FedFSC family (methods/fedfsc.py): roles, the base model, the few-shot classifier and
+"""The server step of the FedFSC family (methods/fedfsc/method.py): roles, the base model, the few-shot classifier and
 the global model {θ_fs^t, φ^t}.
 
 Each round the selection policy picks the non-stragglers (``fraction-train``); methods with stragglers draw a
 further ``fewshot-fraction`` of the pool from the rest. Every participant is told its work in its message's config
-(``full-epochs``, ``fewshot``; ``methods.fedfsc.assign_roles``). The replies of normal updates are aggregated into
+(``full-epochs``, ``fewshot``; ``methods.fedfsc.fewshot.assign_roles``). The replies of normal updates are aggregated
+into
 the new base model {θ^{t+1}, φ^{t+1}} under the ``aggregation`` rule, weighted by their sample counts, exactly as
 FedAvg; the few-shot classifiers are averaged **uniformly** (eq. 4.2; under a robust rule, that rule with equal
 weights) and put on the base model distributed this round: the global model w_g^t = {θ_fs^t, φ^t}. Flower carries
@@ -24,7 +25,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, RecordDict
 from flwr.common.logger import log
 from flwr.serverapp import Grid
 
-from methods.fedfsc import (
+from methods.fedfsc.fewshot import (
     FedFscSettings,
     Role,
     RolePlan,
@@ -36,13 +37,14 @@ from methods.fedfsc import (
 from protocol.messages import ARRAYS, CONFIG, FEWSHOT, FEWSHOT_ANCHOR, FEWSHOT_CLASSIFIER, FULL_EPOCHS, METRICS
 from protocol.replies import ArraySpec, array_specs, read_fedfsc_reply
 from run_config import build_model_for
+from run_config.choices import MEAN
 from strategies.partial_fedavg import PartialModelFedAvg
-from strategies.robust_aggregation import MEAN, min_clients, robust_aggregate
+from strategies.robust_aggregation import min_clients, robust_aggregate
 from strategies.stragglers import select_stragglers
 
 if TYPE_CHECKING:
-    from server_app.central_evaluation import CentralEvaluation
     from server_app.lifecycle import FederatedRun
+    from strategies.central_evaluation import CentralEvaluation
 
 State = dict[str, torch.Tensor]
 

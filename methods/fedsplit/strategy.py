@@ -4,7 +4,7 @@ on the union of their metadata, composed with the φ they extracted it with and 
 Each round the strategy reads every reply's metadata through ``protocol/feature_metadata.py`` (a reply whose
 metadata is unsound is refused whole, model included), aggregates the accepted models as ``PartialModelFedAvg``
 does (the global model w_g^{t+1} that the next round distributes), and trains θ_meta^t on the accepted replies'
-metadata (``methods/fedsplit_meta.py``). rounds.jsonl gains ``composed_accuracy`` and ``composed_loss`` (the
+metadata (``methods/fedsplit/meta_training.py``). rounds.jsonl gains ``composed_accuracy`` and ``composed_loss`` (the
 composed model {θ_meta^t, φ_g^t} on the test set), ``meta_train_loss``, ``meta_train_seconds``, ``metadata_maps``
 (maps trained on), ``metadata_bytes`` (their records as received, labels included; part of ``bytes_up``) and
 ``metadata_map_bytes`` (the maps alone as float32, the thesis's unit); the latest composed model is written to
@@ -27,8 +27,8 @@ import torch
 from flwr.app import ArrayRecord, ConfigRecord, Message, RecordDict
 from flwr.serverapp import Grid
 
-from methods.fedsplit_meta import MetaTraining, compose, meta_train
-from methods.payload_size import feature_map_bytes
+from methods.common.payload_size import feature_map_bytes
+from methods.fedsplit.meta_training import MetaTraining, compose, meta_train
 from models.device import synchronize
 from models.split_model import SplitModel
 from protocol.feature_metadata import FeatureMetadata, MetadataLimits, read_feature_metadata

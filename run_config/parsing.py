@@ -1,0 +1,70 @@
+"""Parsing a run configuration against the methods a catalogue declares: the method's presets fill the ``"auto"``
+axes, every value is checked (a bad one raises ``ConfigError`` naming the key and what is allowed), every method's
+own settings are parsed, and the method's own ``check`` runs."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from run_config.catalogue import Catalogue
+from run_config.schema import RunConfig
+from run_config.settings import AUTO, ConfigError, Setting, coerce, declared_settings, parse_settings
+
+
+def _one_of_names(value: str, names: Iterable[str]) -> str | None:
+    names = list(names)
+    return None if value in names else f"must be one of {', '.join(repr(n) for n in names)}"
+
+
+def all_settings(catalogue: Catalogue) -> tuple[Setting, ...]:
+    """Every setting: the core ones, then each method's, in declaration order."""
+    return declared_settings(RunConfig) + tuple(s for cls in catalogue.settings_classes for s in declared_settings(cls))
+
+
+def resolved_axes(values: Mapping[str, Any], catalogue: Catalogue) -> dict[str, Any]:
+    """The ``auto`` axes (``freeze``, ``data-selection``, …) as the method sets them: its preset, else the axis's
+    default; an axis given explicitly keeps its value."""
+    presets = catalogue.presets(values["method"])
+    return {
+        s.attribute: presets[s.key] if values[s.key] == AUTO else values[s.key]
+        for s in declared_settings(RunConfig)
+        if s.auto
+    }
+
+
+def parse_run_config(run_config: Mapping[str, Any], catalogue: Catalogue) -> RunConfig:
+    """Validate Flower's ``context.run_config`` against the methods of ``catalogue`` (with the method's ``check``)
+    and return a ``RunConfig``; raise ``ConfigError``."""
+    core = declared_settings(RunConfig)
+    missing = [s.key for s in core if s.key not in run_config]
+    if missing:
+        raise ConfigError(f"run config '{missing[0]}' is missing; add it to [tool.flwr.app.config]")
+    method = run_config["method"]
+    if (problem := _one_of_names(method, catalogue.methods)) is not None:
+        raise ConfigError(f"run config 'method' = {method!r} is invalid: it {problem}")
+    axes = resolved_axes(run_config, catalogue)
+    for spec in core:  # the axes' resolved values are checked like any other
+        if spec.auto:
+            axes[spec.attribute] = coerce(spec, axes[spec.attribute])
+    if (problem := _one_of_names(axes["objective"], catalogue.objectives)) is not None:
+        raise ConfigError(f"run config 'objective' = {axes['objective']!r} is invalid: it {problem}")
+    extras: tuple[Any, ...] = tuple(parse_settings(cls, run_config) for cls in catalogue.settings_classes)
+    config = dataclasses.replace(parse_settings(RunConfig, run_config, **axes), method_settings=extras)
+    if config.resume and not config.run_name:
+        raise ConfigError("run config 'resume' = true needs a 'run-name': the run folder holding the checkpoint")
+    check_method(config, None, catalogue)
+    return config
+
+
+def check_method(config: RunConfig, client_sizes: Mapping[int, int] | None, catalogue: Catalogue) -> None:
+    """The method's own checks (``Method.check``), with the samples each client holds when they are known."""
+    check = catalogue.methods[config.method].check
+    if check is not None:
+        check(config, client_sizes)
+
+
+def default_values(catalogue: Catalogue) -> dict[str, Any]:
+    """Every setting's declared default, by key (what ``[tool.flwr.app.config]`` must hold)."""
+    return {s.key: s.default for s in all_settings(catalogue)}
