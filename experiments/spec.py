@@ -29,9 +29,10 @@ from typing import Any, NoReturn
 
 import yaml
 
-from methods.registry import METHODS, parse_config
+from methods.registry import CATALOGUE, METHODS, parse_config
 from run_config import ConfigError
 from run_config.defaults import load_defaults
+from run_config.parsing import keys_ignored_by
 from run_config.paths import folder_name_problem
 
 #: Run-config keys the runner sets itself for every cell.
@@ -309,13 +310,18 @@ def expand_cells(
     base: Mapping[str, Any],
 ) -> tuple[Cell, ...]:
     """Every (grid point, method, seed), in that nesting order; a method's own values win over the grid's,
-    which win over ``base``."""
+    which win over ``base``. A method's own setting in ``base`` (FedProx's ``proximal-mu`` beside FedAvg) goes to
+    the cells whose method (or objective) reads it; the others leave it out, as a run refuses another method's
+    setting."""
     cells = []
     for values in itertools.product(*grid.values()):
         point = tuple(zip(grid, values))
         for label, overrides in methods.items():
+            merged = {**base, **dict(point), **overrides}  # overrides hold the cell's method
+            ignored = keys_ignored_by(merged, CATALOGUE) - set(overrides)
+            cell_values = {key: value for key, value in merged.items() if key not in ignored}
             for seed in seeds:
-                cells.append(Cell(label, point, seed, {**base, **dict(point), **overrides}))
+                cells.append(Cell(label, point, seed, cell_values))
     return tuple(cells)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import ModuleType
 from typing import Any
 
@@ -22,7 +22,7 @@ from run_config import RunConfig
 from run_config.catalogue import Catalogue, SettingValue
 from run_config.defaults import default_config as _default_config
 from run_config.overrides import config_with_overrides as _config_with_overrides
-from run_config.parsing import parse_run_config
+from run_config.parsing import default_values, keys_ignored_by, parse_run_config
 
 #: Modules and packages of ``methods/`` that hold no method.
 NOT_METHODS = frozenset({"base", "registry", "common"})
@@ -107,6 +107,15 @@ def generic_dataset(config: RunConfig) -> str | None:
 def parse_config(run_config: Mapping[str, Any]) -> RunConfig:
     """``run_config`` validated against every registered method (``run_config.parse_run_config``)."""
     return parse_run_config(run_config, CATALOGUE)
+
+
+def for_run(values: Mapping[str, Any], keep: Iterable[str] = ()) -> dict[str, Any]:
+    """``values`` with the settings of methods the run does not read (neither its ``method`` nor its objective's) set
+    back to their defaults, except the keys in ``keep``: a base shared by several methods' runs gives each run what
+    it reads, as a run refuses another method's setting."""
+    defaults = default_values(CATALOGUE)
+    ignored = keys_ignored_by(values, CATALOGUE) - set(keep)
+    return {key: defaults[key] if key in ignored else value for key, value in values.items()}
 
 
 def config_with_overrides(text: str) -> RunConfig:

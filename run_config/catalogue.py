@@ -38,6 +38,9 @@ class MethodDeclaration(Protocol):
     def settings(self) -> tuple[type, ...]: ...
 
     @property
+    def objectives(self) -> Mapping[str, object]: ...
+
+    @property
     def check(self) -> SettingsCheck | None: ...
 
 

@@ -54,8 +54,51 @@ def parse_run_config(run_config: Mapping[str, Any], catalogue: Catalogue) -> Run
     config = dataclasses.replace(parse_settings(RunConfig, run_config, **axes), method_settings=extras)
     if config.resume and not config.run_name:
         raise ConfigError("run config 'resume' = true needs a 'run-name': the run folder holding the checkpoint")
+    refuse_foreign_settings(config, catalogue)
     check_method(config, None, catalogue)
     return config
+
+
+def used_settings(method: str, objective: str, catalogue: Catalogue) -> set[type]:
+    """The settings dataclasses a run reads: its method's, and those of the methods that bring its objective (FedProx's
+    ``proximal-mu`` for any method run with ``objective = "proximal"``)."""
+    used = set(catalogue.methods[method].settings)
+    for declaration in catalogue.methods.values():
+        if objective in declaration.objectives:
+            used.update(declaration.settings)
+    return used
+
+
+def keys_ignored_by(values: Mapping[str, Any], catalogue: Catalogue) -> set[str]:
+    """The keys of ``values`` that are other methods' settings than the run's (its method's and its objective's)."""
+    method = values["method"]
+    objective = values.get("objective", AUTO)
+    if objective == AUTO:
+        objective = catalogue.presets(method)["objective"]
+    used = used_settings(method, str(objective), catalogue)
+    return {
+        spec.key
+        for cls in catalogue.settings_classes
+        if cls not in used
+        for spec in declared_settings(cls)
+        if spec.key in values
+    }
+
+
+def refuse_foreign_settings(config: RunConfig, catalogue: Catalogue) -> None:
+    """A setting of another method than the run's, changed from its default, is a mistake (the run would ignore it):
+    refuse it, naming the key and the methods it belongs to."""
+    used = used_settings(config.method, config.objective, catalogue)
+    for instance in config.method_settings:
+        if type(instance) in used:
+            continue
+        for spec in declared_settings(type(instance)):
+            if getattr(instance, spec.attribute) != spec.default:
+                owners = " or ".join(repr(m.name) for m in catalogue.methods.values() if type(instance) in m.settings)
+                raise ConfigError(
+                    f"run config {spec.key!r} is a setting of method {owners}, not of {config.method!r} (objective "
+                    f"{config.objective!r}), which would ignore it: remove it, or run method {owners}"
+                )
 
 
 def check_method(config: RunConfig, client_sizes: Mapping[int, int] | None, catalogue: Catalogue) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import client_app.node as node_module
+from methods.registry import CATALOGUE, OBJECTIVES
 from tests.in_process import run_in_process, small_run_config
 
 
@@ -44,15 +45,17 @@ def test_a_node_sets_its_own_hardware_settings_and_bad_ones_name_the_key() -> No
             run_config=load_defaults(),
         )
 
-    plain = node_module.node_config(context())
-    own = node_module.node_config(context(**{"feature-cache-mb": 16, "eval-batch-size": 64, "device": "cpu"}))
+    plain = node_module.node_config(context(), CATALOGUE)
+    own = node_module.node_config(
+        context(**{"feature-cache-mb": 16, "eval-batch-size": 64, "device": "cpu"}), CATALOGUE
+    )
     assert (plain.feature_cache_mb, plain.eval_batch_size) == (2048, 64)
     assert (own.feature_cache_mb, own.eval_batch_size, own.device) == (16, 64, "cpu")
     assert own.temperature == plain.temperature and own.freeze == plain.freeze == "mid"
     with pytest.raises(ValueError, match=r"node config: run config 'feature-cache-mb' = 0 is invalid"):
-        node_module.node_config(context(**{"feature-cache-mb": 0}))
+        node_module.node_config(context(**{"feature-cache-mb": 0}), CATALOGUE)
     with pytest.raises(ValueError, match=r"node config 'device' = 'cuda:3' but this node has no such device"):
-        _ = node_module.Node(context(device="cuda:3")).device
+        _ = node_module.Node(context(device="cuda:3"), CATALOGUE, OBJECTIVES).device
 
 
 def test_clients_send_their_label_counts_with_their_identity_so_the_start_is_one_query_each(tmp_path: Path) -> None:

@@ -111,17 +111,15 @@ def test_empty_grid_and_empty_lists() -> None:
     assert error(grid={}) == "exp.yaml: 'grid' is empty; give run-config key -> list of values, or leave 'grid' out"
     assert error(grid={"temperature": []}) == "exp.yaml: 'grid.temperature' is an empty list; give at least one value"
     assert error(seeds=[]) == "exp.yaml: 'seeds' is an empty list; give at least one seed"
-    assert error(methods=[]).startswith(
-        "exp.yaml: 'methods' is empty; list at least one of fedavg, fedavg-rds, fedprox"
-    )
+    assert error(methods=[]).startswith("exp.yaml: 'methods' is empty; list at least one of fedat, fedavg, fedavg-rds")
 
 
 def test_unknown_method() -> None:
     assert error(methods=["fedsgd"]) == (
         "exp.yaml: 'methods.fedsgd' is not a method preset and sets no 'method'; presets: " + ", ".join(METHODS)
     )
-    assert ", ".join(METHODS).startswith("fedavg, fedavg-rds, fedprox, fedprox-rds, fedft-all, fedft-rds, fedft-eds")
-    assert "'methods.mine.method' = 'fedsgd' is unknown; allowed: fedavg" in error(
+    assert ", ".join(METHODS).startswith("fedat, fedavg, fedavg-rds, fedfsc")  # the registry's order: by module
+    assert "'methods.mine.method' = 'fedsgd' is unknown; allowed: fedat, fedavg" in error(
         methods={"mine": {"method": "fedsgd"}}
     )
 

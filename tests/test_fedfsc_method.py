@@ -23,7 +23,7 @@ from methods.fedfsc.fewshot import (
 )
 from methods.fedfsc.method import FEDFSC_PLAN, FEDFSC_PLUS_PLAN
 from methods.fedfsc.strategy import FewShotClassifierFedAvg
-from methods.registry import METHODS, parse_config
+from methods.registry import METHODS, for_run, parse_config
 from models import build_model
 from protocol.messages import (
     ARRAYS,
@@ -367,7 +367,7 @@ STRAGGLERS = {"fraction-train": 0.5, "fewshot-fraction": 0.25, "local-epochs": 2
 
 def run(tmp_path: Path, name: str, **overrides: Any) -> list[dict[str, Any]]:
     config = small_run_config(tmp_path, **{"pretrain": "none", "aggregation": "mean", "run-name": name, **overrides})
-    run_in_process(config)
+    run_in_process(for_run(config))  # a FedAvg run beside FedFSC+ leaves out its `fewshot-fraction`
     return rounds_of(tmp_path / "results", name)
 
 

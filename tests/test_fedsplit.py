@@ -14,7 +14,7 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordD
 from sklearn.cluster import KMeans
 from sklearn.decomposition import PCA
 
-import methods.fedsplit.method as fedsplit_module
+import methods.fedsplit.settings as fedsplit_settings
 import methods.fedsplit.strategy
 import tests.in_process as in_process
 from client_app.local_update import round_seed
@@ -23,7 +23,7 @@ from methods.fedsplit.client_step import fedsplit_train
 from methods.fedsplit.kmeans_selection import kmeans_plus_plus, select_metadata
 from methods.fedsplit.meta_training import MetaTraining, compose, meta_train
 from methods.fedsplit.strategy import COMPOSED_MODEL_FILE
-from methods.registry import parse_config
+from methods.registry import CATALOGUE, OBJECTIVES, for_run, parse_config
 from models import build_model
 from models.split_model import SplitModel
 from protocol.messages import (
@@ -64,7 +64,7 @@ def client_round(tmp_path: Path, kmeans: bool, **overrides: Any) -> tuple[Node, 
         state=RecordDict(),
         run_config=run_config,
     )
-    node = Node(context)
+    node = Node(context, CATALOGUE, OBJECTIVES)
     model = build_model_for(node.config, seed=0)
     content = RecordDict(
         {ARRAYS: ArrayRecord(model.state_dict()), CONFIG: ConfigRecord({SERVER_ROUND: 1, LEARNING_RATE: 0.1})}
@@ -168,7 +168,7 @@ def test_fedsplit_is_fedavg_plus_a_composed_model_built_on_the_round_s_phi(
     monkeypatch.undo()
     # θ_meta is trained from scratch: both rounds start from the same θ_g^ini, not from round 1's θ_meta.
     assert len(starts) == 2 and all(torch.equal(starts[0][k], starts[1][k]) for k in starts[0])
-    run_in_process({**config, "method": "fedavg", "results-dir": str(tmp_path / "avg" / "results")})
+    run_in_process(for_run({**config, "method": "fedavg", "results-dir": str(tmp_path / "avg" / "results")}))
     split, avg = tmp_path / "split" / "results" / "run", tmp_path / "avg" / "results" / "run"
     rounds, summary = rounds_of(split), json.loads((split / "summary.json").read_text())
     # The federated part is FedAvg exactly: the same global models, round by round.
@@ -260,7 +260,7 @@ def test_a_level_the_model_lacks_is_refused_naming_the_key(tmp_path: Path, monke
             stages = {"low": torch.nn.Flatten(), "mid": torch.nn.Linear(1024, 8), "head": torch.nn.Linear(8, 4)}
             super().__init__(stages, levels=("low", "mid"))
 
-    monkeypatch.setattr(fedsplit_module, "build_model_for", lambda config: TwoLevels())
+    monkeypatch.setattr(fedsplit_settings, "build_model_for", lambda config: TwoLevels())
     with pytest.raises(ConfigError, match="'metadata-level' = 'up' is invalid: lenet5 splits at low, mid"):
         parse_config(fedsplit_config(tmp_path, "fedsplit-all", **{"metadata-level": "up"}))
 

@@ -97,6 +97,7 @@ def test_a_client_trains_from_its_data_folder_without_the_simulation_packages(tm
         from client_app.node import Node
         from flwr.app import ArrayRecord, ConfigRecord, Context, Message, RecordDict
         from flwr.supercore.task_identity import TaskIdentity
+        from methods.registry import CATALOGUE, OBJECTIVES
         from run_config import build_model_for
         from run_config.defaults import load_defaults
         TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 1
@@ -107,7 +108,7 @@ def test_a_client_trains_from_its_data_folder_without_the_simulation_packages(tm
                           "data-path": {str(folder)!r}}}, state=RecordDict(), run_config=run_config)
         query = Message(RecordDict({{"config": ConfigRecord({{}})}}), dst_node_id=7, message_type="query.label_counts")
         counts = client.label_counts(query, context).content["label-counts"]["counts"]
-        model = build_model_for(Node(context).config, seed=0)
+        model = build_model_for(Node(context, CATALOGUE, OBJECTIVES).config, seed=0)
         state = model.state_dict()
         upper = set(model.upper_state_keys("mid"))
         content = RecordDict({{"arrays": ArrayRecord({{k: v for k, v in state.items() if k in upper}}),

@@ -13,6 +13,7 @@ from client_app.feature_cache import FeatureCache
 from client_app.local_data import LocalData
 from client_app.local_update import local_update
 from data.catalog import DATASETS
+from methods.registry import OBJECTIVES
 from models import WideResNet
 from models.batchnorm import settle_batchnorm
 from tests.conftest import make_config
@@ -149,8 +150,13 @@ def test_same_seed_same_round_gives_identical_updates() -> None:
     model, data = tiny_setup()
     m1, m2 = copy.deepcopy(model), copy.deepcopy(model)
     cfg = config(method="fedprox")
-    local_update(m1, data, cfg, server_round=2, partition_id=5, learning_rate=0.1, device=CPU)
-    local_update(m2, data, cfg, server_round=2, partition_id=5, learning_rate=0.1, device=CPU)
+    proximal = OBJECTIVES["proximal"]
+    local_update(
+        m1, data, cfg, server_round=2, partition_id=5, learning_rate=0.1, device=CPU, objective_factory=proximal
+    )
+    local_update(
+        m2, data, cfg, server_round=2, partition_id=5, learning_rate=0.1, device=CPU, objective_factory=proximal
+    )
     assert all(torch.equal(a, b) for a, b in zip(m1.state_dict().values(), m2.state_dict().values()))
 
 

@@ -91,7 +91,7 @@ def test_every_setting_is_declared_once_and_pyproject_holds_the_declared_default
         ("augment", "yes", "'augment' must be of type bool, got str"),
         ("local-epochs", True, "'local-epochs' must be of type int, got bool"),
         ("momentum", float("nan"), "'momentum' must be a finite number"),
-        ("method", "fedsgd", "'method' = 'fedsgd' is invalid: it must be one of 'fedat', 'fedavg', 'fedavg-rds', 'fedfsc'"),
+        ("method", "fedsgd", "'method' = 'fedsgd' is invalid: it must be one of 'fedat', 'fedavg', 'fedavg-rds'"),
         ("temperature", 0.0, "'temperature' = 0.0 is invalid: it must be > 0"),
         ("temperature", -1.0, "'temperature' = -1.0 is invalid"),
         ("selection-fraction", 0.0, "'selection-fraction' = 0.0 is invalid: it must be in (0, 1]"),
