@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # An emulated 64-bit Arm node (a stand-in for Raspberry Pi OS), from public Debian and PyPI packages only:
 # a Debian arm64 root filesystem run under qemu-user (binfmt_misc) with chroot, the SuperNode installed in it
-# exactly as DEPLOYMENT.md's Raspberry Pi recipe says, started in a memory cgroup. Run as root on an x86-64
+# exactly as docs/deployment.md's Raspberry Pi recipe says, started in a memory cgroup. Run as root on an x86-64
 # Debian/Ubuntu host. docs/edge-arm64.md says what was run with it and what it measured.
 #
 #   deployment/arm64_emulated_node.sh setup
@@ -100,7 +100,7 @@ case "$cmd" in
     mount_chroot "$root"
     rm -rf "$root/opt/fedft/src" && mkdir -p "$root/opt/fedft/src"
     git -C "$project" archive HEAD | tar -x -C "$root/opt/fedft/src"
-    # DEPLOYMENT.md, "Raspberry Pi 4/5", line by line (the torch line from TORCH_PIP_ARGS).
+    # docs/deployment.md, "Raspberry Pi 4/5", line by line (the torch line from TORCH_PIP_ARGS).
     in_chroot "$root" "set -euxo pipefail
       cd /opt/fedft
       python3 -m venv /opt/fedft/venv && . /opt/fedft/venv/bin/activate

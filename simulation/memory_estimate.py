@@ -32,7 +32,7 @@ the actors held; for each choice of the four copy counts, the actor's and the se
 that bring the actors' and the engine's estimated parts closest (least worst ratio) to their measured parts; the
 copy counts kept are those whose whole estimate has the least worst ratio to the measured peaks.
 ``python -m benchmarks.memory_estimate_check`` compares the estimate with every recorded run, ``--fit`` derives
-the constants again; RESULTS.md has both.
+the constants again; docs/results.md has both.
 """
 
 from __future__ import annotations

@@ -76,7 +76,7 @@ def test_a_runs_flower_home_is_removed_or_after_a_failure_keeps_only_its_log(tmp
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_deployment_folders_in_the_project_stay_out_of_the_fab(tmp_path: Path) -> None:
-    """DEPLOYMENT.md followed inside the project once packed the SuperNodes' installed app copies and the exported
+    """docs/deployment.md followed inside the project once packed the SuperNodes' installed app copies and the exported
     partitions into the next run's FAB, over Flower's 10 MB cap: .gitignore keeps them out."""
     project = tmp_path / "project"
     files = {

@@ -1,7 +1,7 @@
-"""DEPLOYMENT.md's commands against the files they name: every ``deployment/…`` path exists, every
-``python -m deployment.<module>`` command's flags (and ``--run-config``) are accepted by that module's own argument
-parsing, every ``deployment/*.sh`` command has as many arguments as the script's usage line allows, and the run
-config of ``flwr run`` names only settings the app has. Nothing is started: the modules' work is replaced."""
+"""The deployment guide's commands (docs/deployment.md) against the files they name: every ``deployment/…`` path
+exists, every ``python -m deployment.<module>`` command's flags (and ``--run-config``) are accepted by that module's own
+argument parsing, every ``deployment/*.sh`` command has as many arguments as the script's usage line allows, and the
+run config of ``flwr run`` names only settings the app has. Nothing is started: the modules' work is replaced."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from methods.registry import config_with_overrides
 
 PROJECT = Path(__file__).resolve().parents[1]
-DOC = (PROJECT / "DEPLOYMENT.md").read_text()
+DOC = (PROJECT / "docs" / "deployment.md").read_text()
 
 
 def shell_commands() -> list[list[str]]:
@@ -56,7 +56,7 @@ def test_the_doc_has_the_commands_this_test_checks():
 
 @pytest.mark.parametrize("path", sorted(set(re.findall(r"deployment/[\w.-]*\w", DOC))))
 def test_every_deployment_file_the_doc_names_exists(path):
-    assert (PROJECT / path).exists(), f"DEPLOYMENT.md names {path}, which is not in the project"
+    assert (PROJECT / path).exists(), f"docs/deployment.md names {path}, which is not in the project"
 
 
 @pytest.mark.parametrize("command", MODULE_COMMANDS, ids=lambda c: " ".join(c[:3]))
