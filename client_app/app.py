@@ -12,8 +12,11 @@ from collections.abc import Callable
 
 import torch
 from flwr.app import ConfigRecord, Context, Message, MetricRecord, RecordDict
+from flwr.client.mod.utils import make_ffn
 from flwr.clientapp import ClientApp
+from flwr.clientapp.typing import ClientAppCallable, Mod
 
+from client_app.fault_injection import inject_faults
 from client_app.label_counts import label_count_vector, privatise
 from client_app.node import Node
 from client_app.train_step import shared_train
@@ -80,7 +83,11 @@ def label_counts(msg: Message, context: Context) -> Message:
         )
 
 
-@app.train()
+#: The mods around ``train``: the faults ``fail-partitions`` injects (testing only), outside every training step.
+TRAIN_MODS: list[Mod] = [inject_faults]
+
+
+@app.train(mods=TRAIN_MODS)
 def train(msg: Message, context: Context) -> Message:
     """The round's local work, by the configured method's client step."""
     with span(CLIENT_MESSAGE, type=TRAIN, round=msg.content[CONFIG][SERVER_ROUND]):
@@ -116,3 +123,13 @@ def evaluate(msg: Message, context: Context) -> Message:
         )
         metrics = MetricRecord({EVAL_LOSS: loss, EVAL_ACCURACY: accuracy, NUM_EXAMPLES: len(data)})
         return Message(RecordDict({METRICS: metrics}), reply_to=msg)
+
+
+#: Every handler as Flower runs it (with its mods), by message type: the in-process runners answer with these.
+HANDLERS: dict[str, ClientAppCallable] = {
+    IDENTIFY: identify,
+    LABEL_COUNTS: label_counts,
+    TRAIN: make_ffn(train, TRAIN_MODS),
+    EVALUATE: evaluate,
+    **{message_type: method_query(answer) for message_type, answer in QUERIES.items()},
+}

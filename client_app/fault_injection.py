@@ -1,4 +1,8 @@
-"""The faults and attacks ``fail-partitions`` injects into a client's training round (testing only).
+"""The faults and attacks ``fail-partitions`` injects into a client's training round (testing only), as a Flower
+mod around the ClientApp's ``train`` handler (``inject_faults``): the training steps know nothing of them.
+
+A fault acts before the handler (``raise``, ``hang``, ``die``), on the node's data (``labelflip``: the mod sets the
+node-config switch ``POISONED_LABELS``, which the node reads when it loads its data), or on the reply (the attacks).
 
 Attacks on the update use the θ the client received: Δ = θ_trained − θ_sent is computable client-side, so
 a hostile client can send θ_sent + c·Δ for any c, or anything else of the right names, shapes and dtypes.
@@ -16,10 +20,15 @@ from typing import cast
 
 import numpy as np
 import torch
-from flwr.app import ArrayRecord, MetricRecord
+from flwr.app import ArrayRecord, Context, Message, MetricRecord
+from flwr.clientapp.typing import ClientAppCallable
 
 from client_app.local_data import LocalData
-from protocol.messages import NUM_EXAMPLES
+from protocol.messages import ARRAYS, CONFIG, METRICS, NUM_EXAMPLES, SERVER_ROUND
+from run_config.fail_partitions import parse_fail_partitions
+
+#: The node-config switch of a data-poisoning node: it trains on label C − 1 − y (``labelflip``).
+POISONED_LABELS = "poisoned-labels"
 
 #: A hanging client answers this long after the server stopped waiting; its late reply is dropped.
 HANG_PAST_TIMEOUT_SECONDS = 5.0
@@ -46,10 +55,8 @@ def before_training(mode: str | None, round_timeout: float) -> None:
         time.sleep(round_timeout + HANG_PAST_TIMEOUT_SECONDS)
 
 
-def training_data(data: LocalData, mode: str | None, num_classes: int) -> LocalData:
-    """``labelflip`` trains on label C − 1 − y (a data-poisoning client); other modes keep the data."""
-    if mode != "labelflip":
-        return data
+def flipped_labels(data: LocalData, num_classes: int) -> LocalData:
+    """``data`` with label C − 1 − y (a data-poisoning client's)."""
     return LocalData(data.images, num_classes - 1 - data.labels, data.info)
 
 
@@ -101,3 +108,29 @@ def tamper(
     reported = MetricRecord(dict(metrics))
     reported[NUM_EXAMPLES] = reported_examples(cast(int, metrics[NUM_EXAMPLES]), mode)
     return state, reported
+
+
+def node_fault(context: Context) -> str | None:
+    """The fault ``fail-partitions`` names for this node's partition, or None."""
+    faults = parse_fail_partitions(str(context.run_config.get("fail-partitions", "")))
+    return faults.get(int(context.node_config["partition-id"]))
+
+
+def inject_faults(msg: Message, context: Context, call_next: ClientAppCallable) -> Message:
+    """A Flower mod for the ``train`` handler: the fault ``fail-partitions`` names for this node, if any."""
+    mode = node_fault(context)
+    if mode is None:
+        return call_next(msg, context)
+    before_training(mode, float(context.run_config["round-timeout"]))
+    if mode == "labelflip":
+        context.node_config[POISONED_LABELS] = True
+    reply = call_next(msg, context)
+    if reply.has_error() or ARRAYS not in reply.content.array_records:
+        return reply
+    server_round = cast(int, msg.content.config_records[CONFIG][SERVER_ROUND])
+    seed = (int(context.run_config["seed"]), server_round, int(context.node_config["partition-id"]))
+    trained = reply.content.array_records[ARRAYS].to_torch_state_dict()
+    metrics = reply.content.metric_records[METRICS]
+    state, metrics = tamper(mode, trained, msg.content.array_records[ARRAYS], metrics, seed)
+    reply.content[ARRAYS], reply.content[METRICS] = ArrayRecord(state), metrics
+    return reply

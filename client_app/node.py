@@ -15,10 +15,12 @@ import numpy as np
 import torch
 from flwr.app import ConfigRecord, Context, Message, RecordDict
 
+from client_app.fault_injection import POISONED_LABELS, flipped_labels
 from client_app.feature_cache import fingerprint
 from client_app.local_data import LocalData, load_local_data, load_node_local_data
 from client_app.objective import ObjectiveFactory
 from client_app.threads import use_threads
+from data.catalog import DATASETS
 from data.federated import client_partition_labels
 from data.node_data import read_node_data
 from models import NO_FREEZE, SplitModel
@@ -69,6 +71,8 @@ class Node:
         self.partition_id = int(context.node_config["partition-id"])
         self.num_partitions = int(context.node_config["num-partitions"])
         self.data_path = str(context.node_config.get("data-path", ""))
+        #: a data-poisoning node (testing only; ``client_app/fault_injection.py``) trains on flipped labels
+        self.poisoned_labels = bool(context.node_config.get(POISONED_LABELS, False))
 
     @property
     def state(self) -> RecordDict:
@@ -84,10 +88,11 @@ class Node:
     def data(self) -> LocalData:
         """This node's data: its ``data-path`` folder when deployed with one, else its cut of the shared dataset."""
         if self.data_path:
-            return load_node_local_data(self.data_path, self.config.dataset)
-        return load_local_data(
-            federated_split(self.config), self.partition_id, self.num_partitions, data_cache(self.config)
-        )
+            data = load_node_local_data(self.data_path, self.config.dataset)
+        else:
+            split = federated_split(self.config)
+            data = load_local_data(split, self.partition_id, self.num_partitions, data_cache(self.config))
+        return flipped_labels(data, DATASETS[self.config.dataset].num_classes) if self.poisoned_labels else data
 
     def labels(self) -> np.ndarray:
         """This node's labels only, so answering a query leaves no images in memory."""

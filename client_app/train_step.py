@@ -9,13 +9,11 @@ from pathlib import Path
 import torch
 from flwr.app import ArrayRecord, Message, MetricRecord, RecordDict
 
-from client_app import fault_injection
 from client_app.feature_cache import PROCESS_CACHE
 from client_app.local_data import LocalData
 from client_app.local_update import UpdateResult, local_update
 from client_app.node import Node
 from client_app.objective import ObjectiveFactory
-from data.catalog import DATASETS
 from models import SplitModel
 from profiling.spans import CLIENT_COMPUTE, CLIENT_DATA, CLIENT_DECODE, span
 from protocol.messages import (
@@ -33,7 +31,6 @@ from protocol.messages import (
     TRAIN_SECONDS,
 )
 from run_config import RunConfig, federated_split
-from run_config.fail_partitions import parse_fail_partitions
 from strategies.partial_model import split_state
 
 
@@ -58,24 +55,12 @@ def train_metrics(partition_id: int, result: UpdateResult) -> MetricRecord:
 
 def shared_train(node: Node, msg: Message) -> RecordDict:
     """Select local data, train θ under the configured objective, reply with θ and the round's numbers."""
-    fault = node_fault(node)
-    fault_injection.before_training(fault, node.config.round_timeout)
     with span(CLIENT_DATA):
-        data = training_data(node, fault)
+        data = node.data()
     with span(CLIENT_DECODE):
         model, phi_fingerprint = node.global_model(msg)
-    arrays, metrics = update_and_report(node, msg, model, phi_fingerprint, data, fault)
+    arrays, metrics = update_and_report(node, msg, model, phi_fingerprint, data)
     return RecordDict({ARRAYS: ArrayRecord(arrays), METRICS: metrics})
-
-
-def node_fault(node: Node) -> str | None:
-    """The fault ``fail-partitions`` injects into this node (testing only), or None."""
-    return parse_fail_partitions(node.config.fail_partitions).get(node.partition_id)
-
-
-def training_data(node: Node, fault: str | None) -> LocalData:
-    """This node's data as it trains on it (``labelflip`` flips its labels)."""
-    return fault_injection.training_data(node.data(), fault, DATASETS[node.config.dataset].num_classes)
 
 
 def update_and_report(
@@ -84,14 +69,13 @@ def update_and_report(
     model: SplitModel,
     phi_fingerprint: str,
     data: LocalData,
-    fault: str | None,
     *,
     config: RunConfig | None = None,
     objective_factory: ObjectiveFactory | None = None,
 ) -> tuple[dict[str, torch.Tensor], MetricRecord]:
     """The shared local update of the received ``model`` (``config`` replaces the node's, e.g. with fewer epochs;
-    ``objective_factory`` the node's objective): θ after training and the round's numbers, as an attacking
-    client (``fail-partitions``) would tamper with them. A partial-work straggler's message sets fewer epochs."""
+    ``objective_factory`` the node's objective): θ after training and the round's numbers. A partial-work
+    straggler's message sets fewer epochs."""
     config = config or dataclasses.replace(node.config, local_epochs=node.local_epochs(msg))
     server_round, learning_rate = node.round_of(msg)
     cache_dir = Path(config.feature_cache_dir).expanduser() if config.feature_cache_dir else None
@@ -118,10 +102,4 @@ def update_and_report(
             objective_factory=objective_factory or node.objective,
         )
     _, trained = split_state({k: v.cpu() for k, v in model.state_dict().items()}, model.upper_state_keys(config.freeze))
-    return fault_injection.tamper(
-        fault,
-        trained,
-        msg.content.array_records[ARRAYS],
-        train_metrics(node.partition_id, result),
-        (config.seed, server_round, node.partition_id),
-    )
+    return trained, train_metrics(node.partition_id, result)

@@ -31,16 +31,8 @@ class LocalGrid:
 
     def __init__(self, run_config: dict[str, Any], num_partitions: int) -> None:
         import client_app.app as client
-        from methods.registry import QUERIES
-        from protocol.messages import EVALUATE, IDENTIFY, LABEL_COUNTS, TRAIN
 
-        self.handlers = {
-            IDENTIFY: client.identify,
-            LABEL_COUNTS: client.label_counts,
-            TRAIN: client.train,
-            EVALUATE: client.evaluate,
-            **{message_type: client.method_query(answer) for message_type, answer in QUERIES.items()},
-        }
+        self.handlers = client.HANDLERS
         self.contexts = {
             FIRST_NODE_ID + pid: Context(
                 run_id=1,

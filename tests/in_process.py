@@ -18,18 +18,11 @@ from flwr.supercore.exit.exit_handler import trigger_exit_handlers
 
 import client_app.app as client
 import server_app.app as server
-from methods.registry import QUERIES
-from protocol.messages import CONFIG, EVALUATE, IDENTIFY, LABEL_COUNTS, SERVER_ROUND, TRAIN
+from protocol.messages import CONFIG, IDENTIFY, SERVER_ROUND, TRAIN
 from run_config.defaults import load_defaults
 from tests.fake_grid import FakeGrid
 
-HANDLERS = {
-    IDENTIFY: client.identify,
-    LABEL_COUNTS: client.label_counts,
-    TRAIN: client.train,
-    EVALUATE: client.evaluate,
-    **{message_type: client.method_query(cast(Any, answer)) for message_type, answer in QUERIES.items()},
-}
+HANDLERS = client.HANDLERS
 
 
 def flower_stop() -> None:

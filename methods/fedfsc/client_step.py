@@ -16,11 +16,10 @@ import numpy as np
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 
-from client_app import fault_injection
 from client_app.local_data import LocalData
 from client_app.node import Node
 from client_app.objective import ObjectiveFactory
-from client_app.train_step import node_fault, training_data, update_and_report
+from client_app.train_step import update_and_report
 from methods.fedfsc.fewshot import FedFscSettings, FewShotResult, Role, train_fewshot_classifier, with_classifier_prox
 from models import SplitModel
 from models.device import synchronize
@@ -149,9 +148,7 @@ def fedfsc_train(node: Node, msg: Message) -> RecordDict:
     on the model as received)."""
     role = read_role(msg.content.config_records[CONFIG])
     config = node.config
-    fault = node_fault(node)
-    fault_injection.before_training(fault, config.round_timeout)
-    data = training_data(node, fault)
+    data = node.data()
     model, phi_fingerprint = node.global_model(msg)
     server_round, _ = node.round_of(msg)
     few = timed_fewshot_update(node, model, data, server_round) if role.fewshot else None
@@ -163,7 +160,6 @@ def fedfsc_train(node: Node, msg: Message) -> RecordDict:
             model,
             phi_fingerprint,
             data,
-            fault,
             config=dataclasses.replace(config, local_epochs=role.epochs),
             objective_factory=normal_objective(node, msg),
         )
