@@ -42,6 +42,16 @@ def table_rows(text: str) -> list[tuple[str, str]]:
     return rows
 
 
+def all_rows() -> list[tuple[str, str]]:
+    """The rows of docs/methods.md's table, then those of a method page's own table (docs/methods/<name>.md, between
+    the same markers): a method added as a package brings its row in its page."""
+    rows = table_rows(PAGE.read_text())
+    for page in sorted((PAGE.parent / "methods").glob("*.md")):
+        if START in page.read_text():
+            rows += table_rows(page.read_text())
+    return rows
+
+
 def run_row(command: str) -> dict[str, Any]:
     load = os.getloadavg()[0]
     tick = time.perf_counter()
@@ -69,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", default=None, help="methods (first column) to run")
     args = parser.parse_args(argv)
     recorded = json.loads(OUTPUT.read_text()) if OUTPUT.is_file() else {}
-    for method, command in table_rows(PAGE.read_text()):
+    for method, command in all_rows():
         if args.only and method not in args.only:
             continue
         recorded[method] = {**run_row(command), "date": time.strftime("%Y-%m-%d")}

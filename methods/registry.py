@@ -56,17 +56,21 @@ def declared_methods(module: ModuleType) -> tuple[Method, ...]:
     return tuple(declared)
 
 
-def _registered() -> dict[str, Method]:
+def _registered() -> tuple[dict[str, Method], dict[str, str]]:
     by_name: dict[str, Method] = {}
+    origin: dict[str, str] = {}
     for module in method_modules():
         for m in declared_methods(module):
             if m.name in by_name:
                 raise MethodContractError(f"method {m.name!r} is declared twice ({module.__name__})")
             by_name[m.name] = m
-    return by_name
+            origin[m.name] = module.__name__.split(".")[1]
+    return by_name, origin
 
 
-METHODS: Mapping[str, Method] = _registered()
+METHODS, _ORIGIN = _registered()
+#: method -> the module or package of ``methods/`` that declares it (``fedavg-rds`` -> ``fedavg``).
+ORIGIN: Mapping[str, str] = _ORIGIN
 OBJECTIVES: Mapping[str, ObjectiveFactory] = {
     "plain": CrossEntropy,
     **{name: factory for m in METHODS.values() for name, factory in m.objectives.items()},

@@ -4,9 +4,12 @@ below what each method reached over seeds 0-2 (given beside each), well above ch
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
-from methods.registry import METHODS
+from methods.registry import METHODS, ORIGIN
 from tests.learning import assert_learns, run_method
 
 _FEDSPLIT = {"num-server-rounds": 2, "metadata-level": "up", "n-com": 84, "meta-epochs": 10}
@@ -75,8 +78,15 @@ LEARNS: dict[str, tuple[dict, float]] = {
 }
 
 
+def has_own_learns_test(method: str) -> bool:
+    """A method added as a package may bring its learns-test in its own test module (tests/test_<package>.py)."""
+    module = Path(__file__).with_name(f"test_{ORIGIN[method]}.py")
+    return module.exists() and re.search(r"^def test_\w*learns\w*\(", module.read_text(), re.M) is not None
+
+
 def test_every_method_has_a_learns_test():
-    assert set(LEARNS) == set(METHODS), f"methods without a learns-test: {sorted(set(METHODS) - set(LEARNS))}"
+    missing = sorted(m for m in METHODS if m not in LEARNS and not has_own_learns_test(m))
+    assert not missing, f"methods without a learns-test: {missing}"
 
 
 #: method -> what a model it adds beside the global one must reach (summary field -> minimum)

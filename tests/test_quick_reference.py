@@ -1,5 +1,6 @@
-"""The methods' quick-reference table (docs/methods.md): a row for every registered method, each command a
-`make run` whose settings the launcher accepts as written (its full run is `python -m benchmarks.quick_reference`)."""
+"""The methods' quick-reference table (docs/methods.md, or a method page's own): a row for every registered method,
+each command a `make run` whose settings the launcher accepts as written (its full run is
+`python -m benchmarks.quick_reference`)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ import shlex
 
 import pytest
 
-from benchmarks.quick_reference import PAGE, table_rows
+from benchmarks.quick_reference import all_rows
 from methods.registry import METHODS
 from simulation.__main__ import check
 
-ROWS = table_rows(PAGE.read_text())
+ROWS = all_rows()
 
 
 def make_run_arguments(command: str) -> argparse.Namespace:

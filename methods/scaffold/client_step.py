@@ -13,9 +13,8 @@ import dataclasses
 
 from flwr.app import ArrayRecord, Message, RecordDict
 
-from client_app import fault_injection
 from client_app.node import Node
-from client_app.train_step import node_fault, training_data, update_and_report
+from client_app.train_step import update_and_report
 from methods.scaffold.control import client_control_update, control_keys, correction, zero_control
 from methods.scaffold.objective import CorrectedFactory
 from methods.scaffold.records import CLIENT_CONTROL, CONTROL, DELTA_CONTROL, control_record, read_control
@@ -25,10 +24,8 @@ from protocol.messages import ARRAYS, METRICS
 
 def scaffold_train(node: Node, msg: Message) -> RecordDict:
     """Train from x with the correction c − c_i, update c_i (option II), reply with θ, the metrics and Δc_i."""
-    fault = node_fault(node)
-    fault_injection.before_training(fault, node.config.round_timeout)
     with span(CLIENT_DATA):
-        data = training_data(node, fault)
+        data = node.data()
     with span(CLIENT_DECODE):
         model, phi_fingerprint = node.global_model(msg)
     config = dataclasses.replace(node.config, local_epochs=node.local_epochs(msg), momentum=0.0)
@@ -40,7 +37,7 @@ def scaffold_train(node: Node, msg: Message) -> RecordDict:
     c_i = zero_control(x, keys) if held is None else read_control(held, x, keys, "this node's control variate")
     factory = CorrectedFactory(node.objective, correction(c, c_i))
     arrays, metrics = update_and_report(
-        node, msg, model, phi_fingerprint, data, fault, config=config, objective_factory=factory
+        node, msg, model, phi_fingerprint, data, config=config, objective_factory=factory
     )
     if factory.built is None:
         raise RuntimeError("the local update did not build SCAFFOLD's objective")
