@@ -1,6 +1,6 @@
 """Helpers for the fault tests of a loopback deployment (``tests/test_deployment_faults.py``): a deployment started
 with the scripts in ``deployment/`` (TLS, SuperNode authentication), a TCP proxy to cut a node's connection, a
-restart loop standing in for systemd's ``Restart=``, and a throttle that makes a SuperNode slower."""
+restart loop standing in for systemd's ``Restart=``, and a CPU quota that makes a SuperNode slower."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +126,51 @@ class Proxy:
         self._thread.join(timeout=10)
 
 
+class CpuQuota:
+    """A cgroup whose processes share at most ``share`` of one CPU (``share=0.1``: 10 ms of CPU per 100 ms), made
+    inside this process's own cgroup (cgroup v1's ``cpu`` controller, else v2's ``cpu.max``; Linux, root). ``enter``
+    moves the calling process into it: pass it as ``preexec_fn``, so that a SuperNode and every ClientApp it starts
+    are held to the quota. ``close`` moves what is left to the parent and removes the cgroup."""
+
+    PERIOD_US = 100_000
+
+    def __init__(self, share: float) -> None:
+        root = Path("/sys/fs/cgroup")
+        own = Path("/proc/self/cgroup").read_text().splitlines()
+        quota = max(1000, int(share * self.PERIOD_US))
+        if (root / "cpu" / "cpu.cfs_quota_us").is_file():  # cgroup v1
+            path = next(line.split(":", 2)[2] for line in own if "cpu" in line.split(":", 2)[1].split(","))
+            self.parent = root / "cpu" / path.lstrip("/")
+            self.path = self.parent / f"fedft-cpu-{uuid.uuid4().hex[:12]}"
+            self.path.mkdir()
+            (self.path / "cpu.cfs_period_us").write_text(str(self.PERIOD_US))
+            (self.path / "cpu.cfs_quota_us").write_text(str(quota))
+        else:  # cgroup v2: the parent must hand the cpu controller down (a root or delegated cgroup)
+            path = next(line.split(":", 2)[2] for line in own if line.startswith("0::"))
+            self.parent = root / path.lstrip("/")
+            (self.parent / "cgroup.subtree_control").write_text("+cpu")
+            self.path = self.parent / f"fedft-cpu-{uuid.uuid4().hex[:12]}"
+            self.path.mkdir()
+            (self.path / "cpu.max").write_text(f"{quota} {self.PERIOD_US}")
+
+    def enter(self) -> None:
+        (self.path / "cgroup.procs").write_text(str(os.getpid()))
+
+    def throttled_seconds(self) -> float:
+        """CPU time the quota held back so far (``cpu.stat``)."""
+        stat = dict(line.split() for line in (self.path / "cpu.stat").read_text().splitlines())
+        if "throttled_time" in stat:  # v1, nanoseconds
+            return int(stat["throttled_time"]) / 1e9
+        return int(stat.get("throttled_usec", 0)) / 1e6
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            for pid in (self.path / "cgroup.procs").read_text().split():
+                with contextlib.suppress(OSError):
+                    (self.parent / "cgroup.procs").write_text(pid)
+            self.path.rmdir()
+
+
 class Deployment:
     """A SuperLink (TLS, SuperNode auth, the loopback gate) and SuperNodes started with the deployment scripts, each
     SuperNode kept running by a restart loop like systemd's (``restart_seconds`` after it exits, as many times as
@@ -158,6 +204,7 @@ class Deployment:
         self.node_address = [f"127.0.0.2:{self.port}"] * num_nodes
         self.node_ports = [free_port() for _ in range(num_nodes)]
         self.starts = [0] * num_nodes  # how often each SuperNode was started
+        self.node_preexec: list[Callable[[], None] | None] = [None] * num_nodes  # e.g. CpuQuota.enter
         self.proxies: list[Proxy] = []
         self._keep = [False] * num_nodes
         self._closing = threading.Event()
@@ -165,10 +212,13 @@ class Deployment:
         self._watcher = threading.Thread(target=self._restart_loop, daemon=True)
 
     # Commands.
-    def sh(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    def sh(
+        self, *args: str, timeout: float = 120, preexec_fn: Callable[[], None] | None = None
+    ) -> subprocess.CompletedProcess:
         return subprocess.run(
-            args, check=False, env=self.env, cwd=PROJECT, capture_output=True, text=True, timeout=timeout
-        )
+            args, check=False, env=self.env, cwd=PROJECT, capture_output=True, text=True, timeout=timeout,
+            preexec_fn=preexec_fn,
+        )  # fmt: skip
 
     def flwr(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
         return self.sh(str(BIN / "flwr"), *args, timeout=timeout)
@@ -224,6 +274,7 @@ class Deployment:
             str(self.keys / f"supernode-{i}"),
             str(self.node_ports[i]),
             f'partition-id={i} num-partitions={self.num_nodes} data-path="{data}"',
+            preexec_fn=self.node_preexec[i],
         )
         assert started.returncode == 0, started.stdout + started.stderr
         self.starts[i] += 1
