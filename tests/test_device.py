@@ -27,7 +27,7 @@ from data.transforms import random_crop_flip
 from experiments.cka import cka_matrix
 from experiments.client_similarity import client_models, level_similarity
 from experiments.entropy_histogram import client_entropies
-from methods.registry import METHODS
+from methods.registry import METHODS, OBJECTIVES, for_run
 from models.device import (
     DeviceUnavailableError,
     available_devices,
@@ -155,6 +155,7 @@ def test_local_update_trains_on_the_device(device: torch.device, method: str, ca
         device=device,
         cache=FeatureCache(2**30) if cache else None,
         cache_key="client",
+        objective_factory=OBJECTIVES[config.objective],
     )
     assert all(p.device == device for p in model.parameters())
     assert result.num_examples == (24 if method in ("fedavg", "fedprox", "fedft-all") else 12)
@@ -187,7 +188,6 @@ def test_the_fake_accelerator_computes_exactly_what_the_cpu_computes() -> None:
         local_epochs=2,
         batch_size=8,
         selection_fraction=0.3,
-        proximal_mu=0.1,
     )
     states = []
     for accelerate in (False, True):
@@ -368,7 +368,7 @@ def test_every_preset_runs_on_the_fake_accelerator(method: str, tmp_path: Path, 
     monkeypatch.setattr(server_module, "resolve_device", lambda name, key: FAKE)
     rounds = 2  # FedFSC's few-shot update starts in round 2; KAFAL: (1 cycle + 1) x 1 round
     settings = {"method": method, "pretrain": "none", **PRESET_SETTINGS.get(method, {}), "num-server-rounds": rounds}
-    config = small_run_config(tmp_path, **settings)
+    config = for_run(small_run_config(tmp_path, **settings))  # CUSTOM is shared by FedAT, FedKAD and FedMD
     with FakeAccelerator():
         run_in_process(config, num_partitions=4)
     summary = json.loads((tmp_path / "results" / "run" / "summary.json").read_text())
