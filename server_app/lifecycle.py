@@ -375,7 +375,7 @@ class FederatedRun:
         ``global_arrays`` of it (the same arrays, except for FedFSC)."""
         if flower_round == 0 and self.first_round > 1:
             return None
-        server_round = flower_round + self.first_round - 1 if flower_round else 0
+        server_round = strategy.run_round(flower_round) if flower_round else 0
         with span(EVALUATION, round=server_round):
             loss, accuracy, class_accuracy = evaluate.with_classes(strategy.global_arrays(theta))
             fields = strategy.round_evaluation(theta, evaluate) if server_round > 0 else {}

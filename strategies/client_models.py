@@ -119,7 +119,7 @@ class ClientModelFedAvg(CohortFedAvg):
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        self.current_round = server_round + self.first_round - 1
+        self.current_round = self.run_round(server_round)
         return super().configure_train(server_round, arrays, config, grid)
 
     def global_model(self) -> SplitModel:

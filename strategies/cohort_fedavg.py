@@ -220,12 +220,17 @@ class CohortFedAvg(FedAvg):
             )
         return self.label_counts.usable(connected)
 
+    def run_round(self, flower_round: int) -> int:
+        """The run's round number of Flower's ``flower_round``: a resumed run's Flower rounds restart at 1, the run's
+        go on from its checkpoint. Every hook that receives Flower's round number converts it here, once."""
+        return flower_round + self.first_round - 1
+
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
         """Wait for the clients, select a cohort by partition id and send the arrays to those of it that
         do not drop out this round (``straggler_fraction``; stragglers doing partial work get fewer epochs)."""
-        server_round += self.first_round - 1
+        server_round = self.run_round(server_round)
         with span(SAMPLING, round=server_round):
             selected = self.select(self.available(grid), server_round)
             slow = round_stragglers(
@@ -282,7 +287,7 @@ class CohortFedAvg(FedAvg):
         """Federated evaluation on a seeded random ``fraction_evaluate`` of the clients (none at 0)."""
         if self.fraction_evaluate == 0.0:
             return []
-        server_round += self.first_round - 1
+        server_round = self.run_round(server_round)
         available = self.available(grid)
         size = cohort_size(len(available), self.fraction_evaluate)
         cohort = select_random(available, size, self.seed + 1, server_round)
@@ -337,7 +342,7 @@ class CohortFedAvg(FedAvg):
 
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
         """Example-weighted mean loss and accuracy of the sound evaluation replies; the others are named."""
-        server_round += self.first_round - 1
+        server_round = self.run_round(server_round)
         accepted: list[dict[str, int | float]] = []
         problems: dict[int, str] = {}
         for pid, reply in self._senders(replies, self._evaluated):
@@ -373,7 +378,7 @@ class CohortFedAvg(FedAvg):
         Replies are put in partition-id order first: float sums depend on the order of their terms, and
         arrival order varies from run to run.
         """
-        server_round += self.first_round - 1
+        server_round = self.run_round(server_round)
         replies = list(replies)
         with span(DECODE, round=server_round):
             outcome = self.sort_replies(replies)

@@ -74,7 +74,7 @@ class FewShotClassifierFedAvg(PartialModelFedAvg):
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
         """Pick the non-stragglers (the selection policy), draw the stragglers, give each participant its role."""
-        server_round += self.first_round - 1
+        server_round = self.run_round(server_round)
         pool = self.available(grid)
         selected = self.select(pool, server_round)
         dropped = select_stragglers(selected, self.straggler_fraction, self.seed, server_round)

@@ -82,7 +82,7 @@ class FedSplitFedAvg(PartialModelFedAvg):
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        self._round, self._metadata = server_round + self.first_round - 1, {}
+        self._round, self._metadata = self.run_round(server_round), {}
         return super().configure_train(server_round, arrays, config, grid)
 
     def limits_for(self, partition_id: int) -> MetadataLimits:

@@ -104,7 +104,7 @@ class ActiveLearningFedAvg(CohortFedAvg):
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
         """Send Ω⁰ in a new cycle until one of its rounds aggregates (``al-reinitialise``), else the global model."""
-        cycle = self.schedule.cycle_of(server_round + self.first_round - 1)
+        cycle = self.schedule.cycle_of(self.run_round(server_round))
         if self.reinitialise and cycle > self._aggregated_cycle:
             arrays = self.initial_arrays
         return super().configure_train(server_round, arrays, config, grid)
@@ -114,7 +114,7 @@ class ActiveLearningFedAvg(CohortFedAvg):
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         arrays, metrics = super().aggregate_train(server_round, replies)
         if arrays is not None:
-            self._aggregated_cycle = self.schedule.cycle_of(server_round + self.first_round - 1)
+            self._aggregated_cycle = self.schedule.cycle_of(self.run_round(server_round))
         return arrays, metrics
 
     def check_reply(self, partition_id: int, content: RecordDict) -> None:
@@ -134,7 +134,7 @@ class ActiveLearningFedAvg(CohortFedAvg):
     ) -> Iterable[Message]:
         """After a cycle's last round (Flower calls this right after aggregation, with the new global model): the
         clients query, and the cycle is reported; then federated evaluation as configured."""
-        run_round = server_round + self.first_round - 1
+        run_round = self.run_round(server_round)
         if self.schedule.ends_cycle(run_round):
             self.end_cycle(run_round, arrays, grid)
         return super().configure_evaluate(server_round, arrays, config, grid)
