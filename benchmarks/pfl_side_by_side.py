@@ -311,7 +311,36 @@ def summarise_pairs(records: list[dict[str, Any]], export_info: dict[str, Any]) 
         "partition_sizes": export_info["partition_sizes"],
     }
     finals = {s: sorted(r["final_accuracy"] for r in runs) for s, runs in by_system.items()}
-    return {"medians": medians, "ratios": ratios, "checks": checks, "final_accuracies": finals}
+    return {
+        "medians": medians,
+        "ratios": ratios,
+        "checks": checks,
+        "final_accuracies": finals,
+        "trajectories": trajectories(by_system),
+    }
+
+
+def trajectories(by_system: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """How far the runs' per-round test accuracies lie apart: within a system (the same computation should give the
+    same numbers every time) and between the app and pfl (the same job; float rounding makes them drift apart)."""
+    first = {s: runs[0]["accuracies"] for s, runs in by_system.items() if runs}
+    out: dict[str, Any] = {
+        "repeatable": {
+            s: all(r["accuracies"] == runs[0]["accuracies"] for r in runs) for s, runs in by_system.items() if runs
+        }
+    }
+    if "pfl" in first:
+        for system in SYSTEMS[:2]:
+            if system not in first:
+                continue
+            gaps = [abs(a - b) for a, b in zip(first[system], first["pfl"], strict=True)]
+            same = next((i for i, g in enumerate(gaps) if g > 5e-5), len(gaps))  # accuracies agree to 4 decimals
+            out[f"{system} vs pfl"] = {
+                "rounds_agreeing_to_4_decimals_from_the_start": same,
+                "largest_gap_points": 100 * max(gaps),
+                "final_gap_points": 100 * gaps[-1],
+            }
+    return out
 
 
 def markdown(result: dict[str, Any]) -> str:
@@ -370,6 +399,18 @@ def markdown(result: dict[str, Any]) -> str:
         f"(all runs): {c['initial_accuracies']}; partition sizes {c['partition_sizes']}.",
         "",
     ]
+    t = s.get("trajectories", {})
+    lines.append(f"Each system gave the same accuracy in every round of every run: {t.get('repeatable')}.")
+    for name in ("app-flower vs pfl", "app-in-process vs pfl"):
+        if name in t:
+            g = t[name]
+            lines.append(
+                f"{name}: test accuracies equal to 4 decimals in the first "
+                f"{g['rounds_agreeing_to_4_decimals_from_the_start']} rounds, then apart by float rounding: "
+                f"at most {g['largest_gap_points']:.2f} points, "
+                f"{g['final_gap_points']:.2f} after the last round."
+            )
+    lines.append("")
     return "\n".join(lines)
 
 
@@ -382,6 +423,7 @@ def main(argv: list[str] | None = None) -> int:
     inner.add_argument("--results-dir", type=Path, required=True)
     inner.add_argument("--run-name", required=True)
     inner.add_argument("--clients", type=int, default=CLIENTS)
+    sub.add_parser("report", help="summarise the runs in --out again (after a change to the summary)")
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--pfl-python", type=Path, default=PFL_PYTHON)
     parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS)
@@ -394,6 +436,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "in-process-run":
         return in_process_run(args.results_dir, args.run_name, args.clients)
+    if args.command == "report":  # the summary and the Markdown again, from the runs the JSON holds
+        recorded = json.loads(args.out.read_text())
+        if "export" not in recorded:  # recorded before the JSON kept it: the same export, made again
+            with tempfile.TemporaryDirectory() as tmp:
+                recorded["export"] = export(Path(tmp) / "job.npz")
+        recorded["summary"] = summarise_pairs(recorded["runs"], recorded["export"])
+        args.out.write_text(json.dumps(recorded, indent=1) + "\n")
+        args.out.with_suffix(".md").write_text(markdown(recorded))
+        print(markdown(recorded))
+        return 0
 
     with tempfile.TemporaryDirectory() as tmp:
         work = args.work or Path(tmp)
@@ -425,6 +477,7 @@ def main(argv: list[str] | None = None) -> int:
                     "job": JOB,
                     "job_text": format_overrides(JOB),
                     "pfl_version": next((r["pfl_version"] for r in records if r.get("pfl_version")), None),
+                    "export": export_info,
                     "summary": summarise_pairs(records, export_info),
                     "runs": records,
                 }
