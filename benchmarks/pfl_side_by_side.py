@@ -1,13 +1,14 @@
 """One FedAvg job run three ways, alternating: this app's Flower path, its in-process path, and pfl-research.
 
-    python -m benchmarks.pfl_side_by_side [--pairs 3] [--pfl-python /tmp/pfl-venv/bin/python]
+    python -m benchmarks.pfl_side_by_side [--pairs 3] [--clients 100] [--pfl-python /tmp/pfl-venv/bin/python]
     python -m benchmarks.pfl_side_by_side export --out JOB.npz     # the job file alone
 
 The job (issue 35): FedAvg, LeNet-5, full Fashion-MNIST split IID over 100 clients (no server hold-out:
 ``public-fraction = 0``, 600 images each), 10 clients a round, 1 local epoch, batch 32, SGD with the app's
 learning rate, momentum and weight decay, 30 rounds, plain weighted mean (``aggregation = mean``), central
 evaluation of the 10,000 test images after every round, one torch thread everywhere (``client-threads = 1``,
-``OMP_NUM_THREADS=1`` in every process).
+``OMP_NUM_THREADS=1`` in every process). ``--clients 1000`` runs the same job over 1,000 clients (60 images each),
+still 10 a round.
 
 - **app, Flower**: ``python -m simulation --num-supernodes 100`` (SuperLink, Ray, one ClientApp actor per CPU).
 - **app, in-process**: the ServerApp's main against in-process nodes (``experiments.in_process``): no Ray, no
@@ -70,6 +71,15 @@ JOB: dict[str, object] = {
     "server-device": "cpu",
 }
 CLIENTS = 100
+#: Clients a round, whatever the population (``--clients 1000``: fraction-train 0.01).
+PER_ROUND = 10
+
+
+def job_for(clients: int) -> dict[str, object]:
+    """The job for a population of ``clients``: ``PER_ROUND`` of them a round."""
+    return {**JOB, "fraction-train": PER_ROUND / clients}
+
+
 PFL_PYTHON = Path("/tmp/pfl-venv/bin/python")
 SYSTEMS = ("app-flower", "app-in-process", "pfl")
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -165,12 +175,12 @@ def export(out: Path, overrides: dict[str, object] = JOB, clients: int = CLIENTS
     }
 
 
-def in_process_run(results_dir: Path, run_name: str, clients: int, overrides: dict[str, object] = JOB) -> int:
+def in_process_run(results_dir: Path, run_name: str, clients: int) -> int:
     """One in-process run of the job (the app's ``--in-process`` runner), in this process."""
     from experiments.in_process import run_cell_in_process
     from simulation.local_run import Resources
 
-    config = {**overrides, "results-dir": str(results_dir), "run-name": run_name}
+    config = {**job_for(clients), "results-dir": str(results_dir), "run-name": run_name}
     results_dir.mkdir(parents=True, exist_ok=True)
     return run_cell_in_process(config, clients, Resources(), results_dir / f"{run_name}.log")
 
@@ -206,7 +216,11 @@ def run_one(system: str, work: Path, job_file: Path, pfl_python: Path, tag: str,
     load_before = _load()
     if system == "app-flower":
         run = run_simulation_measured(
-            JOB, num_supernodes=clients, results_dir=work / tag, log_file=work / f"{tag}.log", env=ONE_THREAD
+            job_for(clients),
+            num_supernodes=clients,
+            results_dir=work / tag,
+            log_file=work / f"{tag}.log",
+            env=ONE_THREAD,
         )
         record = _summarise(
             system,
@@ -427,11 +441,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--pfl-python", type=Path, default=PFL_PYTHON)
     parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS)
-    parser.add_argument("--out", type=Path, default=RESULTS_DIR / "pfl_side_by_side.json")
+    parser.add_argument("--clients", type=int, default=CLIENTS, help=f"population, {PER_ROUND} of them a round")
+    parser.add_argument("--out", type=Path, default=None, help="default: pfl_side_by_side[_<clients>].json")
     parser.add_argument("--work", type=Path, default=None, help="folder for the runs' files (default: a temporary one)")
     args = parser.parse_args(argv)
+    if args.out is None:
+        suffix = "" if args.clients == CLIENTS else f"_{args.clients}"
+        args.out = RESULTS_DIR / f"pfl_side_by_side{suffix}.json"
     if args.command == "export":
-        info = export(args.out)
+        info = export(args.out, job_for(args.clients), args.clients)
         print(json.dumps({k: v for k, v in info.items() if k != "cohorts"}))
         return 0
     if args.command == "in-process-run":
@@ -452,14 +470,14 @@ def main(argv: list[str] | None = None) -> int:
         work.mkdir(parents=True, exist_ok=True)
         job_file = work / "job.npz"
         tick = time.perf_counter()
-        export_info = export(job_file)
+        export_info = export(job_file, job_for(args.clients), args.clients)
         print(f"job exported in {time.perf_counter() - tick:.1f} s: {job_file}", flush=True)
         records: list[dict[str, Any]] = []
         result: dict[str, Any] = {}
         for pair in range(args.pairs):
             order = args.systems[pair % len(args.systems) :] + args.systems[: pair % len(args.systems)]
             for system in order:
-                record = run_one(system, work, job_file, args.pfl_python, f"{system}-{pair}", CLIENTS)
+                record = run_one(system, work, job_file, args.pfl_python, f"{system}-{pair}", args.clients)
                 record["pair"] = pair
                 records.append(record)
                 med = record["round_seconds_median"]
@@ -473,9 +491,9 @@ def main(argv: list[str] | None = None) -> int:
                     "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                     "machine": f"{os.cpu_count()} CPUs, torch {torch.__version__}",
                     "pairs": args.pairs,
-                    "clients": CLIENTS,
-                    "job": JOB,
-                    "job_text": format_overrides(JOB),
+                    "clients": args.clients,
+                    "job": job_for(args.clients),
+                    "job_text": format_overrides(job_for(args.clients)),
                     "pfl_version": next((r["pfl_version"] for r in records if r.get("pfl_version")), None),
                     "export": export_info,
                     "summary": summarise_pairs(records, export_info),
