@@ -367,6 +367,14 @@ def markdown(result: dict[str, Any]) -> str:
         f"{result['pfl_version']} in its own venv. Each pair runs the three in turn (order rotated); load = 1-minute "
         "load average before each run (2 shared cores).",
         "",
+        "pfl's environment: `python3 -m venv /tmp/pfl-venv && /tmp/pfl-venv/bin/pip install -c constraints-cpu.txt "
+        "torch && /tmp/pfl-venv/bin/pip install -c constraints-cpu.txt 'pfl[pytorch]==0.6.0'` (from the registry: pfl "
+        "0.6.0, torch 2.13.0+cpu, numpy 2.4.6). pfl runs `benchmarks/pfl_job.py`: FederatedAveraging, "
+        "SimulatedBackend, PyTorchModel with torch.optim.SGD, central SGD of lr 1, its CentralEvaluationCallback "
+        "every round, its per-client scoring around each update off (the app's clients make no such pass). The app's "
+        "runs and pfl share the app's split, initial weights, cohorts and batch orders (exported by the app; checks "
+        "below).",
+        "",
         "| system | runs | whole process (s), median | per round (s), median | start-up + shut-down (s) "
         "| final accuracy |",
         "|---|---|---|---|---|---|",
