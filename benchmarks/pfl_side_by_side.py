@@ -359,11 +359,13 @@ def trajectories(by_system: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
 
 def markdown(result: dict[str, Any]) -> str:
     s = result["summary"]
+    population = "" if result["clients"] == CLIENTS else f" --clients {result['clients']}"
     lines = [
         "# The same FedAvg job: this app (Flower, in-process) beside pfl-research",
         "",
-        f"Measured {result['date']} on {result['machine']}; `python -m benchmarks.pfl_side_by_side "
-        f"--pairs {result['pairs']}`. Job: {result['job_text']}, {result['clients']} clients. pfl "
+        f"Measured (last run) {result['date']} on {result['machine']}; `python -m benchmarks.pfl_side_by_side"
+        f"{population}`, {result['pairs']} pairs (`--append` adds pairs). Job: {result['job_text']}, "
+        f"{result['clients']} clients. pfl "
         f"{result['pfl_version']} in its own venv. Each pair runs the three in turn (order rotated); load = 1-minute "
         "load average before each run (2 shared cores).",
         "",
@@ -451,6 +453,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS)
     parser.add_argument("--clients", type=int, default=CLIENTS, help=f"population, {PER_ROUND} of them a round")
     parser.add_argument("--out", type=Path, default=None, help="default: pfl_side_by_side[_<clients>].json")
+    parser.add_argument("--append", action="store_true", help="add the pairs to those --out already holds")
     parser.add_argument("--work", type=Path, default=None, help="folder for the runs' files (default: a temporary one)")
     args = parser.parse_args(argv)
     if args.out is None:
@@ -481,8 +484,18 @@ def main(argv: list[str] | None = None) -> int:
         export_info = export(job_file, job_for(args.clients), args.clients)
         print(f"job exported in {time.perf_counter() - tick:.1f} s: {job_file}", flush=True)
         records: list[dict[str, Any]] = []
+        if args.append and args.out.exists():  # more pairs of the same job beside those recorded
+            recorded = json.loads(args.out.read_text())
+            earlier = recorded.get("export") or export_info
+            if (earlier["init_sha256"], earlier["split_sha256"]) != (
+                export_info["init_sha256"],
+                export_info["split_sha256"],
+            ):
+                raise SystemExit(f"{args.out} holds another job's runs")
+            records = recorded["runs"]
+        first = 1 + max((r["pair"] for r in records), default=-1)
         result: dict[str, Any] = {}
-        for pair in range(args.pairs):
+        for pair in range(first, first + args.pairs):
             order = args.systems[pair % len(args.systems) :] + args.systems[: pair % len(args.systems)]
             for system in order:
                 record = run_one(system, work, job_file, args.pfl_python, f"{system}-{pair}", args.clients)
@@ -498,7 +511,7 @@ def main(argv: list[str] | None = None) -> int:
                 result = {
                     "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                     "machine": f"{os.cpu_count()} CPUs, torch {torch.__version__}",
-                    "pairs": args.pairs,
+                    "pairs": 1 + max(r["pair"] for r in records),
                     "clients": args.clients,
                     "job": job_for(args.clients),
                     "job_text": format_overrides(job_for(args.clients)),
