@@ -11,8 +11,9 @@ error, "ClientApp stopped responding.", which the SuperLink passes to the Server
 
 1. the cap from the start (2 rounds): the first message a node gets is the identity query, whose ClientApp loads
    torch and the node's data as training does (without a cap the node's cgroup peaked at 448 MiB while it answered
-   the query, 455 MiB while it trained), so the ClientApp is killed there and the node refused for the run: summary.json's ``nodes_refused`` names it with the error,
-   every round aggregates the two other nodes, and rounds.jsonl does not name partition 0 at all (it is never in a
+   the query, 455 MiB while it trained), so the ClientApp is killed there and the node refused for the run:
+   summary.json's ``nodes_refused`` names it with the error, every round aggregates the two other nodes, and
+   rounds.jsonl does not name partition 0 at all (it is never in a
    cohort); each round first waits ``node-wait-seconds`` for the missing partition;
 2. no cap while the node joins and trains round 1, then the cap again (the device's free memory shrinks in the
    middle of a run) for rounds 2 and 3: each of them lists partition 0 under ``failed`` ("ClientApp stopped
