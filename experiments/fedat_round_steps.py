@@ -8,10 +8,9 @@ included); each client model is built as the server builds it (``client-init``: 
 client's architecture, or fresh from (seed, partition)) and trained as the client trains it (E epochs of the whole
 model at the run's learning rate); its metadata are its feature maps at the metadata level.
 Then, on fresh copies of the global model, with the server steps' settings (``methods/fedat/attention_transfer.py``):
-steps 1, 2 and 3
-in order (test accuracy after each), and controls: step 1 with β = 0 (cross-entropy on D_g alone); step 2 alone,
-also scored after θ's BatchNorm statistics are re-estimated on D_g through the global φ (no weight changes: can θ's
-weights, trained on the client's maps, read φ_g's once its statistics are those of φ_g's maps?); and step 2 alone on
+steps 1, 2 and 3 in order (test accuracy after each), and controls: step 1 with β = 0 (cross-entropy on D_g alone); step
+2 alone, also scored after θ's BatchNorm statistics are re-estimated on D_g through the global φ (no weight changes: can
+θ's weights, trained on the client's maps, read φ_g's once its statistics are those of φ_g's maps?); and step 2 alone on
 the *global* model's maps of the same samples. Last, the size-weighted mean of the three-step copies (the round's
 new global model, before the client refinement). One JSON line per result.
 """

@@ -11,9 +11,8 @@ statistics re-estimated after each epoch, so that both start well trained). The 
 ``client-init`` says: ``global`` (the default), the trained global model reduced to the client's architecture, as a
 FedAT client gets the global model when it joins; ``fresh``, independently initialised. Then FedAT's server steps
 (``methods/fedat/attention_transfer.py``) run on copies of the global model. Always: step 1 alone (AT from the client,
-Table 5.2)
-and the "D_g only" control (the same epochs of plain cross-entropy with the same SGD). The parts (``--parts``,
-all by default):
+Table 5.2) and the "D_g only" control (the same epochs of plain cross-entropy with the same SGD). The parts
+(``--parts``, all by default):
 
 - ``fig5_9``: for metadata from each level of ``--levels``, step 2 (θ on the client's feature maps) and step 3 with
   and without AT (Fig. 5.9; at ``low``, Table 5.4);

@@ -131,11 +131,10 @@ AL_QUERY_FIELDS = (
     Number(QUERY_SECONDS, float, 0.0, MAX_SECONDS),
 )
 # FedFSC / FedFSC+ and the baseline+ variants (methods/fedfsc/method.py). A training message's config says what the
-# client
-# does; a client that runs the normal update replies ``arrays`` and ``metrics`` (``TRAIN_METRICS``) as usual, one that
-# few-shot updates adds its classifier and ``FEWSHOT_NUMBERS``; one that only few-shot updates replies the classifier,
-# ``FEWSHOT_ONLY_METRICS`` and ``FEWSHOT_NUMBERS``. With FSCProx the server sends normal updates the averaged few-shot
-# classifier θ_fs as their regulariser's anchor.
+# client does; a client that runs the normal update replies ``arrays`` and ``metrics`` (``TRAIN_METRICS``) as usual, one
+# that few-shot updates adds its classifier and ``FEWSHOT_NUMBERS``; one that only few-shot updates replies the
+# classifier, ``FEWSHOT_ONLY_METRICS`` and ``FEWSHOT_NUMBERS``. With FSCProx the server sends normal updates the
+# averaged few-shot classifier θ_fs as their regulariser's anchor.
 FULL_EPOCHS = "full-epochs"  # config: epochs of the normal update (0: none)
 FEWSHOT = "fewshot"  # config: true when the client few-shot updates the classifier
 FEWSHOT_ANCHOR = "fewshot-anchor"  # train message: θ_fs, FSCProx's anchor (final Linear keys)
@@ -161,9 +160,8 @@ FEWSHOT_ONLY_METRICS = (
     Number(TRAIN_SECONDS, float, 0.0, MAX_SECONDS),
     Number(THREADS, int, 1, 4096),
 )
-# FedSplit (methods/fedsplit/method.py): a training reply also carries the client's metadata D_k,meta, the feature
-# maps of
-# its selected samples (all of them under ``fedsplit-all``) at ``metadata-level``, with their labels.
+# FedSplit (methods/fedsplit/method.py): a training reply also carries the client's metadata D_k,meta, the feature maps
+# of its selected samples (all of them under ``fedsplit-all``) at ``metadata-level``, with their labels.
 FEATURE_METADATA = "feature-metadata"  # ArrayRecord holding exactly FEATURE_MAPS and MAP_LABELS
 FEATURE_MAPS = "feature-maps"  # float32, S × (the model's map shape at metadata-level), S ≥ 1
 MAP_LABELS = "labels"  # int64, S, each in [0, classes)

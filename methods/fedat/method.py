@@ -13,10 +13,9 @@ A round, for each client k (all deliver: their models fit their hardware):
   extract the metadata with the updated φ_{k,E}: the feature maps of its local samples at ``metadata-level`` (all
   of them, or a seeded ``metadata-fraction``, Fig. 5.10) with their labels; reply with w_{k,E} and the metadata.
 - server, per client on a fresh copy of w_g^t (``methods/fedat/attention_transfer.py``): step 1 trains all of the copy
-on D_g with
-  CE + β·AT against w_{k,E} at ``at-levels``; step 2 trains only θ (above the level) on the client's metadata; step 3
-  trains only φ on D_g with CE + β·AT at the levels inside φ, θ's weights frozen bitwise (its BatchNorm follows φ's
-  new maps: ``step3-theta-batchnorm``). Then w_g^{t+1} = Σ_k p_k w_{g,s3}^(k)
+  on D_g with CE + β·AT against w_{k,E} at ``at-levels``; step 2 trains only θ (above the level) on the client's
+  metadata; step 3 trains only φ on D_g with CE + β·AT at the levels inside φ, θ's weights frozen bitwise (its BatchNorm
+  follows φ's new maps: ``step3-theta-batchnorm``). Then w_g^{t+1} = Σ_k p_k w_{g,s3}^(k)
   with p_k ∝ |D_k|, and each client model is refined from w_{k,E} on D_g with the new global model as teacher and
   sent back next round.
 

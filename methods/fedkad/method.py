@@ -7,9 +7,8 @@ A round:
 - client k: train its own model (whole model, all local data, E epochs; the thesis: lr 0.1, E = 10, batch 128) to
   w_{k,E} (FedMD's *Revisit*); FedKAD also sends its per-class prototypes at the penultimate feature maps (level
   ``up``; zero with presence 0 for a class it does not hold), computed with the updated φ_{k,E}.
-- server (``methods/fedkad/distillation.py``): score every w_{k,E} (``client_accuracy_mean``: "FedMD (clients)",
-scored where
-  FedMD_clean scores its parties, after their private training); draw ``generic-samples`` images from D_g (seeded
+- server (``methods/fedkad/distillation.py``): score every w_{k,E} (``client_accuracy_mean``: "FedMD (clients)", scored
+  where FedMD_clean scores its parties, after their private training); draw ``generic-samples`` images from D_g (seeded
   per round; labels never used); the consensus is the uniform mean of the client models' logits on them (FedMD's
   *Communicate* and *Aggregate*); FedKAD averages each class's prototypes over its holders only. The global model
   and every client model (from w_{k,E}) are then distilled to the consensus (FedMD's *Digest*;

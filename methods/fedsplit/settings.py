@@ -4,22 +4,20 @@ Each round t, every client k
 1. receives w_g^t = {φ_g^t, θ_g^t} and, with it in eval mode and *before* training, computes the feature maps of
    all its samples at ``metadata-level`` l (``low``, ``mid``, ``up``: the model's split levels; eq. 6.3);
 2. selects metadata (eq. 6.4; ``methods/fedsplit/kmeans_selection.py``): flattens the maps, projects them with PCA
-(fitted on
-   all its maps) to ``n-com`` dimensions, runs K-means with ``k-means-clusters`` clusters on each class apart, and
-   keeps the real sample nearest each centroid, as its original (unprojected) map with its label; a class with no
-   more samples than clusters keeps all of them. ``fedsplit-all`` keeps every map (the thesis's "all metadata");
+   (fitted on all its maps) to ``n-com`` dimensions, runs K-means with ``k-means-clusters`` clusters on each class
+   apart, and keeps the real sample nearest each centroid, as its original (unprojected) map with its label; a class
+   with no more samples than clusters keeps all of them. ``fedsplit-all`` keeps every map (the thesis's "all metadata");
 3. trains the whole model as FedAvg does (the shared local update, ``local-epochs`` of SGD on all its data);
 4. replies with w_k^{t+1} and the metadata (``feature-metadata``; ``protocol/messages.py``), plus
    ``metadata-seconds``, the time steps 1-2 took (apart from ``train-seconds``).
 
 The server (``methods/fedsplit/strategy.py``) refuses replies whose metadata is unsound
-(``protocol/feature_metadata.py``),
-FedAvg's the accepted models into w_g^{t+1} (what the next round distributes; rounds.jsonl's ``accuracy``), trains
-θ (the stages above l) from the same fresh initialisation θ_g^ini every round on the union of the metadata for
-``meta-epochs`` of plain SGD (``meta-learning-rate``, ``meta-batch-size``; eq. 6.5;
-``methods/fedsplit/meta_training.py``),
-and evaluates the composed model {θ_meta^t, φ_g^t} (``composed_accuracy``), in every round or, to save server
-time, every ``meta-every``-th round and the last. The metadata's bytes count in ``bytes_up``.
+(``protocol/feature_metadata.py``), FedAvg's the accepted models into w_g^{t+1} (what the next round distributes;
+rounds.jsonl's ``accuracy``), trains θ (the stages above l) from the same fresh initialisation θ_g^ini every round on
+the union of the metadata for ``meta-epochs`` of plain SGD (``meta-learning-rate``, ``meta-batch-size``; eq. 6.5;
+``methods/fedsplit/meta_training.py``), and evaluates the composed model {θ_meta^t, φ_g^t} (``composed_accuracy``), in
+every round or, to save server time, every ``meta-every``-th round and the last. The metadata's bytes count in
+``bytes_up``.
 
 Decisions where the thesis is silent: PCA per client over all its maps, K-means++
 seeding drawn from (seed, round, partition); meta-training batch 50 (the thesis's local batch), no momentum or
