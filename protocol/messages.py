@@ -10,11 +10,11 @@
 - ``evaluate``: the server sends ``arrays``, ``frozen``, ``config`` (server-round); the client replies ``metrics``
   (``EVALUATE_METRICS``).
 
-- FedFSC-family ``train`` (methods/fedfsc/method.py): the config also says the client's work (``full-epochs``,
-  ``fewshot``); replies add the few-shot classifier and its numbers, or hold only those (the block at the end).
-- Custom-size client models (FedAT, FedKAD, FedMD) and stragglers doing partial work: the block at the end.
+- Feature metadata (FedSplit, FedAT), custom-size client models (FedAT, FedKAD, FedMD) and stragglers doing partial
+  work, which several methods and the shared strategies use: the blocks at the end.
 
-A method that needs more declares its records and numbers here too, so that both sides read one declaration.
+A method that needs more declares its records, its numbers and their checks in its own package, so that both sides
+read one declaration: ``methods/kafal/records.py``, ``methods/fedfsc/records.py``, ``methods/scaffold/records.py``.
 """
 
 from __future__ import annotations
@@ -98,68 +98,6 @@ EVALUATE_METRICS = (
     Number(NUM_EXAMPLES, int, 1),
 )
 
-# KAFAL, federated active learning (methods/kafal/). ``train`` requests also carry the cycle and the round within it;
-# training replies report ``AL_TRAIN_METRICS`` (``num-examples`` = the labelled pool, the aggregation weight, Eq. 7).
-# ``query.al_query``: after a cycle's last round the server sends every client ``arrays`` (the cycle's final global
-# model) and ``config`` (server-round, al-cycle); the client queries its budget of unlabelled samples and replies
-# ``al-query`` (``AL_QUERY_FIELDS``) and ``al-labelled-counts`` (``counts``: its labelled pool per class).
-AL_QUERY = "query.al_query"
-AL_CYCLE = "al-cycle"  # 0-based cycle of the request
-AL_CYCLE_ROUND = "al-cycle-round"  # 1-based round within the cycle (Alg. 2: no compensation in round 1)
-AL_QUERY_RECORD = "al-query"
-AL_COUNTS_RECORD = "al-labelled-counts"
-NUM_QUERIED = "num-queried"
-NUM_LABELLED = "num-labelled"
-QUERY_SECONDS = "query-seconds"
-CLIENT_LOSS = "client-loss"
-COMPENSATION_LOSS = "compensation-loss"
-AL_TRAIN_METRICS = (
-    Number(PARTITION_ID, int, 0),
-    Number(NUM_EXAMPLES, int, 1),
-    Number(NUM_LOCAL, int, 1),
-    Number(TRAIN_LOSS, float, 0.0),
-    Number(CLIENT_LOSS, float, 0.0),
-    Number(COMPENSATION_LOSS, float, 0.0),
-    Number(TRAIN_SECONDS, float, 0.0, MAX_SECONDS),
-    Number(THREADS, int, 1, 4096),
-)
-AL_QUERY_FIELDS = (
-    Number(PARTITION_ID, int, 0),
-    Number(NUM_LOCAL, int, 1),
-    Number(NUM_QUERIED, int, 0),
-    Number(NUM_LABELLED, int, 1),
-    Number(QUERY_SECONDS, float, 0.0, MAX_SECONDS),
-)
-# FedFSC / FedFSC+ and the baseline+ variants (methods/fedfsc/method.py). A training message's config says what the
-# client does; a client that runs the normal update replies ``arrays`` and ``metrics`` (``TRAIN_METRICS``) as usual, one
-# that few-shot updates adds its classifier and ``FEWSHOT_NUMBERS``; one that only few-shot updates replies the
-# classifier, ``FEWSHOT_ONLY_METRICS`` and ``FEWSHOT_NUMBERS``. With FSCProx the server sends normal updates the
-# averaged few-shot classifier θ_fs as their regulariser's anchor.
-FULL_EPOCHS = "full-epochs"  # config: epochs of the normal update (0: none)
-FEWSHOT = "fewshot"  # config: true when the client few-shot updates the classifier
-FEWSHOT_ANCHOR = "fewshot-anchor"  # train message: θ_fs, FSCProx's anchor (final Linear keys)
-FEWSHOT_CLASSIFIER = "fewshot-classifier"  # reply: the few-shot trained final Linear layer (weight, bias)
-FEWSHOT_METRICS = "fewshot-metrics"  # reply: FEWSHOT_NUMBERS
-FEWSHOT_SHOTS_USED = "fewshot-shots"  # shots per class the update drew (fewer when no class has n samples)
-FEWSHOT_CLASSES = "fewshot-classes"  # eligible classes
-FEWSHOT_EXAMPLES = "fewshot-examples"  # shots × classes
-FEWSHOT_LOSS = "fewshot-loss"
-FEWSHOT_SECONDS = "fewshot-seconds"  # features and classifier training (part of train-seconds)
-FEWSHOT_NUMBERS = (
-    Number(FEWSHOT_SHOTS_USED, int, 1),
-    Number(FEWSHOT_CLASSES, int, 1),
-    Number(FEWSHOT_EXAMPLES, int, 1),
-    Number(FEWSHOT_LOSS, float, 0.0),
-    Number(FEWSHOT_SECONDS, float, 0.0, MAX_SECONDS),
-)
-FEWSHOT_ONLY_METRICS = (
-    Number(PARTITION_ID, int, 0),
-    Number(NUM_EXAMPLES, int, 1),  # the few-shot examples
-    Number(NUM_LOCAL, int, 1),
-    Number(TRAIN_LOSS, float, 0.0),
-    Number(TRAIN_SECONDS, float, 0.0, MAX_SECONDS),
-    Number(THREADS, int, 1, 4096),
-)
 # FedSplit (methods/fedsplit/method.py): a training reply also carries the client's metadata D_k,meta, the feature maps
 # of its selected samples (all of them under ``fedsplit-all``) at ``metadata-level``, with their labels.
 FEATURE_METADATA = "feature-metadata"  # ArrayRecord holding exactly FEATURE_MAPS and MAP_LABELS

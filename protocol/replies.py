@@ -19,9 +19,6 @@ import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 
 from protocol.messages import (
-    AL_COUNTS_RECORD,
-    AL_QUERY_FIELDS,
-    AL_QUERY_RECORD,
     ARRAYS,
     CLASS_MAPS,
     CLASS_PRESENT,
@@ -29,13 +26,6 @@ from protocol.messages import (
     COUNTS,
     EVALUATE_METRICS,
     FEATURE_MAPS,
-    FEWSHOT_CLASSES,
-    FEWSHOT_CLASSIFIER,
-    FEWSHOT_EXAMPLES,
-    FEWSHOT_METRICS,
-    FEWSHOT_NUMBERS,
-    FEWSHOT_ONLY_METRICS,
-    FEWSHOT_SHOTS_USED,
     IDENTITY,
     IDENTITY_FIELDS,
     LABEL_COUNTS_RECORD,
@@ -43,12 +33,9 @@ from protocol.messages import (
     METRICS,
     MODEL_NAME,
     NUM_EXAMPLES,
-    NUM_LABELLED,
     NUM_LOCAL,
     NUM_PARTITIONS,
-    NUM_QUERIED,
     PARTITION_ID,
-    QUERY_SECONDS,
     TRAIN_METRICS,
     Number,
 )
@@ -93,7 +80,7 @@ def refusal(read: Callable[..., T], *args: Any, **kwargs: Any) -> tuple[T | None
         return None, f"unreadable reply ({type(err).__name__}: {str(err)[:200]})"
 
 
-def _names(keys: Iterable[str]) -> str:
+def key_names(keys: Iterable[str]) -> str:
     keys = sorted(str(k) for k in keys)
     return ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
 
@@ -102,9 +89,9 @@ def check_records(content: RecordDict, expected: Mapping[str, type]) -> None:
     """Exactly the ``expected`` records (name -> ArrayRecord, MetricRecord or ConfigRecord), each of its kind."""
     present = set(content.keys())
     if missing := set(expected) - present:
-        raise Refused(f"missing record {_names(missing)}")
+        raise Refused(f"missing record {key_names(missing)}")
     if extra := present - set(expected):
-        raise Refused(f"unexpected record {_names(extra)}")
+        raise Refused(f"unexpected record {key_names(extra)}")
     for name, kind in expected.items():
         if not isinstance(content[name], kind):
             raise Refused(f"record '{name}' is a {type(content[name]).__name__}, expected a {kind.__name__}")
@@ -116,9 +103,9 @@ def read_numbers(record: Mapping[str, Any], fields: Iterable[Number], where: str
     fields = [f for f in fields if not f.optional or f.key in record.keys()]
     keys = {f.key for f in fields}
     if missing := keys - set(record.keys()):
-        raise Refused(f"{where} lacks {_names(missing)}")
+        raise Refused(f"{where} lacks {key_names(missing)}")
     if extra := set(record.keys()) - keys:
-        raise Refused(f"{where} has unexpected {_names(extra)}")
+        raise Refused(f"{where} has unexpected {key_names(extra)}")
     values: dict[str, int | float] = {}
     for field in fields:
         value = record[field.key]
@@ -152,7 +139,7 @@ def read_label_counts(content: RecordDict, num_classes: int, identity: Identity,
     check_records(content, {LABEL_COUNTS_RECORD: ConfigRecord})
     record = content[LABEL_COUNTS_RECORD]
     if set(record.keys()) != {COUNTS}:
-        raise Refused(f"label counts must hold only '{COUNTS}', got {_names(record.keys())}")
+        raise Refused(f"label counts must hold only '{COUNTS}', got {key_names(record.keys())}")
     raw = record[COUNTS]
     if not isinstance(raw, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in raw):
         raise Refused("label counts are not a list of numbers")
@@ -171,9 +158,9 @@ def read_label_counts(content: RecordDict, num_classes: int, identity: Identity,
 def check_arrays(arrays: ArrayRecord, expected: Mapping[str, ArraySpec]) -> None:
     """The arrays the server sent, by name, shape and dtype, holding only finite values."""
     if missing := expected.keys() - arrays.keys():
-        raise Refused(f"missing arrays {_names(missing)}")
+        raise Refused(f"missing arrays {key_names(missing)}")
     if extra := arrays.keys() - expected.keys():
-        raise Refused(f"unexpected arrays {_names(extra)}")
+        raise Refused(f"unexpected arrays {key_names(extra)}")
     for key, spec in expected.items():
         array = arrays[key]
         if tuple(array.shape) != spec.shape:
@@ -222,48 +209,6 @@ def check_counts(numbers: Mapping[str, int | float], identity: Identity, expecte
         )
 
 
-def read_fedfsc_reply(
-    content: RecordDict,
-    *,
-    full: bool,
-    fewshot: bool,
-    expected: Mapping[str, ArraySpec],
-    classifier: Mapping[str, ArraySpec],
-    identity: Identity,
-    expected_examples: int | None,
-    max_shots: int,
-) -> dict[str, int | float]:
-    """A FedFSC-family training reply for the work its client was given: the normal update's reply (``full``), a
-    few-shot update's classifier and numbers (``fewshot``), or both. The classifier has the shapes of the final
-    Linear layer the server sent (``classifier``); a few-shot update drew at most ``max_shots`` per class, as many
-    from each eligible class, from samples the client holds. Returns the reply's ``metrics``."""
-    extra = {FEWSHOT_CLASSIFIER: ArrayRecord, FEWSHOT_METRICS: MetricRecord} if fewshot else {}
-    if full:
-        numbers = read_train_reply(content, expected, identity, expected_examples, TRAIN_METRICS, extra)
-    else:
-        check_records(content, {METRICS: MetricRecord, **extra})
-        numbers = read_numbers(content.metric_records[METRICS], FEWSHOT_ONLY_METRICS, "metrics")
-        check_counts(numbers, identity, None)
-    if not fewshot:
-        return numbers
-    check_arrays(content.array_records[FEWSHOT_CLASSIFIER], classifier)
-    few = read_numbers(content.metric_records[FEWSHOT_METRICS], FEWSHOT_NUMBERS, FEWSHOT_METRICS)
-    num_classes = min((spec.shape[0] for spec in classifier.values()), default=0)
-    if few[FEWSHOT_SHOTS_USED] > max_shots:
-        raise Refused(f"'{FEWSHOT_SHOTS_USED}' = {few[FEWSHOT_SHOTS_USED]} exceeds the {max_shots} shots asked for")
-    if few[FEWSHOT_CLASSES] > num_classes:
-        raise Refused(f"'{FEWSHOT_CLASSES}' = {few[FEWSHOT_CLASSES]} exceeds the model's {num_classes} classes")
-    if few[FEWSHOT_EXAMPLES] != few[FEWSHOT_SHOTS_USED] * few[FEWSHOT_CLASSES]:
-        raise Refused(f"'{FEWSHOT_EXAMPLES}' = {few[FEWSHOT_EXAMPLES]} is not shots × classes")
-    if few[FEWSHOT_EXAMPLES] > identity.num_examples:
-        raise Refused(
-            f"'{FEWSHOT_EXAMPLES}' = {few[FEWSHOT_EXAMPLES]} exceeds the {identity.num_examples} samples held"
-        )
-    if not full and numbers[NUM_EXAMPLES] != few[FEWSHOT_EXAMPLES]:
-        raise Refused(f"'num-examples' = {numbers[NUM_EXAMPLES]}, but the few-shot update used {few[FEWSHOT_EXAMPLES]}")
-    return numbers
-
-
 def read_evaluate_reply(content: RecordDict, identity: Identity) -> dict[str, int | float]:
     """An evaluation reply's metrics: a loss, an accuracy in [0, 1], and at most the samples the client holds."""
     check_records(content, {METRICS: MetricRecord})
@@ -275,63 +220,13 @@ def read_evaluate_reply(content: RecordDict, identity: Identity) -> dict[str, in
     return numbers
 
 
-@dataclass(frozen=True)
-class QueryReport:
-    """A sound ``query.al_query`` reply (KAFAL): how many samples the client labelled, its pool, the time it took."""
-
-    num_queried: int
-    num_labelled: int
-    query_seconds: float
-    counts: np.ndarray  # the labelled pool per class, after the query
-
-
-def read_al_query_reply(
-    content: RecordDict,
-    identity: Identity,
-    num_classes: int,
-    budget: int,
-    labelled_before: int | None,
-    counts_before: np.ndarray | None = None,
-) -> QueryReport:
-    """A ``query.al_query`` reply: it speaks for its own partition, labelled exactly its ``budget`` of new samples on
-    top of the ``labelled_before`` the server expects (None: unknown after an earlier failure), and its labelled
-    class counts are whole numbers adding up to its pool that never shrink (``counts_before``: the last sound ones)."""
-    check_records(content, {AL_QUERY_RECORD: MetricRecord, AL_COUNTS_RECORD: MetricRecord})
-    numbers = read_numbers(content[AL_QUERY_RECORD], AL_QUERY_FIELDS, "al-query")
-    if numbers[PARTITION_ID] != identity.partition_id:
-        raise Refused(f"reports partition-id {numbers[PARTITION_ID]}, but this client is {identity.partition_id}")
-    if numbers[NUM_LOCAL] != identity.num_examples:
-        raise Refused(f"'num-local' = {numbers[NUM_LOCAL]}, but the client said it holds {identity.num_examples}")
-    if numbers[NUM_QUERIED] != budget:
-        raise Refused(f"'num-queried' = {numbers[NUM_QUERIED]}, but the cycle's budget is {budget}")
-    labelled = int(numbers[NUM_LABELLED])
-    if labelled > identity.num_examples:
-        raise Refused(f"'num-labelled' = {labelled} exceeds the {identity.num_examples} samples the client holds")
-    if labelled_before is not None and labelled != labelled_before + budget:
-        raise Refused(f"'num-labelled' = {labelled}, expected {labelled_before} labelled before + {budget} queried")
-    record = content[AL_COUNTS_RECORD]
-    if set(record.keys()) != {COUNTS}:
-        raise Refused(f"labelled counts must hold only '{COUNTS}', got {_names(record.keys())}")
-    raw = record[COUNTS]
-    if not isinstance(raw, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in raw):
-        raise Refused("labelled counts are not a list of whole numbers")
-    counts = np.asarray(raw, dtype=np.int64)
-    if counts.shape != (num_classes,) or np.any(counts < 0):
-        raise Refused(f"labelled counts must be {num_classes} whole numbers >= 0")
-    if int(counts.sum()) != labelled:
-        raise Refused(f"labelled counts add up to {int(counts.sum())}, but 'num-labelled' = {labelled}")
-    if counts_before is not None and np.any(counts < counts_before):
-        raise Refused("labelled counts shrank since the last cycle: a labelled sample cannot become unlabelled")
-    return QueryReport(int(numbers[NUM_QUERIED]), labelled, float(numbers[QUERY_SECONDS]), counts)
-
-
 def read_client_model(content: RecordDict, usable: Callable[[str], None]) -> str:
     """A ``query.client_model`` reply: the name of an architecture that ``usable`` accepts (it raises ValueError
     for one the app cannot build, or that cannot pair with the global model)."""
     check_records(content, {CLIENT_MODEL_RECORD: ConfigRecord})
     record = content[CLIENT_MODEL_RECORD]
     if set(record.keys()) != {MODEL_NAME}:
-        raise Refused(f"client model must hold only '{MODEL_NAME}', got {_names(record.keys())}")
+        raise Refused(f"client model must hold only '{MODEL_NAME}', got {key_names(record.keys())}")
     name = record[MODEL_NAME]
     if not isinstance(name, str):
         raise Refused(f"client model name is a {type(name).__name__}, not a string")
@@ -356,7 +251,7 @@ def _finite_array(record: ArrayRecord, key: str, shape: tuple[int, ...], dtype: 
 
 def _check_keys(record: ArrayRecord, keys: set[str], where: str) -> None:
     if set(record.keys()) != keys:
-        raise Refused(f"{where} must hold exactly {_names(keys)}, got {_names(record.keys())}")
+        raise Refused(f"{where} must hold exactly {key_names(keys)}, got {key_names(record.keys())}")
 
 
 def read_metadata(

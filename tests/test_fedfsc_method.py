@@ -22,12 +22,7 @@ from methods.fedfsc.fewshot import (
     with_classifier_prox,
 )
 from methods.fedfsc.method import FEDFSC_PLAN, FEDFSC_PLUS_PLAN
-from methods.fedfsc.strategy import FewShotClassifierFedAvg
-from methods.registry import METHODS, for_run, parse_config
-from models import build_model
-from protocol.messages import (
-    ARRAYS,
-    CONFIG,
+from methods.fedfsc.records import (
     FEWSHOT,
     FEWSHOT_ANCHOR,
     FEWSHOT_CLASSES,
@@ -38,6 +33,13 @@ from protocol.messages import (
     FEWSHOT_SECONDS,
     FEWSHOT_SHOTS_USED,
     FULL_EPOCHS,
+)
+from methods.fedfsc.strategy import FewShotClassifierFedAvg
+from methods.registry import METHODS, for_run, parse_config
+from models import build_model
+from protocol.messages import (
+    ARRAYS,
+    CONFIG,
     METRICS,
     NUM_EXAMPLES,
     NUM_LOCAL,

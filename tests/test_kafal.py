@@ -23,11 +23,12 @@ from methods.kafal.kcfu import KCFUOptions
 from methods.kafal.labelling import QUERIES_FILE, LabelsFile
 from methods.kafal.local_update import LocalSGD, UnlabelledBatches, kcfu_update
 from methods.kafal.pools import initial_labelled_size, query_budget
+from methods.kafal.records import AL_COUNTS_RECORD, AL_QUERY, AL_QUERY_RECORD, NUM_QUERIED, read_al_query_reply
 from methods.kafal.schedule import CycleSchedule, labelled_after, pool_problem
 from methods.registry import parse_config
 from models import build_model
-from protocol.messages import AL_COUNTS_RECORD, AL_QUERY, AL_QUERY_RECORD, COUNTS, NUM_QUERIED
-from protocol.replies import Identity, Refused, read_al_query_reply
+from protocol.messages import COUNTS
+from protocol.replies import Identity, Refused
 from run_config import ConfigError, federated_split
 from run_config.defaults import load_defaults
 from server_app.run_errors import RunSetupError

@@ -21,12 +21,7 @@ from client_app.node import Node
 from client_app.objective import ObjectiveFactory
 from client_app.train_step import update_and_report
 from methods.fedfsc.fewshot import FedFscSettings, FewShotResult, Role, train_fewshot_classifier, with_classifier_prox
-from models import SplitModel
-from models.device import synchronize
-from models.outputs import penultimate_features
-from protocol.messages import (
-    ARRAYS,
-    CONFIG,
+from methods.fedfsc.records import (
     FEWSHOT,
     FEWSHOT_ANCHOR,
     FEWSHOT_CLASSES,
@@ -37,6 +32,13 @@ from protocol.messages import (
     FEWSHOT_SECONDS,
     FEWSHOT_SHOTS_USED,
     FULL_EPOCHS,
+)
+from models import SplitModel
+from models.device import synchronize
+from models.outputs import penultimate_features
+from protocol.messages import (
+    ARRAYS,
+    CONFIG,
     METRICS,
     NUM_EXAMPLES,
     NUM_LOCAL,

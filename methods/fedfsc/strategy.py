@@ -33,8 +33,9 @@ from methods.fedfsc.fewshot import (
     compose_global_state,
     draw_stragglers,
 )
-from protocol.messages import ARRAYS, CONFIG, FEWSHOT, FEWSHOT_ANCHOR, FEWSHOT_CLASSIFIER, FULL_EPOCHS, METRICS
-from protocol.replies import ArraySpec, array_specs, read_fedfsc_reply
+from methods.fedfsc.records import FEWSHOT, FEWSHOT_ANCHOR, FEWSHOT_CLASSIFIER, FULL_EPOCHS, read_fedfsc_reply
+from protocol.messages import ARRAYS, CONFIG, METRICS
+from protocol.replies import ArraySpec, array_specs
 from run_config import build_model_for
 from run_config.choices import MEAN
 from strategies.partial_fedavg import PartialModelFedAvg

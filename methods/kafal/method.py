@@ -70,25 +70,27 @@ from methods.kafal.queries import (
     check_sampling_model,
     select_queries,
 )
-from methods.kafal.schedule import CycleSchedule, pool_problem
-from methods.kafal.strategy import ActiveLearningFedAvg, cycle_cohorts, merge_round_config
-from protocol.messages import (
+from methods.kafal.records import (
     AL_COUNTS_RECORD,
     AL_CYCLE,
     AL_CYCLE_ROUND,
     AL_QUERY_RECORD,
-    ARRAYS,
     CLIENT_LOSS,
     COMPENSATION_LOSS,
+    NUM_LABELLED,
+    NUM_QUERIED,
+    QUERY_SECONDS,
+)
+from methods.kafal.schedule import CycleSchedule, pool_problem
+from methods.kafal.strategy import ActiveLearningFedAvg, cycle_cohorts, merge_round_config
+from protocol.messages import (
+    ARRAYS,
     CONFIG,
     COUNTS,
     METRICS,
     NUM_EXAMPLES,
-    NUM_LABELLED,
     NUM_LOCAL,
-    NUM_QUERIED,
     PARTITION_ID,
-    QUERY_SECONDS,
     THREADS,
     TRAIN_LOSS,
     TRAIN_SECONDS,

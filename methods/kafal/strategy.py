@@ -31,9 +31,10 @@ from flwr.common.logger import log
 from flwr.serverapp import Grid
 
 from methods.kafal.pools import initial_labelled_size, query_budget
+from methods.kafal.records import AL_CYCLE, AL_QUERY, AL_TRAIN_METRICS, read_al_query_reply
 from methods.kafal.schedule import CycleSchedule
-from protocol.messages import AL_CYCLE, AL_QUERY, AL_TRAIN_METRICS, ARRAYS, CONFIG, SERVER_ROUND
-from protocol.replies import read_al_query_reply, read_train_reply, refusal
+from protocol.messages import ARRAYS, CONFIG, SERVER_ROUND
+from protocol.replies import read_train_reply, refusal
 from strategies.client_errors import error_summary
 from strategies.cohort_fedavg import CohortFedAvg, SelectCohort
 
