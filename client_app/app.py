@@ -48,6 +48,11 @@ torch.set_flush_denormal(True)  # a freshly initialised model computes with deno
 app = ClientApp()
 
 
+def node_of(context: Context) -> Node:
+    """The node a message finds, with the registry's methods and objectives."""
+    return Node(context, CATALOGUE, OBJECTIVES)
+
+
 def released_label_counts(node: Node) -> ConfigRecord:
     """This client's label counts as it releases them, with Laplace noise when ``label-dp-epsilon`` > 0: one release
     per run, repeated if asked again (kept in ``context.state``; see client_app/label_counts.py)."""
@@ -64,7 +69,7 @@ def identify(msg: Message, context: Context) -> Message:
     samples it holds (what the server checks every later reply's counts against); with the label counts when the
     server asks for them along."""
     with span(CLIENT_MESSAGE, type=IDENTIFY):
-        node = Node(context, CATALOGUE, OBJECTIVES)
+        node = node_of(context)
         identity = MetricRecord(
             {PARTITION_ID: node.partition_id, NUM_PARTITIONS: node.num_partitions, NUM_EXAMPLES: len(node.labels())}
         )
@@ -78,9 +83,7 @@ def identify(msg: Message, context: Context) -> Message:
 def label_counts(msg: Message, context: Context) -> Message:
     """Send this client's label counts (FedEntOpt); see ``released_label_counts``."""
     with span(CLIENT_MESSAGE, type=LABEL_COUNTS):
-        return Message(
-            RecordDict({LABEL_COUNTS_RECORD: released_label_counts(Node(context, CATALOGUE, OBJECTIVES))}), reply_to=msg
-        )
+        return Message(RecordDict({LABEL_COUNTS_RECORD: released_label_counts(node_of(context))}), reply_to=msg)
 
 
 #: The mods around ``train``: the faults ``fail-partitions`` injects (testing only), outside every training step.
@@ -91,7 +94,7 @@ TRAIN_MODS: list[Mod] = [inject_faults]
 def train(msg: Message, context: Context) -> Message:
     """The round's local work, by the configured method's client step."""
     with span(CLIENT_MESSAGE, type=TRAIN, round=msg.content[CONFIG][SERVER_ROUND]):
-        node = Node(context, CATALOGUE, OBJECTIVES)
+        node = node_of(context)
         step = method(node.config.method).client_train or shared_train
         return Message(step(node, msg), reply_to=msg)
 
@@ -101,7 +104,7 @@ def method_query(answer: Callable[[Node, Message], RecordDict]) -> Callable[[Mes
 
     def handle(msg: Message, context: Context) -> Message:
         with span(CLIENT_MESSAGE, type=msg.metadata.message_type):
-            return Message(answer(Node(context, CATALOGUE, OBJECTIVES), msg), reply_to=msg)
+            return Message(answer(node_of(context), msg), reply_to=msg)
 
     return handle
 
@@ -114,7 +117,7 @@ for _message_type, _answer in QUERIES.items():
 def evaluate(msg: Message, context: Context) -> Message:
     """Evaluate the received global model on this client's local data."""
     with span(CLIENT_MESSAGE, type=EVALUATE):
-        node = Node(context, CATALOGUE, OBJECTIVES)
+        node = node_of(context)
         data = node.data()
         model, _ = node.global_model(msg)
         model.to(node.device).eval()

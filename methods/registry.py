@@ -68,9 +68,8 @@ def _registered() -> tuple[dict[str, Method], dict[str, str]]:
     return by_name, origin
 
 
-METHODS, _ORIGIN = _registered()
-#: method -> the module or package of ``methods/`` that declares it (``fedavg-rds`` -> ``fedavg``).
-ORIGIN: Mapping[str, str] = _ORIGIN
+#: ORIGIN: method -> the module or package of ``methods/`` that declares it (``fedavg-rds`` -> ``fedavg``).
+METHODS, ORIGIN = _registered()
 OBJECTIVES: Mapping[str, ObjectiveFactory] = {
     "plain": CrossEntropy,
     **{name: factory for m in METHODS.values() for name, factory in m.objectives.items()},
@@ -91,8 +90,6 @@ AXIS_DEFAULTS: Mapping[str, SettingValue] = {
 }
 #: What the run configuration knows of the methods.
 CATALOGUE = Catalogue(methods=METHODS, objectives=tuple(OBJECTIVES), axis_defaults=AXIS_DEFAULTS)
-#: Every method's own settings dataclasses, in registration order.
-METHOD_SETTINGS: tuple[type, ...] = CATALOGUE.settings_classes
 
 
 def method(name: str) -> Method:

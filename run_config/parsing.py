@@ -59,14 +59,14 @@ def parse_run_config(run_config: Mapping[str, Any], catalogue: Catalogue) -> Run
     return config
 
 
-def used_settings(method: str, objective: str, catalogue: Catalogue) -> set[type]:
-    """The settings dataclasses a run reads: its method's, and those of the methods that bring its objective (FedProx's
-    ``proximal-mu`` for any method run with ``objective = "proximal"``)."""
-    used = set(catalogue.methods[method].settings)
+def unread_settings(method: str, objective: str, catalogue: Catalogue) -> list[type]:
+    """The settings dataclasses a run does not read: all but its method's and those of the methods that bring its
+    objective (FedProx's ``proximal-mu`` is read by any method run with ``objective = "proximal"``)."""
+    read = set(catalogue.methods[method].settings)
     for declaration in catalogue.methods.values():
         if objective in declaration.objectives:
-            used.update(declaration.settings)
-    return used
+            read.update(declaration.settings)
+    return [cls for cls in catalogue.settings_classes if cls not in read]
 
 
 def keys_ignored_by(values: Mapping[str, Any], catalogue: Catalogue) -> set[str]:
@@ -75,26 +75,18 @@ def keys_ignored_by(values: Mapping[str, Any], catalogue: Catalogue) -> set[str]
     objective = values.get("objective", AUTO)
     if objective == AUTO:
         objective = catalogue.presets(method)["objective"]
-    used = used_settings(method, str(objective), catalogue)
-    return {
-        spec.key
-        for cls in catalogue.settings_classes
-        if cls not in used
-        for spec in declared_settings(cls)
-        if spec.key in values
-    }
+    unread = unread_settings(method, str(objective), catalogue)
+    return {spec.key for cls in unread for spec in declared_settings(cls) if spec.key in values}
 
 
 def refuse_foreign_settings(config: RunConfig, catalogue: Catalogue) -> None:
     """A setting of another method than the run's, changed from its default, is a mistake (the run would ignore it):
     refuse it, naming the key and the methods it belongs to."""
-    used = used_settings(config.method, config.objective, catalogue)
-    for instance in config.method_settings:
-        if type(instance) in used:
-            continue
-        for spec in declared_settings(type(instance)):
+    for cls in unread_settings(config.method, config.objective, catalogue):
+        instance: object = config.settings(cls)
+        for spec in declared_settings(cls):
             if getattr(instance, spec.attribute) != spec.default:
-                owners = " or ".join(repr(m.name) for m in catalogue.methods.values() if type(instance) in m.settings)
+                owners = " or ".join(repr(m.name) for m in catalogue.methods.values() if cls in m.settings)
                 raise ConfigError(
                     f"run config {spec.key!r} is a setting of method {owners}, not of {config.method!r} (objective "
                     f"{config.objective!r}), which would ignore it: remove it, or run method {owners}"
