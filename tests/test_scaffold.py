@@ -21,7 +21,6 @@ from methods.scaffold.control import (
     client_control_update,
     control_keys,
     correction,
-    local_steps,
     server_control_update,
     server_model_update,
 )
@@ -56,6 +55,12 @@ X = {"w": torch.tensor([1.0, 2.0])}
 C = {"w": torch.tensor([0.5, -1.0])}
 C_A, Y_A = {"w": torch.tensor([0.0, 0.0])}, {"w": torch.tensor([0.0, 3.0])}
 C_B, Y_B = {"w": torch.tensor([1.0, 1.0])}, {"w": torch.tensor([2.0, 2.0])}
+
+
+def local_steps(epochs: int, num_examples: int, batch_size: int) -> int:
+    """K as a hand count: the optimiser steps of ``epochs`` passes over ``num_examples`` samples in mini-batches of
+    ``batch_size`` (the last one smaller, never dropped: ``models.training.train_epochs``)."""
+    return epochs * math.ceil(num_examples / batch_size)
 
 
 def test_option_two_updates_the_client_control_variates_as_computed_by_hand() -> None:

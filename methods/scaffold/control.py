@@ -10,7 +10,6 @@ client's c_i. With learning rates η_l (local) and η_g = 1 (global), one round 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 
 import torch
@@ -30,12 +29,6 @@ def control_keys(model: nn.Module, trained_keys: Sequence[str]) -> list[str]:
 def zero_control(template: Mapping[str, torch.Tensor], keys: Sequence[str]) -> Named:
     """c = 0 (and c_i = 0): zeros shaped as ``template``'s ``keys``, in float32 on the CPU."""
     return {key: torch.zeros(template[key].shape, dtype=torch.float32) for key in keys}
-
-
-def local_steps(epochs: int, num_examples: int, batch_size: int) -> int:
-    """K: the optimiser steps of ``epochs`` passes over ``num_examples`` samples in mini-batches of ``batch_size``
-    (the last one smaller, never dropped: ``models.training.train_epochs``)."""
-    return epochs * math.ceil(num_examples / batch_size)
 
 
 def client_control_update(
