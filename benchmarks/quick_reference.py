@@ -47,8 +47,8 @@ def all_rows() -> list[tuple[str, str]]:
     the same markers): a method added as a package brings its row in its page."""
     rows = table_rows(PAGE.read_text())
     for page in sorted((PAGE.parent / "methods").glob("*.md")):
-        if START in page.read_text():
-            rows += table_rows(page.read_text())
+        if START in (text := page.read_text()):
+            rows += table_rows(text)
     return rows
 
 

@@ -8,6 +8,7 @@ give the ``"auto"`` axes, and its own checks.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
@@ -53,7 +54,7 @@ class Catalogue:
     objectives: tuple[str, ...]
     axis_defaults: Mapping[str, SettingValue]
 
-    @property
+    @functools.cached_property
     def settings_classes(self) -> tuple[type, ...]:
         """Every method's own settings dataclasses, in registration order, each once."""
         return tuple(dict.fromkeys(cls for m in self.methods.values() for cls in m.settings))
