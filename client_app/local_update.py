@@ -19,6 +19,7 @@ import torch
 from flwr.app import RecordDict
 
 from client_app.data_selection import hardened_entropy, select_samples, select_unscored
+from client_app.epoch_training import EPOCH_TRAINER, ThetaForward
 from client_app.feature_cache import FeatureCache
 from client_app.feature_sources import Computed, Features
 from client_app.local_data import LocalData
@@ -26,8 +27,9 @@ from client_app.objective import CrossEntropy, LocalTraining, ObjectiveFactory
 from data.transforms import random_crop_flip
 from models import NO_FREEZE, SplitModel
 from models.batchnorm import settle_batchnorm
+from models.cohort_training import ClientJob
 from models.device import synchronize
-from models.training import Forward, train_epochs
+from models.training import Forward
 from run_config import RunConfig
 
 
@@ -175,9 +177,11 @@ def local_update(
     if objective_factory is None and config.objective != "plain":
         raise ValueError(f"objective {config.objective!r}: pass its objective_factory (the registry's OBJECTIVES)")
     objective = (objective_factory or CrossEntropy)(training)
-    loss = train_epochs(
-        objective.loss,
-        params,
+    theta = ThetaForward(model, level, lower)
+    trained = {id(p) for p in params}
+    job = ClientJob(
+        theta,
+        {name: p for name, p in theta.named_parameters() if id(p) in trained},
         inputs,
         labels[chosen],
         epochs=config.local_epochs,
@@ -187,18 +191,20 @@ def local_update(
         weight_decay=config.weight_decay,
         generator=generator,
         augment=random_crop_flip if config.augment else None,
+        client=partition_id,
     )
+    done = EPOCH_TRAINER.get()(job, objective)
     settle_batchnorm(
         model, inputs, forward=forward, within=model.upper_stages(level), batch_size=config.eval_batch_size
     )
     objective.finish()
-    train_seconds = time.perf_counter() - start - cache_seconds
+    train_seconds = time.perf_counter() - start - cache_seconds - done.waited_seconds
     if config.data_selection != "entropy":  # an entropy pass asked for by `entropy-metrics` is not the method's work
         train_seconds -= selection_seconds
     return UpdateResult(
         num_examples=len(chosen),
         num_local=len(data),
-        train_loss=loss,
+        train_loss=done.loss,
         train_seconds=train_seconds,
         selection_seconds=selection_seconds,
         cache_seconds=cache_seconds,

@@ -7,6 +7,8 @@ check   validates the file and lists its cells, running nothing
 cka     linear CKA between client-updated models (the FedFT-EDS paper's Fig. 2-4)
 
 --in-process  runs the cells in this process, without Ray or a SuperLink (small experiments, busy machines)
+--batched-cohorts  with --in-process: each round's clients train as one batched computation (vmap); the methods on
+        the shared client step with the plain objective (FedAvg, the FedFT family, FedEntOpt's selection)
 --only  restricts run and check to the cells whose name matches a shell-style pattern (repeatable), e.g.
         --only 'fedft-*' --only '*__seed0'; the report always covers every cell of the file
 """
@@ -14,13 +16,22 @@ cka     linear CKA between client-updated models (the FedFT-EDS paper's Fig. 2-4
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from pathlib import Path
 
+from experiments.batched_cohorts import refusal
 from experiments.in_process import run_cell_in_process
 from experiments.report import write_report
-from experiments.runner import StaleResultsError, default_results_dir, run_experiment, simulate_cell
+from experiments.runner import (
+    StaleResultsError,
+    cell_run_config,
+    default_results_dir,
+    run_experiment,
+    simulate_cell,
+)
 from experiments.spec import ExperimentFileError, load_experiment, select_cells
+from run_config.defaults import load_defaults
 from simulation.local_run import add_placement_arguments, exit_on_sigterm
 
 
@@ -41,6 +52,16 @@ def _experiment_command(args: argparse.Namespace) -> int:
         for cell in selected:
             print(f"  {cell.name}")
         return 0
+    if args.batched_cohorts:
+        if not args.in_process:
+            print("error: --batched-cohorts needs --in-process (simulated clients in one process)", file=sys.stderr)
+            return 2
+        for cell in selected:
+            why = refusal({**load_defaults(), **cell_run_config(cell, results_dir)})
+            if why:
+                print(f"error: {args.file}: cell {cell.name}: {why}", file=sys.stderr)
+                return 2
+    in_process = functools.partial(run_cell_in_process, batched=args.batched_cohorts)
     code = 0
     if args.command == "run":
         print(f"{experiment.name}: {len(selected)} cells; stated cost: {experiment.cost}", flush=True)
@@ -48,7 +69,7 @@ def _experiment_command(args: argparse.Namespace) -> int:
             outcome = run_experiment(
                 experiment,
                 results_dir,
-                run_cell=run_cell_in_process if args.in_process else simulate_cell,
+                run_cell=in_process if args.in_process else simulate_cell,
                 echo=lambda line: print(line, flush=True),
                 cells=selected,
                 gpus_per_client=args.gpus_per_client,
@@ -80,6 +101,11 @@ def main(argv: list[str] | None = None) -> int:
         "--in-process",
         action="store_true",
         help="run each cell in this process, clients one after another, without Ray or a SuperLink",
+    )
+    parser.add_argument(
+        "--batched-cohorts",
+        action="store_true",
+        help="with --in-process: train each round's clients as one batched computation (vmap over their parameters)",
     )
     parser.add_argument(
         "--only",
