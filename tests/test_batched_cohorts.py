@@ -17,6 +17,7 @@ from experiments.__main__ import main as experiments_main
 from experiments.batched_cohorts import CohortRendezvous, covered_methods, refusal
 from experiments.in_process import run_cell_in_process
 from models.cohort_training import CohortError
+from models.device import available_devices
 from simulation.local_run import Resources
 from tests.in_process import small_run_config
 from tests.test_cohort_training import jobs_for
@@ -36,11 +37,13 @@ def run(tmp_path: Path, name: str, batched: bool, **overrides) -> Path:
         {"method": "fedft-eds", "local-epochs": 2},  # θ on cached features, each client its own selected count
     ],
 )
-def test_a_batched_run_ends_where_the_one_at_a_time_run_ends(tmp_path, overrides):
+@pytest.mark.parametrize("device", [str(device) for device in available_devices()])
+def test_a_batched_run_ends_where_the_one_at_a_time_run_ends(tmp_path, overrides, device):
+    overrides = {**overrides, "device": device, "server-device": device}
     alone = run(tmp_path, "alone", False, **overrides)
     together = run(tmp_path, "together", True, **overrides)
-    weights_alone = torch.load(alone / "model.pt")
-    weights_together = torch.load(together / "model.pt")
+    weights_alone = torch.load(alone / "model.pt", map_location="cpu")
+    weights_together = torch.load(together / "model.pt", map_location="cpu")
     for key, value in weights_alone.items():
         assert torch.allclose(value.float(), weights_together[key].float(), atol=1e-4), key
     rounds_alone = [json.loads(line) for line in (alone / "rounds.jsonl").read_text().splitlines()]

@@ -17,21 +17,25 @@ from client_app.epoch_training import ThetaForward
 from data.transforms import random_crop_flip
 from models import NO_FREEZE
 from models.cohort_training import ClientJob, CohortError, batches, train_cohort
+from models.device import available_devices
 from models.registry import build_model
 from models.training import train_epochs
 
 TOLERANCE = 1e-9
+DEVICES = [str(device) for device in available_devices()]
 
 
-def jobs_for(model_name, level, sizes, *, epochs=2, momentum=0.9, weight_decay=5e-4, augment=False, seed=0):
-    """One job per client over its own random data, each on its own copy of one float64 model."""
+def jobs_for(
+    model_name, level, sizes, *, epochs=2, momentum=0.9, weight_decay=5e-4, augment=False, seed=0, device="cpu"
+):
+    """One job per client over its own random data, each on its own copy of one float64 model on ``device``."""
     torch.manual_seed(seed)
-    base = build_model(model_name, 1, 10, dropout=0.0).double()
+    base = build_model(model_name, 1, 10, dropout=0.0).double().to(device)
     jobs = []
     for client, size in enumerate(sizes):
         model = copy.deepcopy(base)
         model.set_frozen(level)
-        images = torch.randn(size, 1, 32, 32, dtype=torch.float64)
+        images = torch.randn(size, 1, 32, 32, dtype=torch.float64).to(device)
         with torch.no_grad():
             inputs = images if level == NO_FREEZE or augment else model.forward_to(images, level)
         lower = (lambda x, m=model: m.forward_to(x, level)) if augment and level != NO_FREEZE else (lambda x: x)
@@ -42,7 +46,7 @@ def jobs_for(model_name, level, sizes, *, epochs=2, momentum=0.9, weight_decay=5
                 theta,
                 {name: p for name, p in theta.named_parameters() if id(p) in trained},
                 inputs,
-                torch.randint(0, 10, (size,)),
+                torch.randint(0, 10, (size,)).to(device),
                 epochs=epochs,
                 batch_size=16,
                 lr=0.05,
@@ -94,9 +98,10 @@ def largest_difference(alone, together):
         ("wrn-10-1", "mid", [40, 23, 50], {}),
     ],
 )
-def test_a_cohort_gets_the_updates_its_clients_get_alone(model_name, level, sizes, options):
-    alone = jobs_for(model_name, level, sizes, **options)
-    together = jobs_for(model_name, level, sizes, **options)
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_cohort_gets_the_updates_its_clients_get_alone(model_name, level, sizes, options, device):
+    alone = jobs_for(model_name, level, sizes, device=device, **options)
+    together = jobs_for(model_name, level, sizes, device=device, **options)
     before = [p.detach().clone() for p in together[0].module.parameters()]
     losses_alone = train_each_alone(alone)
     losses_together = train_cohort(together)
@@ -104,10 +109,12 @@ def test_a_cohort_gets_the_updates_its_clients_get_alone(model_name, level, size
     assert losses_together == pytest.approx(losses_alone, rel=1e-6)  # train_epochs sums the loss in float32
     moved = [not torch.equal(b, a.detach()) for b, a in zip(before, together[0].module.parameters(), strict=True)]
     assert any(moved)
+    assert all(p.device.type == torch.device(device).type for job in together for p in job.module.parameters())
 
 
-def test_frozen_parameters_stay_bitwise_frozen():
-    jobs = jobs_for("lenet5", "mid", [30, 20])
+@pytest.mark.parametrize("device", DEVICES)
+def test_frozen_parameters_stay_bitwise_frozen(device):
+    jobs = jobs_for("lenet5", "mid", [30, 20], device=device)
     frozen = [
         {name: p.detach().clone() for name, p in job.module.named_parameters() if name not in job.params}
         for job in jobs

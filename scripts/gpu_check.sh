@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The checks a lent GPU machine runs, in one command, each stage under its own time limit, logs in $OUT (or ./gpu-out):
+#   1. the device tests on CUDA (tests/test_device.py, the batched-cohort tests), 2. batched cohorts against one
+#   client at a time on the GPU (benchmarks/batched_cohorts.py: a round's local SGD, then whole in-process runs),
+#   3. the whole suite, as far as the time left allows.
+# Python packages the machine lacks (flwr and its dependencies) are expected on PYTHONPATH already.
+set -u
+out=${OUT:-gpu-out}
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1 FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1
+python=${PYTHON:-python3}
+
+stage() {  # stage NAME SECONDS COMMAND...: run COMMAND under a limit, its output in $out/NAME.txt, its time noted
+    local name=$1 limit=$2
+    shift 2
+    local start=$SECONDS
+    timeout "$limit" "$@" >"$out/$name.txt" 2>&1
+    local code=$?
+    echo "$name: exit $code after $((SECONDS - start)) s (limit $limit s)" | tee -a "$out/stages.txt"
+    tail -n 4 "$out/$name.txt"
+}
+
+{ nvidia-smi -L; "$python" -c "import torch, flwr; print('torch', torch.__version__, 'flwr', flwr.__version__)"; } \
+    >"$out/machine.txt" 2>&1
+cat "$out/machine.txt"
+stage device-tests "${DEVICE_TESTS_SECONDS:-150}" "$python" -m pytest -q -p no:cacheprovider -n 8 \
+    tests/test_cohort_training.py tests/test_batched_cohorts.py tests/test_device.py
+stage cohort-training "${TRAINING_SECONDS:-110}" "$python" -m benchmarks.batched_cohorts --device cuda \
+    --parts training --pairs 3 --out "$out/batched_cohorts_training.json"
+stage cohort-runs "${RUNS_SECONDS:-160}" "$python" -m benchmarks.batched_cohorts --device cuda --parts in-process \
+    --dataset fashion-mnist-mini --clients 10 --per-round 10 --rounds 6 --pairs 2 --model lenet5 wrn-16-1 \
+    --out "$out/batched_cohorts_runs.json"
+stage suite "${SUITE_SECONDS:-120}" "$python" -m pytest -v -p no:cacheprovider -n 14 tests
+grep -c " PASSED" "$out/suite.txt" | sed 's/^/suite passed: /' | tee -a "$out/stages.txt"
+grep " FAILED\| ERROR" "$out/suite.txt" | sed 's/^.*\] //' | sort | uniq >"$out/suite-failures.txt"
+wc -l <"$out/suite-failures.txt" | sed 's/^/suite failed or errored: /' | tee -a "$out/stages.txt"
