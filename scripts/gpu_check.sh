@@ -33,8 +33,10 @@ if ! "$python" -c "import flwr" 2>/dev/null; then
 fi
 stage device-tests "${DEVICE_TESTS_SECONDS:-150}" "$python" -m pytest -q -p no:cacheprovider -n 8 \
     tests/test_cohort_training.py tests/test_batched_cohorts.py tests/test_device.py
-stage cohort-training "${TRAINING_SECONDS:-110}" "$python" -m benchmarks.batched_cohorts --device cuda \
-    --parts training --pairs 3 --out "$out/batched_cohorts_training.json"
+if [ "${TRAINING_SECONDS:-110}" != 0 ]; then
+    stage cohort-training "${TRAINING_SECONDS:-110}" "$python" -m benchmarks.batched_cohorts --device cuda \
+        --parts training --pairs 3 --out "$out/batched_cohorts_training.json"
+fi
 stage cohort-runs "${RUNS_SECONDS:-160}" "$python" -m benchmarks.batched_cohorts --device cuda --parts in-process \
     --dataset fashion-mnist-mini --clients 10 --per-round 10 --rounds 6 --pairs 2 --model lenet5 wrn-16-1 \
     --out "$out/batched_cohorts_runs.json"
