@@ -16,7 +16,9 @@ selection, SGD; ``client_app/local_update.py``). A method says only what differs
 - ``check``: what its settings must satisfy together (a level the model lacks, a size larger than the model's
   features), and against the clients' data at start;
 - ``check_run``: checks that need the population's size (the custom-size methods' client architectures, one per
-  client), run when the run starts (a refused value stops the run before any training, naming the key).
+  client), run when the run starts (a refused value stops the run before any training, naming the key);
+- ``result_files``: its own files in the run folder (``server_app/result_files.py``: rows its server step reports,
+  kept in checkpoints, summarised in summary.json, plotted), beside the framework's rounds.jsonl.
 
 Client selection (``client-selection``) and the aggregation rule (``aggregation``) are axes of the shared server
 step, so every method composes with FedEntOpt and the robust rules.
@@ -37,6 +39,7 @@ from client_app.objective import ObjectiveFactory
 from run_config import RunConfig
 from run_config.catalogue import SettingsCheck, SettingValue
 from server_app.lifecycle import FederatedRun
+from server_app.result_files import ResultFile
 from strategies.cohort_fedavg import CohortFedAvg
 
 #: A method's answer to a message on a client: its client step, or its answer to a query it declares.
@@ -72,6 +75,8 @@ class Method:
     #: and at the run's start with the samples each connected client holds (partition id -> count).
     check: SettingsCheck | None = None
     check_run: PopulationCheck | None = None
+    #: Its own result files (KAFAL's cycles.jsonl); its server step reports their rows to ``run.recorder.report``.
+    result_files: tuple[ResultFile, ...] = ()
     paper: str = ""
 
     def __post_init__(self) -> None:
@@ -91,6 +96,11 @@ class Method:
             f"settings entry {cls!r} is not a dataclass"
             for cls in self.settings
             if not isinstance(cls, type) or not hasattr(cls, "__dataclass_fields__")
+        ]
+        problems += [
+            f"result file {file!r} is not a server_app.result_files.ResultFile"
+            for file in self.result_files
+            if not isinstance(file, ResultFile)
         ]
         if not self.name or not self.summary:
             problems.append("it needs a 'name' and a 'summary'")

@@ -47,6 +47,7 @@ import dataclasses
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -81,6 +82,7 @@ from methods.kafal.records import (
     NUM_QUERIED,
     QUERY_SECONDS,
 )
+from methods.kafal.results import CYCLES
 from methods.kafal.schedule import CycleSchedule, pool_problem
 from methods.kafal.strategy import ActiveLearningFedAvg, cycle_cohorts, merge_round_config
 from protocol.messages import (
@@ -458,6 +460,7 @@ def kafal_strategy(run: FederatedRun) -> ActiveLearningFedAvg:
         budget_fraction=settings.al_budget_fraction,
         num_classes=DATASETS[config.dataset].num_classes,
         query_timeout=config.round_timeout,
+        report_cycle=partial(run.recorder.report, CYCLES),
         **{
             **run.cohort_arguments(),  # stragglers (mode, work, epochs), aggregation: as every method
             "select": cycle_cohorts(schedule, run.select, settings.al_final_round_all),
@@ -475,6 +478,7 @@ KAFAL = Method(
     strategy=kafal_strategy,
     queries={"al_query": kafal_query},
     check=check_kafal,
+    result_files=(CYCLES,),
     paper="Cao et al., Knowledge-Aware Federated Active Learning with Non-IID Data, ICCV 2023",
 )
 METHODS = (KAFAL,)
