@@ -4,7 +4,7 @@
 
 ``CELL_DIR`` is a recorded FedAT cell (its ``config.json`` gives the run config; keys added since take their
 defaults). The global model is the run's initial model (``server_app.pretraining.initial_state``, its cache
-included); each client model is built as the server builds it (``client-init``: the global model reduced to the
+included); each client model is built as the server builds it (``fedat.client-init``: the global model reduced to the
 client's architecture, or fresh from (seed, partition)) and trained as the client trains it (E epochs of the whole
 model at the run's learning rate); its metadata are its feature maps at the metadata level.
 Then, on fresh copies of the global model, with the server steps' settings (``methods/fedat/attention_transfer.py``):

@@ -7,7 +7,8 @@ selection, SGD; ``client_app/local_update.py``). A method says only what differs
 
 - ``presets``: its values of the composable axes (``freeze``, ``data-selection``, ``selection-fraction``,
   ``objective``), which the run config's ``"auto"`` keys take;
-- ``settings``: dataclasses declaring its own settings (``run_config.settings.setting``);
+- ``settings``: dataclasses declaring its own settings (``run_config.settings.setting``), each with a ``NAMESPACE``
+  (its package's name) that prefixes its keys (``fedprox.proximal-mu``);
 - ``objectives``: local objectives it brings (FedProx's proximal term, MOON's contrastive loss;
   ``client_app/objective.py``), selectable by any method through the ``objective`` setting;
 - ``client_train`` / ``strategy``: its client step and its server step (a Flower ``Strategy``), when the shared
@@ -38,6 +39,7 @@ from client_app.node import Node
 from client_app.objective import ObjectiveFactory
 from run_config import RunConfig
 from run_config.catalogue import SettingsCheck, SettingValue
+from run_config.settings import namespace_of
 from server_app.lifecycle import FederatedRun
 from server_app.result_files import ResultFile
 from strategies.cohort_fedavg import CohortFedAvg
@@ -96,6 +98,11 @@ class Method:
             f"settings entry {cls!r} is not a dataclass"
             for cls in self.settings
             if not isinstance(cls, type) or not hasattr(cls, "__dataclass_fields__")
+        ]
+        problems += [
+            f"settings class {cls.__name__} declares no NAMESPACE (its package's name, the prefix of its keys)"
+            for cls in self.settings
+            if isinstance(cls, type) and not namespace_of(cls)
         ]
         problems += [
             f"result file {file!r} is not a server_app.result_files.ResultFile"

@@ -3,8 +3,8 @@
 ``ActiveLearningFedAvg`` is ``CohortFedAvg`` (partition-id cohorts, stragglers, checked replies, the aggregation
 rules) with the active-learning schedule added:
 
-- each cycle starts from the initial global model Ω⁰ when ``al-reinitialise`` (Alg. 1 line 3 and the authors' code),
-  until a round of the cycle has aggregated;
+- each cycle starts from the initial global model Ω⁰ when ``kafal.al-reinitialise`` (Alg. 1 line 3 and the authors'
+  code), until a round of the cycle has aggregated;
 - every ``train`` request says its cycle and round within it (Alg. 2: no compensation in a cycle's first round);
 - each reply's ``num-examples`` must be exactly the labelled pool the server expects of that client
   (⌈f₀·n⌉ + queries·⌈b·n⌉), the FedAvg weight of Eq. 7;
@@ -15,8 +15,8 @@ rules) with the active-learning schedule added:
   only bounded by what it holds);
 - label counts are never asked for: a KAFAL client knows only its labelled pool.
 
-``cycle_cohorts`` makes every cycle's last round train every client when ``al-final-round-all`` (the authors' code),
-so each client's local model is from the round the final global model aggregated.
+``cycle_cohorts`` makes every cycle's last round train every client when ``kafal.al-final-round-all`` (the authors'
+code), so each client's local model is from the round the final global model aggregated.
 """
 
 from __future__ import annotations
@@ -104,7 +104,8 @@ class ActiveLearningFedAvg(CohortFedAvg):
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        """Send Ω⁰ in a new cycle until one of its rounds aggregates (``al-reinitialise``), else the global model."""
+        """Send Ω⁰ in a new cycle until one of its rounds aggregates (``kafal.al-reinitialise``), else the global
+        model."""
         cycle = self.schedule.cycle_of(self.run_round(server_round))
         if self.reinitialise and cycle > self._aggregated_cycle:
             arrays = self.initial_arrays
