@@ -39,7 +39,7 @@ from methods.fedat.attention_transfer import (
     train_server_step,
 )
 from methods.fedat.method import FedATSettings
-from methods.registry import parse_config
+from methods.registry import parse_config, recorded_config
 from models import SplitModel
 from models.batchnorm import settle_batchnorm
 from models.outputs import extract_in_batches
@@ -61,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="also write the JSON lines here")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    raw = {**load_defaults(), **json.loads((args.cell / "config.json").read_text())}  # keys added since: defaults
+    recorded = recorded_config(json.loads((args.cell / "config.json").read_text()))
+    raw = {**load_defaults(), **recorded}  # keys added since: their defaults
     for entry in args.set:
         key, _, value = entry.partition("=")
         raw[key] = json.loads(value)

@@ -35,7 +35,6 @@ from experiments.cell_results import is_finished, read_cell
 from experiments.runner import CELLS_DIR
 from experiments.summary import mean_std
 from methods.fedfsc.fewshot import eligible_classes
-from run_config.schema import recorded_value
 from server_app.results import LABEL_COUNTS_FILE
 
 #: The last rounds the late columns average over (as the summary's last-10 mean accuracy).
@@ -117,9 +116,7 @@ def read_decompositions(results_dir: Path) -> dict[str, dict[str, float]]:
             continue
         counts = json.loads((directory / LABEL_COUNTS_FILE).read_text())
         label_counts = {int(pid): values for pid, values in counts.items()}
-        rows[directory.name] = cell_row(
-            decompose(cell.rounds, label_counts, int(recorded_value(cell.config, "fedfsc.fewshot-shots")))
-        )
+        rows[directory.name] = cell_row(decompose(cell.rounds, label_counts, int(cell.config["fedfsc.fewshot-shots"])))
     return rows
 
 

@@ -12,7 +12,14 @@ import pytest
 from flwr.common.config import get_fused_config_from_dir, parse_config_args
 
 from methods.base import Method, MethodContractError
-from methods.registry import CATALOGUE, METHODS, check_namespaces, config_with_overrides, parse_config
+from methods.registry import (
+    CATALOGUE,
+    METHODS,
+    check_namespaces,
+    config_with_overrides,
+    parse_config,
+    recorded_config,
+)
 from run_config import ConfigError
 from run_config.defaults import PYPROJECT, load_defaults
 from run_config.parsing import all_settings, default_values, moved_keys
@@ -63,6 +70,7 @@ def test_a_configuration_recorded_before_namespaces_is_read_under_the_new_keys()
     recorded = {"proximal-mu": 0.5, "seed": 1}
     assert recorded_value(recorded, "fedprox.proximal-mu") == 0.5 and recorded_value(recorded, "seed") == 1
     assert recorded_value({}, "fedfsc.fewshot-dampening") == 0.0  # what it meant before it existed
+    assert recorded_config(recorded) == {"fedprox.proximal-mu": 0.5, "seed": 1}  # a cell's config.json
 
 
 @dataclasses.dataclass(frozen=True)
