@@ -4,7 +4,7 @@ knowledge-specialised weights, paired by seed.
     python -m benchmarks.ksas_queries [--seeds 0 1 2] [--arms random kafal kafal-vanilla]
 
 Runs ``experiments/kafal_fmnist_ksas.yaml``'s cells in this process (the real ServerApp and ClientApp), arms:
-``random`` and ``kafal`` as the file has them, and ``kafal-vanilla``: KSAS with ``kafal-ksas-weighting = vanilla``
+``random`` and ``kafal`` as the file has them, and ``kafal-vanilla``: KSAS with ``kafal.kafal-ksas-weighting = vanilla``
 (the symmetric KL of the plain softmaxes, the paper's Fig. 4(e) ablation): the one variable is the weight n_y^λ.
 At every query it records, per client: the class mix of the picks against the unlabelled pool's (total-variation
 distance, by the true labels, which the query never sees), the share of picks from classes the client has no
@@ -35,7 +35,7 @@ from simulation.local_run import Resources
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "experiments" / "kafal_fmnist_ksas.yaml"
 OUT = ROOT / "measurements" / "experiments" / "ksas_vs_random.json"
-EXTRA = {"kafal-vanilla": ("kafal", {"kafal-ksas-weighting": "vanilla"})}  # arm -> (file's method, its changes)
+EXTRA = {"kafal-vanilla": ("kafal", {"kafal.kafal-ksas-weighting": "vanilla"})}  # arm -> (file's method, its changes)
 
 
 def largest_term_share(client_logits: torch.Tensor, global_logits: torch.Tensor, log_w: torch.Tensor) -> torch.Tensor:

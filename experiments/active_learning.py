@@ -21,7 +21,7 @@ from experiments.cell_results import CellResult
 from experiments.method_styles import method_styles
 from experiments.spec import Cell, Experiment
 from experiments.summary import mean_std
-from server_app.results import CYCLES_FILE
+from methods.kafal.results import CYCLES
 
 TABLE_FILE, FIGURE_FILE, ROUNDS_TABLE_FILE = "labelled_accuracy.md", "accuracy_vs_labelled.png", "rounds_to_reach.md"
 
@@ -29,7 +29,7 @@ TABLE_FILE, FIGURE_FILE, ROUNDS_TABLE_FILE = "labelled_accuracy.md", "accuracy_v
 def read_cycles(directory: Path) -> list[dict[str, Any]]:
     """The rows of a cell's cycles.jsonl (none when it has no such file)."""
     try:
-        return [json.loads(line) for line in (directory / CYCLES_FILE).read_text().splitlines() if line.strip()]
+        return [json.loads(line) for line in (directory / CYCLES.file_name).read_text().splitlines() if line.strip()]
     except OSError:
         return []
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from methods.registry import recorded_config
 from run_config.schema import recorded_value
 from server_app.results import CONFIG_FILE, ROUNDS_FILE, SUMMARY_FILE
 
@@ -47,11 +48,11 @@ def is_finished(directory: Path) -> bool:
 
 
 def read_cell(directory: Path) -> CellResult:
-    """A finished cell's results."""
+    """A finished cell's results (its config under today's keys)."""
     return CellResult(
         summary=json.loads((directory / SUMMARY_FILE).read_text()),
         rounds=read_rounds(directory),
-        config=json.loads((directory / CONFIG_FILE).read_text()),
+        config=recorded_config(json.loads((directory / CONFIG_FILE).read_text())),
     )
 
 

@@ -4,7 +4,7 @@
 
 ``CELL_DIR`` is a recorded FedAT cell (its ``config.json`` gives the run config; keys added since take their
 defaults). The global model is the run's initial model (``server_app.pretraining.initial_state``, its cache
-included); each client model is built as the server builds it (``client-init``: the global model reduced to the
+included); each client model is built as the server builds it (``fedat.client-init``: the global model reduced to the
 client's architecture, or fresh from (seed, partition)) and trained as the client trains it (E epochs of the whole
 model at the run's learning rate); its metadata are its feature maps at the metadata level.
 Then, on fresh copies of the global model, with the server steps' settings (``methods/fedat/attention_transfer.py``):
@@ -39,7 +39,7 @@ from methods.fedat.attention_transfer import (
     train_server_step,
 )
 from methods.fedat.method import FedATSettings
-from methods.registry import parse_config
+from methods.registry import parse_config, recorded_config
 from models import SplitModel
 from models.batchnorm import settle_batchnorm
 from models.outputs import extract_in_batches
@@ -61,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="also write the JSON lines here")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    raw = {**load_defaults(), **json.loads((args.cell / "config.json").read_text())}  # keys added since: defaults
+    recorded = recorded_config(json.loads((args.cell / "config.json").read_text()))
+    raw = {**load_defaults(), **recorded}  # keys added since: their defaults
     for entry in args.set:
         key, _, value = entry.partition("=")
         raw[key] = json.loads(value)

@@ -8,8 +8,8 @@ D_1 the other 80%) and non-IID (D_g every image of classes 0–8; D_1 all of cla
 which overlaps D_g as it must in the thesis). A global model is trained on D_g and a smaller client model on D_1
 (Table 5.1; with the app's pretraining recipe, ``server_app/pretraining.py``: warm-up and cosine decay, BatchNorm
 statistics re-estimated after each epoch, so that both start well trained). The client model starts as FedAT's
-``client-init`` says: ``global`` (the default), the trained global model reduced to the client's architecture, as a
-FedAT client gets the global model when it joins; ``fresh``, independently initialised. Then FedAT's server steps
+``fedat.client-init`` says: ``global`` (the default), the trained global model reduced to the client's architecture, as
+a FedAT client gets the global model when it joins; ``fresh``, independently initialised. Then FedAT's server steps
 (``methods/fedat/attention_transfer.py``) run on copies of the global model. Always: step 1 alone (AT from the client,
 Table 5.2) and the "D_g only" control (the same epochs of plain cross-entropy with the same SGD). The parts
 (``--parts``, all by default):

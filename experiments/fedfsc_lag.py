@@ -116,7 +116,7 @@ def read_decompositions(results_dir: Path) -> dict[str, dict[str, float]]:
             continue
         counts = json.loads((directory / LABEL_COUNTS_FILE).read_text())
         label_counts = {int(pid): values for pid, values in counts.items()}
-        rows[directory.name] = cell_row(decompose(cell.rounds, label_counts, int(cell.config["fewshot-shots"])))
+        rows[directory.name] = cell_row(decompose(cell.rounds, label_counts, int(cell.config["fedfsc.fewshot-shots"])))
     return rows
 
 

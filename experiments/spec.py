@@ -310,8 +310,8 @@ def expand_cells(
     base: Mapping[str, Any],
 ) -> tuple[Cell, ...]:
     """Every (grid point, method, seed), in that nesting order; a method's own values win over the grid's,
-    which win over ``base``. A method's own setting in ``base`` (FedProx's ``proximal-mu`` beside FedAvg) goes to
-    the cells whose method (or objective) reads it; the others leave it out, as a run refuses another method's
+    which win over ``base``. A method's own setting in ``base`` (FedProx's ``fedprox.proximal-mu`` beside FedAvg) goes
+    to the cells whose method (or objective) reads it; the others leave it out, as a run refuses another method's
     setting."""
     cells = []
     for values in itertools.product(*grid.values()):

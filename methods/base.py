@@ -7,7 +7,8 @@ selection, SGD; ``client_app/local_update.py``). A method says only what differs
 
 - ``presets``: its values of the composable axes (``freeze``, ``data-selection``, ``selection-fraction``,
   ``objective``), which the run config's ``"auto"`` keys take;
-- ``settings``: dataclasses declaring its own settings (``run_config.settings.setting``);
+- ``settings``: dataclasses declaring its own settings (``run_config.settings.setting``), each with a ``NAMESPACE``
+  (its package's name) that prefixes its keys (``fedprox.proximal-mu``);
 - ``objectives``: local objectives it brings (FedProx's proximal term, MOON's contrastive loss;
   ``client_app/objective.py``), selectable by any method through the ``objective`` setting;
 - ``client_train`` / ``strategy``: its client step and its server step (a Flower ``Strategy``), when the shared
@@ -16,7 +17,9 @@ selection, SGD; ``client_app/local_update.py``). A method says only what differs
 - ``check``: what its settings must satisfy together (a level the model lacks, a size larger than the model's
   features), and against the clients' data at start;
 - ``check_run``: checks that need the population's size (the custom-size methods' client architectures, one per
-  client), run when the run starts (a refused value stops the run before any training, naming the key).
+  client), run when the run starts (a refused value stops the run before any training, naming the key);
+- ``result_files``: its own files in the run folder (``server_app/result_files.py``: rows its server step reports,
+  kept in checkpoints, summarised in summary.json, plotted), beside the framework's rounds.jsonl.
 
 Client selection (``client-selection``) and the aggregation rule (``aggregation``) are axes of the shared server
 step, so every method composes with FedEntOpt and the robust rules.
@@ -36,7 +39,9 @@ from client_app.node import Node
 from client_app.objective import ObjectiveFactory
 from run_config import RunConfig
 from run_config.catalogue import SettingsCheck, SettingValue
+from run_config.settings import namespace_of
 from server_app.lifecycle import FederatedRun
+from server_app.result_files import ResultFile
 from strategies.cohort_fedavg import CohortFedAvg
 
 #: A method's answer to a message on a client: its client step, or its answer to a query it declares.
@@ -72,6 +77,8 @@ class Method:
     #: and at the run's start with the samples each connected client holds (partition id -> count).
     check: SettingsCheck | None = None
     check_run: PopulationCheck | None = None
+    #: Its own result files (KAFAL's cycles.jsonl); its server step reports their rows to ``run.recorder.report``.
+    result_files: tuple[ResultFile, ...] = ()
     paper: str = ""
 
     def __post_init__(self) -> None:
@@ -91,6 +98,16 @@ class Method:
             f"settings entry {cls!r} is not a dataclass"
             for cls in self.settings
             if not isinstance(cls, type) or not hasattr(cls, "__dataclass_fields__")
+        ]
+        problems += [
+            f"settings class {cls.__name__} declares no NAMESPACE (its package's name, the prefix of its keys)"
+            for cls in self.settings
+            if isinstance(cls, type) and not namespace_of(cls)
+        ]
+        problems += [
+            f"result file {file!r} is not a server_app.result_files.ResultFile"
+            for file in self.result_files
+            if not isinstance(file, ResultFile)
         ]
         if not self.name or not self.summary:
             problems.append("it needs a 'name' and a 'summary'")

@@ -10,6 +10,7 @@ import functools
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
@@ -20,6 +21,8 @@ from run_config.settings import non_negative, setting
 
 @dataclass(frozen=True)
 class FedProxSettings:
+    NAMESPACE: ClassVar[str] = "fedprox"
+
     proximal_mu: float = setting(
         0.01, 'FedProx μ of `objective = "proximal"`: adds μ/2·‖w − w_t‖² over the trained parameters.', non_negative
     )
@@ -45,7 +48,7 @@ class Proximal(CrossEntropy):
 
 FEDPROX = Method(
     "fedprox",
-    "FedProx: FedAvg with the proximal term (μ = `proximal-mu`).",
+    "FedProx: FedAvg with the proximal term (μ = `fedprox.proximal-mu`).",
     presets={"freeze": "none", "data-selection": "all", "objective": "proximal"},
     settings=(FedProxSettings,),
     objectives={"proximal": Proximal},

@@ -10,7 +10,7 @@ first-round rule; we follow its code (the thesis's code): **no projection head**
 the input of the final Linear layer (``SplitModel.embed_and_classify``: the 64-d pooled feature of a WRN-d-1, the
 84-d feature of LeNet-5), τ = 0.5, and the negative is left out the first time a client participates. With only
 the positive in the softmax the fraction is exp(s)/exp(s) = 1, so ℓ_con = 0 exactly and the first participation
-trains on CE alone. μ (``moon-mu``) is tuned in the thesis over {0.01, 0.1, 1, 5}; Table 4.1 has 0.1 / 1 / 0.01
+trains on CE alone. μ (``moon.moon-mu``) is tuned in the thesis over {0.01, 0.1, 1, 5}; Table 4.1 has 0.1 / 1 / 0.01
 depending on the data; the default is 0.1 (CIFAR-10 at Dir(0.1), GSC).
 
 In the app MOON is an objective (``objective = "contrastive"``), so it composes with any method: ``moon`` is FedAvg
@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from copy import deepcopy
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -43,6 +44,8 @@ PREVIOUS_MODEL = "moon-previous-model"
 
 @dataclass(frozen=True)
 class MoonSettings:
+    NAMESPACE: ClassVar[str] = "moon"
+
     moon_mu: float = setting(
         0.1, 'MOON μ of `objective = "contrastive"`: weight of the model-contrastive term.', non_negative
     )
@@ -59,7 +62,7 @@ def moon_contrastive_loss(
     ``z_previous`` None (first participation) leaves a single-term softmax, and the loss is exactly 0.
     """
     if temperature <= 0:
-        raise ValueError(f"moon-temperature must be > 0, got {temperature}")
+        raise ValueError(f"moon.moon-temperature must be > 0, got {temperature}")
     similarities = [F.cosine_similarity(z, z_global, dim=1)]
     if z_previous is not None:
         similarities.append(F.cosine_similarity(z, z_previous, dim=1))
@@ -139,7 +142,7 @@ class Contrastive:
 
 MOON = Method(
     "moon",
-    "MOON: FedAvg with the model-contrastive term (μ = `moon-mu`, τ = `moon-temperature`).",
+    "MOON: FedAvg with the model-contrastive term (μ = `moon.moon-mu`, τ = `moon.moon-temperature`).",
     presets={"freeze": "none", "data-selection": "all", "objective": "contrastive"},
     settings=(MoonSettings,),
     objectives={"contrastive": Contrastive},

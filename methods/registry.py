@@ -22,7 +22,8 @@ from run_config import RunConfig
 from run_config.catalogue import Catalogue, SettingValue
 from run_config.defaults import default_config as _default_config
 from run_config.overrides import config_with_overrides as _config_with_overrides
-from run_config.parsing import default_values, keys_ignored_by, parse_run_config
+from run_config.parsing import default_values, keys_ignored_by, parse_run_config, with_current_keys
+from run_config.settings import namespace_of
 
 #: Modules and packages of ``methods/`` that hold no method.
 NOT_METHODS = frozenset({"base", "registry", "common"})
@@ -56,6 +57,17 @@ def declared_methods(module: ModuleType) -> tuple[Method, ...]:
     return tuple(declared)
 
 
+def check_namespaces(method: Method) -> None:
+    """Each of ``method``'s settings classes names the package of ``methods/`` that declares it as its namespace."""
+    for cls in method.settings:
+        package = cls.__module__.split(".")[1]
+        if namespace_of(cls) != package:
+            raise MethodContractError(
+                f"method {method.name!r}: settings class {cls.__name__} has NAMESPACE {namespace_of(cls)!r}, not the "
+                f"name of the package that declares it, {package!r}"
+            )
+
+
 def _registered() -> tuple[dict[str, Method], dict[str, str]]:
     by_name: dict[str, Method] = {}
     origin: dict[str, str] = {}
@@ -63,6 +75,7 @@ def _registered() -> tuple[dict[str, Method], dict[str, str]]:
         for m in declared_methods(module):
             if m.name in by_name:
                 raise MethodContractError(f"method {m.name!r} is declared twice ({module.__name__})")
+            check_namespaces(m)
             by_name[m.name] = m
             origin[m.name] = module.__name__.split(".")[1]
     return by_name, origin
@@ -98,7 +111,8 @@ def method(name: str) -> Method:
 
 
 def generic_dataset(config: RunConfig) -> str | None:
-    """The other dataset the run's method draws its generic set D_g from (``generic-source = "dataset"``), if any."""
+    """The other dataset the run's method draws its generic set D_g from (``common.generic-source = "dataset"``), if
+    any."""
     if GenericDataSettings not in METHODS[config.method].settings:
         return None
     generic = config.settings(GenericDataSettings)
@@ -108,6 +122,12 @@ def generic_dataset(config: RunConfig) -> str | None:
 def parse_config(run_config: Mapping[str, Any]) -> RunConfig:
     """``run_config`` validated against every registered method (``run_config.parse_run_config``)."""
     return parse_run_config(run_config, CATALOGUE)
+
+
+def recorded_config(recorded: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's recorded config.json under today's keys (one written before settings had namespaces holds
+    ``proximal-mu`` for ``fedprox.proximal-mu``)."""
+    return with_current_keys(recorded, CATALOGUE)
 
 
 def for_run(values: Mapping[str, Any], keep: Iterable[str] = ()) -> dict[str, Any]:

@@ -1,10 +1,10 @@
 """The server's reading of a FedSplit client's metadata (``feature-metadata`` in a training reply), in the style of
 ``protocol/replies.py``: bad input until it passes, refused with a reason otherwise.
 
-A sound record holds exactly ``feature-maps`` (float32, S × the map shape the model has at ``metadata-level``,
+A sound record holds exactly ``feature-maps`` (float32, S × the map shape the model has at ``common.metadata-level``,
 finite) and ``labels`` (int64, S, each a class of the dataset), with 1 ≤ S ≤ the samples the client holds. What
-the method allows bounds the counts further: under K-means selection at most ``k-means-clusters`` maps per class
-(one per cluster), and no more of a class than the client holds of it; with all metadata, one map per sample, so
+the method allows bounds the counts further: under K-means selection at most ``fedsplit.k-means-clusters`` maps per
+class (one per cluster), and no more of a class than the client holds of it; with all metadata, one map per sample, so
 exactly the client's label counts where the server knows them exactly (no label-count noise).
 """
 

@@ -99,7 +99,7 @@ EVALUATE_METRICS = (
 )
 
 # FedSplit (methods/fedsplit/method.py): a training reply also carries the client's metadata D_k,meta, the feature maps
-# of its selected samples (all of them under ``fedsplit-all``) at ``metadata-level``, with their labels.
+# of its selected samples (all of them under ``fedsplit-all``) at ``common.metadata-level``, with their labels.
 FEATURE_METADATA = "feature-metadata"  # ArrayRecord holding exactly FEATURE_MAPS and MAP_LABELS
 FEATURE_MAPS = "feature-maps"  # float32, S × (the model's map shape at metadata-level), S ≥ 1
 MAP_LABELS = "labels"  # int64, S, each in [0, classes)
@@ -107,7 +107,7 @@ METADATA_SECONDS = "metadata-seconds"  # extracting the maps and selecting among
 FEDSPLIT_TRAIN_METRICS = (*TRAIN_METRICS, Number(METADATA_SECONDS, float, 0.0, MAX_SECONDS))
 # Custom-size client models (thesis Ch. 5: FedAT, FedKAD, FedMD) and shortened straggler work.
 # - ``query.client_model``: the server sends ``config`` (empty); the client replies ``client-model``: ``model``, the
-#   architecture it trains (its node config's ``model`` in deployment, else the ``client-models`` entry for its
+#   architecture it trains (its node config's ``model`` in deployment, else the ``common.client-models`` entry for its
 #   partition).
 # - ``train`` of a custom-size method: ``arrays`` holds that client's own model (every array of it), ``config`` adds
 #   ``model`` (its architecture); a FedAT reply adds ``metadata`` (``feature-maps``: N × C × H × W float32 maps of all

@@ -15,7 +15,7 @@ def datasets_of(config: RunConfig, generic_dataset: str | None = None) -> dict[s
     if config.pretrain == "dataset":
         datasets["pretrain-dataset"] = config.pretrain_dataset
     if generic_dataset is not None:
-        datasets["generic-dataset"] = generic_dataset
+        datasets["common.generic-dataset"] = generic_dataset
     return datasets
 
 

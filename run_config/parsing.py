@@ -1,6 +1,7 @@
 """Parsing a run configuration against the methods a catalogue declares: the method's presets fill the ``"auto"``
 axes, every value is checked (a bad one raises ``ConfigError`` naming the key and what is allowed), every method's
-own settings are parsed, and the method's own ``check`` runs."""
+own settings are parsed, and the method's own ``check`` runs. A method's settings live under its namespace
+(``fedprox.proximal-mu``); a key as it was before (``proximal-mu``) is refused, naming the new one."""
 
 from __future__ import annotations
 
@@ -23,6 +24,26 @@ def all_settings(catalogue: Catalogue) -> tuple[Setting, ...]:
     return declared_settings(RunConfig) + tuple(s for cls in catalogue.settings_classes for s in declared_settings(cls))
 
 
+def moved_keys(catalogue: Catalogue) -> dict[str, str]:
+    """A method's setting's key before settings had namespaces -> its key now (``proximal-mu`` ->
+    ``fedprox.proximal-mu``)."""
+    return {s.name: s.key for cls in catalogue.settings_classes for s in declared_settings(cls)}
+
+
+def moved_key_message(key: str, catalogue: Catalogue) -> str | None:
+    """``'proximal-mu' is now 'fedprox.proximal-mu'`` for a key a method's setting had, else None."""
+    new = moved_keys(catalogue).get(key)
+    if new is None:
+        return None
+    return f"run config '{key}' is now '{new}' (a method's settings live under the name of the package declaring them)"
+
+
+def with_current_keys(recorded: Mapping[str, Any], catalogue: Catalogue) -> dict[str, Any]:
+    """A configuration recorded before settings had namespaces (a run's config.json) under today's keys."""
+    moved = moved_keys(catalogue)
+    return {moved.get(key, key): value for key, value in recorded.items()}
+
+
 def resolved_axes(values: Mapping[str, Any], catalogue: Catalogue) -> dict[str, Any]:
     """The ``auto`` axes (``freeze``, ``data-selection``, …) as the method sets them: its preset, else the axis's
     default; an axis given explicitly keeps its value."""
@@ -38,6 +59,9 @@ def parse_run_config(run_config: Mapping[str, Any], catalogue: Catalogue) -> Run
     """Validate Flower's ``context.run_config`` against the methods of ``catalogue`` (with the method's ``check``)
     and return a ``RunConfig``; raise ``ConfigError``."""
     core = declared_settings(RunConfig)
+    for key in run_config:
+        if (moved := moved_key_message(key, catalogue)) is not None:
+            raise ConfigError(moved)
     missing = [s.key for s in core if s.key not in run_config]
     if missing:
         raise ConfigError(f"run config '{missing[0]}' is missing; add it to [tool.flwr.app.config]")

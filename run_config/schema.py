@@ -391,15 +391,21 @@ IMPLIED_BEFORE_IT_EXISTED: dict[str, Any] = {
     "byzantine-clients": 1,
     "feature-cache-dtype": "float32",
     "server-device": "auto",
-    "fewshot-dampening": 0.0,
+    "fedfsc.fewshot-dampening": 0.0,
     "straggler-mode": "redraw",
     "straggler-work": "none",
 }
 
 
 def recorded_value(recorded: Mapping[str, Any], key: str) -> Any:
-    """The value of ``key`` in a configuration recorded by an earlier version (None if it cannot be known)."""
-    return recorded[key] if key in recorded else IMPLIED_BEFORE_IT_EXISTED.get(key)
+    """The value of ``key`` in a configuration recorded by an earlier version (None if it cannot be known); one
+    recorded before settings had namespaces holds ``fedprox.proximal-mu`` as ``fedprox.proximal-mu``."""
+    if key in recorded:
+        return recorded[key]
+    before_namespaces = key.partition(".")[2]
+    if before_namespaces in recorded:
+        return recorded[before_namespaces]
+    return IMPLIED_BEFORE_IT_EXISTED.get(key)
 
 
 def unknown_key_message(key: str, known: Iterable[str]) -> str:

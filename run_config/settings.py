@@ -5,8 +5,10 @@
 The attribute name in snake_case is the key in kebab-case (``temperature``, ``selection-fraction``); its
 annotation is the type; ``[tool.flwr.app.config]`` in pyproject.toml and the settings table of
 docs/configuration.md are written from these declarations (``python -m scripts.update_settings``; a test keeps them
-current). The app's core settings are ``run_config.schema.RunConfig``; a method declares its own in a dataclass of its
-module.
+current). The app's core settings are ``run_config.schema.RunConfig``, at the top level; a method declares its own in a
+dataclass of its package with a ``NAMESPACE`` (its package's name), which prefixes their keys
+(``fedprox.proximal-mu``): Flower flattens the table ``[tool.flwr.app.config.fedprox]`` into those keys, and
+``--run-config "fedprox.proximal-mu=0.1"`` sets one.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ def setting(default: Any, help: str, check: Check | None = None, *, auto: bool =
 class Setting:
     """One declared setting, read back from its dataclass field."""
 
-    key: str
+    key: str  # ``<namespace>.<name>`` for a method's setting, ``<name>`` for a core one
     attribute: str
     type: type
     default: Any
@@ -46,18 +48,36 @@ class Setting:
     check: Check | None
     auto: bool
     node: bool
+    namespace: str = ""
+
+    @property
+    def name(self) -> str:
+        """The key within its namespace (what a method's setting was called before settings had namespaces)."""
+        return key_of(self.attribute)
+
+    @property
+    def table(self) -> str:
+        """Its pyproject table."""
+        return f"[tool.flwr.app.config.{self.namespace}]" if self.namespace else "[tool.flwr.app.config]"
 
 
 def key_of(attribute: str) -> str:
     return attribute.replace("_", "-")
 
 
+def namespace_of(cls: type) -> str:
+    """The prefix of the keys ``cls`` declares: its ``NAMESPACE``, or none (the core settings)."""
+    namespace = getattr(cls, "NAMESPACE", "")
+    return namespace if isinstance(namespace, str) else ""
+
+
 def declared_settings(cls: type) -> tuple[Setting, ...]:
     """The settings a dataclass declares with ``setting(...)``, in declaration order."""
     hints = typing.get_type_hints(cls)
+    namespace = namespace_of(cls)
     return tuple(
         Setting(
-            key_of(f.name),
+            f"{namespace}.{key_of(f.name)}" if namespace else key_of(f.name),
             f.name,
             hints[f.name],
             f.default,
@@ -65,6 +85,7 @@ def declared_settings(cls: type) -> tuple[Setting, ...]:
             f.metadata["check"],
             f.metadata["auto"],
             f.metadata["node"],
+            namespace,
         )
         for f in dataclasses.fields(cls)
         if "help" in f.metadata
@@ -90,9 +111,9 @@ def coerce(spec: Setting, value: Any) -> Any:
 def parse_settings(cls: type[T], values: Mapping[str, Any], **resolved: Any) -> T:
     """An instance of the settings dataclass ``cls`` from run-config ``values`` (kebab-case keys), every value
     checked; ``resolved`` gives attributes already worked out (``auto`` keys after presets)."""
-    missing = [s.key for s in declared_settings(cls) if s.key not in values and s.attribute not in resolved]
+    missing = [s for s in declared_settings(cls) if s.key not in values and s.attribute not in resolved]
     if missing:
-        raise ConfigError(f"run config '{missing[0]}' is missing; add it to [tool.flwr.app.config]")
+        raise ConfigError(f"run config '{missing[0].key}' is missing; add it to {missing[0].table}")
     parsed = {
         s.attribute: resolved[s.attribute] if s.attribute in resolved else coerce(s, values[s.key])
         for s in declared_settings(cls)

@@ -46,6 +46,7 @@ from run_config.parsing import check_method
 from server_app.background import Background
 from server_app.checkpoint import CHECKPOINT_FILE, Checkpoint, CheckpointError, resume_point, save_checkpoint
 from server_app.pretraining import check_source, initial_state, pretraining_report
+from server_app.result_files import ResultFile
 from server_app.results import RunRecorder, run_directory
 from server_app.run_errors import RunFailedError, RunSetupError, RunStopped
 from server_app.run_lock import RunFolderError, lock_run_folder, remove_if_unused
@@ -157,13 +158,16 @@ class StopRecord:
 
 class ServerSide(Protocol):
     """What the lifecycle runs of a method (``methods.base.Method`` is one): its server step, None for the shared
-    one, and its start checks that need the population's size."""
+    one, its start checks that need the population's size, and its own result files."""
 
     @property
     def strategy(self) -> Callable[[FederatedRun], CohortFedAvg] | None: ...
 
     @property
     def check_run(self) -> Callable[[RunConfig, int], None] | None: ...
+
+    @property
+    def result_files(self) -> tuple[ResultFile, ...]: ...
 
 
 @dataclass(frozen=True)
@@ -249,6 +253,7 @@ class FederatedRun:
                 config,
                 resume_from=checkpoint.results if checkpoint else None,
                 machine=compute_description(device),
+                files=method.result_files,
             )
             record_stop.take_over(recorder)
             frozen, trained = split_state(state, build_model_for(config).upper_state_keys(config.freeze))

@@ -1,9 +1,8 @@
 """The results contract: ``<results-dir>/<run-name>/`` with config.json, rounds.jsonl, summary.json
-and model.pt (a plain state dict, loadable with ``torch.load`` alone); methods that work in cycles (KAFAL) add
-cycles.jsonl, one row per cycle, written when the cycle's last round is evaluated.
+and model.pt (a plain state dict, loadable with ``torch.load`` alone); a method adds its own files through
+``server_app/result_files.py`` (KAFAL's cycles.jsonl, one row per cycle).
 
-accuracy.png (when matplotlib is installed) plots accuracy against round and against client seconds;
-labelled_accuracy.png accuracy against the labelled share, for runs with cycles.
+accuracy.png (when matplotlib is installed) plots accuracy against round and against client seconds.
 summary.json says how the run ended: ``status`` is ``completed``, ``failed`` (no round aggregated a single update:
 every client failed, was rejected or timed out, so the "final" model is the initial one) or ``interrupted`` (stopped
 before its last round; the checkpoint holds the model so far), with the counts of rounds aggregated and skipped.
@@ -15,7 +14,7 @@ import json
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from logging import ERROR, INFO, WARNING
 from pathlib import Path
@@ -29,10 +28,10 @@ from models.device import describe_machine
 from run_config import RunConfig
 from server_app.atomic_write import replace_file, replace_text
 from server_app.collapse import round_warning, run_warnings
-from server_app.run_plot import write_cycles_plot, write_run_plot
+from server_app.result_files import ResultFile, Row
+from server_app.run_plot import write_run_plot
 
 CONFIG_FILE, ROUNDS_FILE, SUMMARY_FILE, MODEL_FILE = "config.json", "rounds.jsonl", "summary.json", "model.pt"
-CYCLES_FILE = "cycles.jsonl"
 LABEL_COUNTS_FILE = "label_counts.json"
 #: How long a stop waits for a round being recorded in another thread (normally milliseconds) before it records the
 #: stop anyway: Flower ends the process 5 s after its exit handlers start.
@@ -74,12 +73,6 @@ def failure_reason(rounds: list[dict[str, Any]]) -> str:
     return "no client took part in any round"
 
 
-def _cycle_summary(row: dict[str, Any]) -> dict[str, Any]:
-    """What summary.json keeps of a cycle."""
-    keys = ("cycle", "trained_labelled_fraction", "labelled_fraction", "accuracy", "query_seconds")
-    return {key: row.get(key) for key in keys}
-
-
 def best_other_accuracies(rounds: list[dict[str, Any]]) -> dict[str, float]:
     """``best_<name>`` for every other accuracy the rounds record (``<name>`` ending in ``_accuracy``: FedFSC's
     base model, federated evaluation), over the rounds that have one."""
@@ -105,10 +98,12 @@ class RunRecorder:
         method: str | None = None,
         resume_from: dict[str, Any] | None = None,
         machine: dict[str, Any] | None = None,
+        files: Sequence[ResultFile] = (),
     ) -> None:
-        """Start the results files; ``resume_from`` (a ``state()``) carries on a run, rewriting the rounds
-        it had finished, so rounds a killed run recorded after its last checkpoint are dropped. ``machine`` (see
-        ``models.device.compute_description``) is what the server computes on, written into the summary."""
+        """Start the results files; ``resume_from`` (a ``state()``) carries on a run, rewriting the rounds (and the
+        rows of the method's ``files``) it had finished, so rounds a killed run recorded after its last checkpoint
+        are dropped. ``machine`` (see ``models.device.compute_description``) is what the server computes on, written
+        into the summary."""
         self.directory = directory
         self.config = config
         self.method = method or config.method
@@ -119,13 +114,17 @@ class RunRecorder:
         self.initial_class_accuracy: list[float | None] | None = (
             resume_from.get("initial_class_accuracy") if resume_from else None
         )
-        self.cycles: list[dict[str, Any]] = list(resume_from.get("cycles", [])) if resume_from else []
+        if len({f.name for f in files}) < len(files):
+            raise ValueError(f"result files named twice: {[f.name for f in files]}")
+        self.files = tuple(files)
+        restored = resume_from.get("files", {}) if resume_from else {}
+        #: The rows of each of the method's files, by name.
+        self.rows: dict[str, list[Row]] = {f.name: list(restored.get(f.name, [])) for f in self.files}
         self._pending: dict[str, Any] = {}
-        self._pending_cycle: dict[str, Any] | None = None
-        #: Rounds before this index were trained from another start (a cycle that restarted the model): collapse
+        self._reported: list[tuple[ResultFile, Row]] = []
+        #: Rounds before this index were trained from another start (a method that restarted its model): collapse
         #: warnings compare a round only with the rounds since.
-        restarted = [c["rounds"][1] for c in self.cycles if c.get("restarts")]
-        self._since = sum(1 for r in self.rounds if restarted and r["round"] <= max(restarted))
+        self._since = self._restart_index()
         self._round_start = 0.0
         self.finished = False
         #: Held while a round is being recorded and checkpointed, and by ``stopped``: in Flower's simulation engine a
@@ -139,8 +138,9 @@ class RunRecorder:
         directory.mkdir(parents=True, exist_ok=True)
         replace_text(directory / ROUNDS_FILE, "".join(_json_line(r) for r in self.rounds))
         replace_text(directory / CONFIG_FILE, json.dumps(config.to_dict(), indent=2) + "\n")
-        if self.cycles:
-            replace_text(directory / CYCLES_FILE, "".join(_json_line(c) for c in self.cycles))
+        for file in self.files:
+            if self.rows[file.name]:
+                replace_text(directory / file.file_name, "".join(_json_line(row) for row in self.rows[file.name]))
 
     def add_summary(self, fields: SummaryFields) -> None:
         """Have summary.json also hold ``fields(rounds)`` (a method reporting more than the global model)."""
@@ -152,47 +152,42 @@ class RunRecorder:
             "rounds": list(self.rounds),
             "initial_accuracy": self.initial_accuracy,
             "initial_class_accuracy": self.initial_class_accuracy,
-            "cycles": list(self.cycles),
+            "files": {name: list(rows) for name, rows in self.rows.items()},
         }
 
     def checkpointed(self, state: dict[str, Any]) -> None:
         """``state`` (a ``state()``) is now saved in the run's checkpoint."""
         self.at_checkpoint = state
 
-    def cycle_ended(self, server_round: int, **fields: Any) -> None:
-        """A cycle ended with ``server_round`` (its ``cycle``, ``rounds`` [first, last], labelled shares, queries;
-        ``restarts``: the next cycle starts its model afresh); its row of cycles.jsonl is written with that round's
-        evaluation."""
-        self._pending_cycle = fields
+    def report(self, file: ResultFile, fields: Row) -> None:
+        """A row of one of the method's files; it is written (completed by ``file.row``) when this round is
+        evaluated."""
+        if file.name not in self.rows:
+            raise ValueError(f"result file {file.name!r} is not one of the run's method's ({sorted(self.rows)})")
+        self._reported.append((file, fields))
 
-    def _record_cycle(self, record: dict[str, Any]) -> None:
-        """The pending cycle's row: its fields, the global model's test accuracy at its end, and what its rounds and
-        its query moved and cost."""
-        fields, self._pending_cycle = self._pending_cycle or {}, None
-        first, last = fields["rounds"]
-        rounds = [r for r in self.rounds if first <= r["round"] <= last]
-        row = {
-            "cycle": fields["cycle"],
-            "accuracy": record["accuracy"],
-            "loss": record["loss"],
-            **fields,
-            "client_train_seconds": sum(r["client_train_seconds"] for r in rounds),
-            "bytes_down": sum(r["bytes_down"] for r in rounds) + fields.get("query_bytes_down", 0),
-            "bytes_up": sum(r["bytes_up"] for r in rounds) + fields.get("query_bytes_up", 0),
-        }
-        self.cycles.append(row)
-        if fields.get("restarts"):
-            self._since = len(self.rounds)
-        with (self.directory / CYCLES_FILE).open("a") as handle:
-            handle.write(_json_line(row))
-        log(
-            INFO,
-            "cycle %d: accuracy %.4f trained on %s labelled; %s labelled after its query",
-            row["cycle"],
-            row["accuracy"],
-            _percent(row.get("trained_labelled_fraction")),
-            _percent(row.get("labelled_fraction")),
-        )
+    def _restart_index(self) -> int:
+        """How many rounds were trained before the last restart a method's rows record (0: none)."""
+        restarts = [
+            server_round
+            for file in self.files
+            if file.restarted_after is not None
+            for row in self.rows[file.name]
+            if (server_round := file.restarted_after(row)) is not None
+        ]
+        return sum(1 for r in self.rounds if restarts and r["round"] <= max(restarts))
+
+    def _write_reported(self, record: dict[str, Any]) -> None:
+        """The rows reported during the round ``record`` completes, each appended to its file."""
+        reported, self._reported = self._reported, []
+        for file, fields in reported:
+            row = file.row(fields, record, self.rounds)
+            self.rows[file.name].append(row)
+            with (self.directory / file.file_name).open("a") as handle:
+                handle.write(_json_line(row))
+            if file.describe is not None:
+                log(INFO, "%s", file.describe(row))
+        self._since = self._restart_index()
 
     def round_started(self, server_round: int, cohort: list[int], bytes_down: int, **fields: Any) -> None:
         """A round's cohort (in selection order), the bytes sent, and per-round fields such as cohort metrics."""
@@ -250,8 +245,8 @@ class RunRecorder:
         self.rounds.append(record)
         with (self.directory / ROUNDS_FILE).open("a") as handle:
             handle.write(_json_line(record))
-        if self._pending_cycle is not None:
-            self._record_cycle(record)
+        if self._reported:
+            self._write_reported(record)
         log(
             INFO if warning is None else WARNING,
             "round %d: accuracy %.4f, loss %.4f, %.1f s (clients trained %.1f s)%s%s",
@@ -298,7 +293,12 @@ class RunRecorder:
             "mean_cohort_label_entropy": _mean(r.get("cohort_label_entropy") for r in self.rounds),
             "mean_last10_accuracy": _mean(r["accuracy"] for r in self.rounds[-10:]),
             "warnings": run_warnings(self.rounds),
-            **({"cycles": [_cycle_summary(c) for c in self.cycles]} if self.cycles else {}),
+            **{
+                key: value
+                for file in self.files
+                if file.summary is not None and self.rows[file.name]
+                for key, value in file.summary(self.rows[file.name]).items()
+            },
             **best_other_accuracies(self.rounds),
             **{key: value for fields in self.method_summaries for key, value in fields(self.rounds).items()},
             "best_client_accuracy_mean": max(
@@ -332,8 +332,9 @@ class RunRecorder:
             level = WARNING if line.startswith("warning:") else INFO if summary["status"] == "completed" else ERROR
             log(level, "%s", line)
         title = run_title(self.config, self.method)
-        if self.cycles:
-            write_cycles_plot(self.directory, self.cycles, title)
+        for file in self.files:
+            if file.plot is not None and self.rows[file.name]:
+                file.plot(self.directory, self.rows[file.name], title)
         if write_run_plot(self.directory, self.rounds, self.initial_accuracy, title) is None:
             log(INFO, "no accuracy.png: nothing to plot, or matplotlib is not installed (pip install '.[experiments]')")
         log(INFO, "results written to %s", self.directory)
@@ -343,8 +344,8 @@ class RunRecorder:
         self, status: str, failure: str | None = None, wait: float = STOP_WAIT_SECONDS
     ) -> dict[str, Any] | None:
         """Record a run that ended before its last round: ``interrupted`` (a signal, Ctrl-C) or ``failed`` (an
-        error, named in ``failure``). The results go back to those of the last checkpoint (rounds.jsonl and
-        cycles.jsonl rewritten), so that summary.json, rounds.jsonl and the checkpoint hold the same rounds wherever
+        error, named in ``failure``). The results go back to those of the last checkpoint (rounds.jsonl and the
+        method's files rewritten), so that summary.json, rounds.jsonl and the checkpoint hold the same rounds wherever
         the stop lands, even between a round's record and its checkpoint; the checkpoint holds the model. Waits up to
         ``wait`` seconds for a round being recorded in another thread. Nothing once the run has finished."""
         waited = self.writing.acquire(timeout=wait)
@@ -353,10 +354,13 @@ class RunRecorder:
                 return None
             self.finished = True
             self.rounds = list(self.at_checkpoint["rounds"])
-            self.cycles = list(self.at_checkpoint.get("cycles", []))
+            kept = self.at_checkpoint.get("files", {})
+            self.rows = {f.name: list(kept.get(f.name, [])) for f in self.files}
             replace_text(self.directory / ROUNDS_FILE, "".join(_json_line(r) for r in self.rounds))
-            if self.cycles or (self.directory / CYCLES_FILE).exists():
-                replace_text(self.directory / CYCLES_FILE, "".join(_json_line(c) for c in self.cycles))
+            for file in self.files:
+                rows, path = self.rows[file.name], self.directory / file.file_name
+                if rows or path.exists():
+                    replace_text(path, "".join(_json_line(row) for row in rows))
             return self._write_summary(status, {"failure": failure} if failure else {})
         finally:
             if waited:

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 PLOT_FILE = "accuracy.png"
-CYCLES_PLOT_FILE = "labelled_accuracy.png"
 SKIPPED_COLOUR = "tab:red"
 INITIAL_COLOUR = "black"
 
@@ -160,38 +159,4 @@ def write_run_plot(
         return None
     path = Path(directory) / PLOT_FILE
     run_plot_figure(rounds, initial_accuracy, title).savefig(path, dpi=110)
-    return path
-
-
-def cycles_figure(cycles: Sequence[Mapping[str, Any]], title: str = "") -> Any:
-    """Test accuracy at each cycle's end against the labelled share it trained on (active learning, cycles.jsonl),
-    titled ``title``."""
-    from matplotlib.figure import Figure
-
-    shares = [100 * _number(c.get("trained_labelled_fraction")) for c in cycles]
-    accuracy = [100 * _number(c.get("accuracy")) for c in cycles]
-    figure = Figure(figsize=(5.5, 4), layout="constrained")
-    ax = figure.subplots()
-    ax.plot(shares, accuracy, color="tab:blue", marker="o")
-    for share, value, cycle in zip(shares, accuracy, cycles):
-        ax.annotate(f"cycle {cycle['cycle']}", (share, value), textcoords="offset points", xytext=(4, -10), fontsize=7)
-    ax.set_xlabel("labelled share of the clients' data trained on (%)")
-    ax.set_ylabel("test accuracy at the cycle's end (%)")
-    ax.grid(alpha=0.3)
-    if title:
-        ax.set_title(title, fontsize=9)
-    return figure
-
-
-def write_cycles_plot(directory: Path, cycles: Sequence[Mapping[str, Any]], title: str = "") -> Path | None:
-    """Write ``directory/labelled_accuracy.png`` (titled ``title``) from the cycles.jsonl rows; None without
-    matplotlib or rows."""
-    if not cycles:
-        return None
-    try:
-        import matplotlib  # noqa: F401  (only to know whether it is installed)
-    except ImportError:
-        return None
-    path = Path(directory) / CYCLES_PLOT_FILE
-    cycles_figure(cycles, title).savefig(path, dpi=110)
     return path

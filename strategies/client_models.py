@@ -6,7 +6,7 @@ sends each client its own, and nothing else.
 - it asks each new client which architecture it trains (``query.client_model``) and refuses a name the app cannot
   build or that cannot pair with the global model (``pairs``); a refused client is left out of selection;
 - a client's first model is freshly built from (seed, partition); a training message carries that client's model
-  (every array of it) and its architecture's name, and, in its first round, ``client-init-epochs`` more epochs;
+  (every array of it) and its architecture's name, and, in its first round, ``common.client-init-epochs`` more epochs;
 - a reply's arrays are checked against the model that client was sent (``CohortFedAvg._expected_from``);
 - the method's server step (``aggregate_arrays``) updates the global model and writes each client's next model
   with ``keep_client_model``; ``state_dict`` holds every client model for the checkpoint;

@@ -41,19 +41,19 @@ NUM_CLIENTS = 3
 #: FedAT it must start fresh: the global model lacks its second blocks).
 CUSTOM = {
     "model": "wrn-10-1",
-    "client-models": "0:wrn-16-1",
-    "client-init": "fresh",
+    "common.client-models": "0:wrn-16-1",
+    "fedat.client-init": "fresh",
     "pretrain": "none",
     "public-fraction": 0.2,
-    "generic-size": 24,
-    "generic-samples": 16,
+    "common.generic-size": 24,
+    "fedkad.generic-samples": 16,
     "num-server-rounds": 1,
-    "client-eval-samples": 20,
+    "common.client-eval-samples": 20,
     "eval-batch-size": 100,
-    "server-batch-size": 16,
-    "at-epochs": 1,
-    "metadata-epochs": 1,
-    "kd-epochs": 1,
+    "common.server-batch-size": 16,
+    "fedat.at-epochs": 1,
+    "fedat.metadata-epochs": 1,
+    "fedkad.kd-epochs": 1,
 }
 
 
@@ -79,7 +79,7 @@ def test_client_models_mapping() -> None:
         (7, 7, "lenet5"),
         (-1, -1, "wrn-16-1"),
     ]
-    config = parse_config(small_run_config(Path("/tmp"), method="fedat", **{"client-models": "1-2:wrn-22-1"}))
+    config = parse_config(small_run_config(Path("/tmp"), method="fedat", **{"common.client-models": "1-2:wrn-22-1"}))
     assert [architecture_of(config, pid) for pid in range(4)] == ["lenet5", "wrn-22-1", "wrn-22-1", "lenet5"]
     for bad, why in [
         ("0:wrn-12-1", "not an architecture"),
@@ -91,7 +91,7 @@ def test_client_models_mapping() -> None:
 
 
 def test_generic_data_never_reaches_a_client(tmp_path: Path) -> None:
-    config = parse_config(_config(tmp_path, **{"generic-classes": "1,3", "generic-size": 30}))
+    config = parse_config(_config(tmp_path, **{"common.generic-classes": "1,3", "common.generic-size": 30}))
     split = federated_split(config)
     generic = generic_positions(split, config.settings(GenericDataSettings))
     clients = np.concatenate([_client_indices(split, pid, NUM_CLIENTS, None) for pid in range(NUM_CLIENTS)])
@@ -103,15 +103,19 @@ def test_generic_data_never_reaches_a_client(tmp_path: Path) -> None:
 
 
 def test_generic_data_from_another_dataset_is_unlabelled_and_checked(tmp_path: Path) -> None:
-    other = {"generic-source": "dataset", "generic-dataset": "fashion-mnist-mini", "generic-size": 40}
-    config = parse_config(_config(tmp_path, **other, **{"generic-classes": "8,9"}))
+    other = {
+        "common.generic-source": "dataset",
+        "common.generic-dataset": "fashion-mnist-mini",
+        "common.generic-size": 40,
+    }
+    config = parse_config(_config(tmp_path, **other, **{"common.generic-classes": "8,9"}))
     generic = load_generic_data(federated_split(config), config.settings(GenericDataSettings))
     assert len(generic) == 40 and not generic.labelled and set(generic.labels.tolist()) <= {8, 9}
     assert tuple(generic.inputs.shape[1:]) == (1, 32, 32)  # padded to the models' input size
     for overrides, key in [
-        ({"generic-dataset": "synthetic"}, "generic-dataset"),  # the clients' own dataset
-        ({"generic-dataset": "cifar10"}, "generic-dataset"),  # 3 channels for a 1-channel task
-        ({"generic-size": 10**6}, "generic-size"),
+        ({"common.generic-dataset": "synthetic"}, "common.generic-dataset"),  # the clients' own dataset
+        ({"common.generic-dataset": "cifar10"}, "common.generic-dataset"),  # 3 channels for a 1-channel task
+        ({"common.generic-size": 10**6}, "common.generic-size"),
     ]:
         with pytest.raises(ConfigError, match=key):  # FedAT's start check, or the generic set's own
             bad = parse_config(_config(tmp_path, **{**other, **overrides}))
@@ -124,7 +128,7 @@ def test_a_node_config_model_overrides_client_models(tmp_path: Path) -> None:
     from client_app.node import Node
     from methods.common.own_model import answer_client_model
 
-    run_config = _config(tmp_path, method="fedmd", **{"client-models": "0-1:wrn-16-1"})
+    run_config = _config(tmp_path, method="fedmd", **{"common.client-models": "0-1:wrn-16-1"})
 
     def answer(pid: int, **own: Any) -> str:
         node_config = {"partition-id": pid, "num-partitions": NUM_CLIENTS, **own}
@@ -177,7 +181,7 @@ def test_fedat_end_to_end_each_client_receives_its_own_model_and_nothing_else(
         steps.append((step, changed, theta_weights if step == 3 else set(model.upper_state_keys(level))))
 
     monkeypatch.setattr(fedat, "train_server_step", watched)
-    sent = _run_recording(_config(tmp_path, method="fedat", **{"metadata-level": "mid"}), monkeypatch)
+    sent = _run_recording(_config(tmp_path, method="fedat", **{"common.metadata-level": "mid"}), monkeypatch)
     summary = _summary(tmp_path)
     assert summary["status"] == "completed" and summary["best_client_accuracy_mean"] is not None
     assert len(sent) == NUM_CLIENTS
@@ -217,7 +221,10 @@ def test_fedat_clients_start_as_the_global_model_reduced_to_their_architecture(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     config = _config(
-        tmp_path, method="fedat", model="wrn-16-1", **{"client-models": "0:wrn-10-1", "client-init": "global"}
+        tmp_path,
+        method="fedat",
+        model="wrn-16-1",
+        **{"common.client-models": "0:wrn-10-1", "fedat.client-init": "global"},
     )
     sent = _run_recording(config, monkeypatch)
     states = {
@@ -234,13 +241,13 @@ def test_fedat_clients_start_as_the_global_model_reduced_to_their_architecture(
 
 @pytest.mark.parametrize(
     ("method", "overrides", "prototypes"),
-    [("fedkad", {}, True), ("fedmd", {}, False), ("fedkad", {"prototype-regularisation": False}, False)],
+    [("fedkad", {}, True), ("fedmd", {}, False), ("fedkad", {"fedkad.prototype-regularisation": False}, False)],
     ids=["fedkad", "fedmd", "fedkad-no-prototypes"],
 )
 def test_distillation_presets_end_to_end(
     tmp_path: Path, method: str, overrides: dict[str, Any], prototypes: bool
 ) -> None:
-    config = _config(tmp_path, method=method, **{"client-init-epochs": 1, **overrides})
+    config = _config(tmp_path, method=method, **{"common.client-init-epochs": 1, **overrides})
     run_in_process(config, num_partitions=NUM_CLIENTS)
     assert _summary(tmp_path)["status"] == "completed"
     record = _rounds(tmp_path)[0]
@@ -255,12 +262,12 @@ def test_distillation_presets_end_to_end(
 @pytest.mark.parametrize(
     ("overrides", "match"),
     [
-        ({"client-models": "0:wrn-11-1"}, "client-models"),
-        ({"client-models": "0:lenet5"}, "client-models"),  # its maps cannot pair with the WRN's
-        ({"generic-size": 5000}, "generic-size"),
-        ({"generic-classes": "7"}, "generic-classes"),
-        ({"client-init": "global"}, "client-init"),  # client 0's second blocks are not in the global model
-        ({"model": "lenet5", "client-models": ""}, "at-levels"),  # LeNet-5 has C × H × W maps at low only
+        ({"common.client-models": "0:wrn-11-1"}, "common.client-models"),
+        ({"common.client-models": "0:lenet5"}, "common.client-models"),  # its maps cannot pair with the WRN's
+        ({"common.generic-size": 5000}, "common.generic-size"),
+        ({"common.generic-classes": "7"}, "common.generic-classes"),
+        ({"fedat.client-init": "global"}, "fedat.client-init"),  # client 0's second blocks are not in the global model
+        ({"model": "lenet5", "common.client-models": ""}, "fedat.at-levels"),  # LeNet-5 has C × H × W maps at low only
     ],
 )
 def test_bad_input_is_refused_at_start_naming_the_key(tmp_path: Path, overrides: dict[str, Any], match: str) -> None:
@@ -270,12 +277,14 @@ def test_bad_input_is_refused_at_start_naming_the_key(tmp_path: Path, overrides:
 
 
 def test_fedkad_refuses_a_draw_larger_than_the_generic_set(tmp_path: Path) -> None:
-    with pytest.raises(RunSetupError, match="generic-samples"):
-        run_in_process(_config(tmp_path, method="fedkad", **{"generic-samples": 100}), num_partitions=NUM_CLIENTS)
+    with pytest.raises(RunSetupError, match="fedkad.generic-samples"):
+        run_in_process(
+            _config(tmp_path, method="fedkad", **{"fedkad.generic-samples": 100}), num_partitions=NUM_CLIENTS
+        )
 
 
 def test_fedat_metadata_level_maps_must_match_the_global_theta() -> None:
-    with pytest.raises(ValueError, match="metadata-level"):
+    with pytest.raises(ValueError, match="common.metadata-level"):
         fedat.check_pairing(build_model("wrn-10-2", 1, 4), build_model("wrn-10-1", 1, 4), (1, 32, 32), "low")
 
 
@@ -291,14 +300,14 @@ def test_metadata_travels_as_declared(tmp_path: Path, monkeypatch: pytest.Monkey
         return reply
 
     monkeypatch.setitem(harness.HANDLERS, TRAIN, keep)
-    run_in_process(_config(tmp_path, method="fedat", **{"metadata-fraction": 0.5}), num_partitions=NUM_CLIENTS)
+    run_in_process(_config(tmp_path, method="fedat", **{"fedat.metadata-fraction": 0.5}), num_partitions=NUM_CLIENTS)
     maps = replies[0].content[METADATA][FEATURE_MAPS]
     assert maps.shape[1:] == (16, 32, 32)  # level low
     assert _rounds(tmp_path)[0]["rejected"] == []
 
 
 def test_a_killed_fedmd_run_resumes_with_its_client_models(tmp_path: Path) -> None:
-    config = _config(tmp_path, method="fedmd", **{"num-server-rounds": 2, "client-init-epochs": 1})
+    config = _config(tmp_path, method="fedmd", **{"num-server-rounds": 2, "common.client-init-epochs": 1})
     run_in_process(config, num_partitions=NUM_CLIENTS)
     whole = _rounds(tmp_path)
     killed = {**config, "run-name": "killed"}
@@ -389,9 +398,14 @@ def _same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
 def test_fedmd_clients_are_scored_after_their_own_training_and_a_client_alone_keeps_its_model(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # fedmd-digest = none: no client digests, so what a client receives next round is what it sent (trained alone);
-    # the scores are those of the models as they arrived (FedMD (clients), after the Revisit).
-    alone = {"fedmd-digest": "none", "fedmd-public-epochs": 0, "num-server-rounds": 2, "client-eval-samples": 20}
+    # fedkad.fedmd-digest = none: no client digests, so what a client receives next round is what it sent (trained
+    # alone); the scores are those of the models as they arrived (FedMD (clients), after the Revisit).
+    alone = {
+        "fedkad.fedmd-digest": "none",
+        "fedkad.fedmd-public-epochs": 0,
+        "num-server-rounds": 2,
+        "common.client-eval-samples": 20,
+    }
     sent, replies = _replies_and_sent(tmp_path, monkeypatch, **alone)
     first, second = replies[:NUM_CLIENTS], sent[NUM_CLIENTS:]
     by_node = {r.metadata.src_node_id: r.content[ARRAYS].to_torch_state_dict() for r in first}
@@ -401,7 +415,7 @@ def test_fedmd_clients_are_scored_after_their_own_training_and_a_client_alone_ke
     assert "client_distilled_accuracy_mean" not in record and "kd_loss_last" in record  # the global model still distils
     # With the digest, the client models change between reply and next message, and both scores are reported.
     digest = tmp_path / "digest"
-    sent, replies = _replies_and_sent(digest, monkeypatch, **{**alone, "fedmd-digest": "reference"})
+    sent, replies = _replies_and_sent(digest, monkeypatch, **{**alone, "fedkad.fedmd-digest": "reference"})
     by_node = {r.metadata.src_node_id: r.content[ARRAYS].to_torch_state_dict() for r in replies[:NUM_CLIENTS]}
     assert not any(
         _same(msg.content[ARRAYS].to_torch_state_dict(), by_node[msg.metadata.dst_node_id])
@@ -417,7 +431,7 @@ def test_fedmd_transfer_learning_trains_each_first_model_on_the_labelled_public_
     from data.loading import load_dataset
 
     def first_models(folder: Path, epochs: int) -> list[dict[str, torch.Tensor]]:
-        sent = _run_recording(_config(folder, method="fedmd", **{"fedmd-public-epochs": epochs}), monkeypatch)
+        sent = _run_recording(_config(folder, method="fedmd", **{"fedkad.fedmd-public-epochs": epochs}), monkeypatch)
         return [msg.content[ARRAYS].to_torch_state_dict() for msg in sent]
 
     config = parse_config(_config(tmp_path))
@@ -441,10 +455,14 @@ def state_name(state: dict[str, torch.Tensor]) -> str:
 
 
 def test_fedmd_transfer_learning_needs_labelled_public_data(tmp_path: Path) -> None:
-    other = {"generic-source": "dataset", "generic-dataset": "fashion-mnist-mini", "generic-size": 24}
-    with pytest.raises(RunSetupError, match="fedmd-public-epochs"):
+    other = {
+        "common.generic-source": "dataset",
+        "common.generic-dataset": "fashion-mnist-mini",
+        "common.generic-size": 24,
+    }
+    with pytest.raises(RunSetupError, match="fedkad.fedmd-public-epochs"):
         run_in_process(_config(tmp_path, method="fedmd", **other), num_partitions=NUM_CLIENTS)
-    run_in_process(_config(tmp_path, method="fedmd", **other, **{"fedmd-public-epochs": 0}), NUM_CLIENTS)
+    run_in_process(_config(tmp_path, method="fedmd", **other, **{"fedkad.fedmd-public-epochs": 0}), NUM_CLIENTS)
     assert _summary(tmp_path)["status"] == "completed"
 
 

@@ -337,23 +337,23 @@ def test_a_cuda_device_is_made_deterministic(monkeypatch: pytest.MonkeyPatch) ->
 
 
 #: Settings a preset needs beyond ``small_run_config`` to run one or two small rounds (as its own tests set them).
-_STRAGGLERS = {"fraction-train": 0.5, "fewshot-fraction": 0.25, "local-epochs": 2}
+_STRAGGLERS = {"fraction-train": 0.5, "fedfsc.fewshot-fraction": 0.25, "local-epochs": 2}
 PRESET_SETTINGS: dict[str, dict[str, object]] = {
     "kafal": {
         "public-fraction": 0.0,
         "fraction-train": 0.5,
-        "al-initial-fraction": 0.2,
-        "al-budget-fraction": 0.1,
-        "al-cycles": 1,
-        "al-rounds-per-cycle": 1,
+        "kafal.al-initial-fraction": 0.2,
+        "kafal.al-budget-fraction": 0.1,
+        "kafal.al-cycles": 1,
+        "kafal.al-rounds-per-cycle": 1,
     },
     "fedfsc-plus": _STRAGGLERS,
     "fedfsc-plus-baseline-plus": _STRAGGLERS,
     "fedavg-plus": _STRAGGLERS,
     "fedprox-plus": _STRAGGLERS,
     "moon-plus": _STRAGGLERS,
-    "fedsplit-kmeans": {"meta-epochs": 1, "n-com": 8, "k-means-clusters": 2},
-    "fedsplit-all": {"meta-epochs": 1},
+    "fedsplit-kmeans": {"fedsplit.meta-epochs": 1, "fedsplit.n-com": 8, "fedsplit.k-means-clusters": 2},
+    "fedsplit-all": {"fedsplit.meta-epochs": 1},
     "fedat": CUSTOM,
     "fedkad": CUSTOM,
     "fedmd": CUSTOM,

@@ -199,7 +199,7 @@ def test_prepare_step_hands_out_only_the_allowed_parameters() -> None:
     assert not model.stages["head"].training and model.stages["low"].training
     with pytest.raises(ValueError, match="1, 2 and 3"):
         prepare_step(model, 4, "low")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="step3-theta-batchnorm"):
+    with pytest.raises(ValueError, match="fedat.step3-theta-batchnorm"):
         prepare_step(model, 3, "low", "eval")  # type: ignore[arg-type]
 
 
@@ -262,7 +262,7 @@ def test_settings_are_validated_naming_the_key(
 
 def test_unknown_at_form_is_refused_by_the_loss() -> None:
     maps = {"low": torch.ones(1, 1, 2, 2)}
-    with pytest.raises(ValueError, match="at-form"):
+    with pytest.raises(ValueError, match="fedat.at-form"):
         attention_transfer_loss(maps, maps, ["low"], form="l1")  # type: ignore[arg-type]
 
 

@@ -44,7 +44,7 @@ def test_shot_count_drops_until_some_class_qualifies() -> None:
 
 
 def test_eligibility_refuses_bad_input() -> None:
-    with pytest.raises(ValueError, match="fewshot-shots"):
+    with pytest.raises(ValueError, match="fedfsc.fewshot-shots"):
         eligible_classes(LABELS, shots=0, num_classes=4)
     with pytest.raises(ValueError, match="num_classes"):
         eligible_classes(LABELS, shots=1, num_classes=2)

@@ -58,7 +58,7 @@ def write_cell(root: Path, name: str, records: list[dict], status: str = "comple
     cell = root / "cells" / name
     cell.mkdir(parents=True)
     (cell / "summary.json").write_text(json.dumps({"status": status}))
-    (cell / "config.json").write_text(json.dumps({"fewshot-shots": 10}))
+    (cell / "config.json").write_text(json.dumps({"fedfsc.fewshot-shots": 10}))
     (cell / "label_counts.json").write_text(json.dumps({str(k): v for k, v in COUNTS.items()}))
     (cell / "rounds.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
 

@@ -64,12 +64,24 @@ from tests.test_reliability import rounds_of, without_timings
 @pytest.mark.parametrize(
     ("method", "values", "keys"),
     [
-        ("fedfsc-plus", {"fraction-train": 0.5, "fewshot-fraction": 0.5}, ["'fraction-train'", "'fewshot-fraction'"]),
-        ("fedavg-plus", {"fraction-train": 0.95, "fewshot-fraction": 0.1}, ["'fraction-train'", "must be < 1"]),
-        ("fedfsc-plus", {"fraction-train": 0.1, "fewshot-fraction": 0.0}, ["'fewshot-fraction'", "(0, 1)"]),
-        ("fedavg-plus", {"fraction-train": 0.1, "straggler-epochs": 5}, ["'straggler-epochs' = 5", "'local-epochs'"]),
-        ("fedfsc", {"fscprox": "theta"}, ["'fscprox'"]),
-        ("fedfsc", {"fewshot-shots": 0}, ["'fewshot-shots'"]),
+        (
+            "fedfsc-plus",
+            {"fraction-train": 0.5, "fedfsc.fewshot-fraction": 0.5},
+            ["'fraction-train'", "'fedfsc.fewshot-fraction'"],
+        ),
+        ("fedavg-plus", {"fraction-train": 0.95, "fedfsc.fewshot-fraction": 0.1}, ["'fraction-train'", "must be < 1"]),
+        (
+            "fedfsc-plus",
+            {"fraction-train": 0.1, "fedfsc.fewshot-fraction": 0.0},
+            ["'fedfsc.fewshot-fraction'", "(0, 1)"],
+        ),
+        (
+            "fedavg-plus",
+            {"fraction-train": 0.1, "fedfsc.straggler-epochs": 5},
+            ["'fedfsc.straggler-epochs' = 5", "'local-epochs'"],
+        ),
+        ("fedfsc", {"fedfsc.fscprox": "theta"}, ["'fedfsc.fscprox'"]),
+        ("fedfsc", {"fedfsc.fewshot-shots": 0}, ["'fedfsc.fewshot-shots'"]),
     ],
 )
 def test_bad_settings_are_refused_naming_the_keys(defaults: dict, method: str, values: dict, keys: list[str]) -> None:
@@ -86,7 +98,9 @@ def test_fedfsc_without_stragglers_needs_no_fraction_below_one(defaults: dict) -
         "contrastive",
         1.0,
     )
-    parse_config({**defaults, "method": "fedfsc-plus", "fraction-train": 0.1, "straggler-epochs": 9})  # E_r unused
+    parse_config(
+        {**defaults, "method": "fedfsc-plus", "fraction-train": 0.1, "fedfsc.straggler-epochs": 9}
+    )  # E_r unused
 
 
 FAMILY = ["fedfsc", "fedfsc-plus", "fedfsc-plus-baseline-plus", "fedavg-plus", "fedprox-plus", "moon-plus"]
@@ -111,8 +125,13 @@ def test_every_preset_parses_with_its_name_alone_and_fits_the_default_ten_client
     [
         (10, 0.1, 0.1, None),
         (4, 0.5, 0.25, None),
-        (4, 0.5, 0.1, "'fewshot-fraction' = 0.1 gives round(0.1 × 4) = 0 stragglers of 4 clients"),
-        (2, 0.1, 0.85, "'fraction-train' = 0.1 gives 1 non-stragglers and 'fewshot-fraction' = 0.85 2 stragglers"),
+        (4, 0.5, 0.1, "'fedfsc.fewshot-fraction' = 0.1 gives round(0.1 × 4) = 0 stragglers of 4 clients"),
+        (
+            2,
+            0.1,
+            0.85,
+            "'fraction-train' = 0.1 gives 1 non-stragglers and 'fedfsc.fewshot-fraction' = 0.85 2 stragglers",
+        ),
     ],
 )
 def test_the_population_must_hold_the_cohort_and_a_straggler(clients: int, f_n: float, f_fs: float, problem) -> None:
@@ -122,13 +141,15 @@ def test_the_population_must_hold_the_cohort_and_a_straggler(clients: int, f_n: 
 
 def test_a_population_without_room_for_a_straggler_stops_at_start(tmp_path: Path) -> None:
     config = small_run_config(tmp_path, method="fedfsc-plus", **{"fraction-train": 0.5})  # f_fs = 0.1 of 4: none
-    with pytest.raises(RunSetupError, match="'fewshot-fraction' = 0.1 gives round"):
+    with pytest.raises(RunSetupError, match="'fedfsc.fewshot-fraction' = 0.1 gives round"):
         run_in_process(config)
 
 
 def test_a_run_with_f_n_plus_f_fs_of_one_stops_at_start(tmp_path: Path) -> None:
-    config = small_run_config(tmp_path, method="fedfsc-plus", **{"fraction-train": 0.75, "fewshot-fraction": 0.25})
-    with pytest.raises(RunSetupError, match="'fraction-train' \\(f_n\\) \\+ 'fewshot-fraction' \\(f_fs\\)"):
+    config = small_run_config(
+        tmp_path, method="fedfsc-plus", **{"fraction-train": 0.75, "fedfsc.fewshot-fraction": 0.25}
+    )
+    with pytest.raises(RunSetupError, match="'fraction-train' \\(f_n\\) \\+ 'fedfsc.fewshot-fraction' \\(f_fs\\)"):
         run_in_process(config)
 
 
@@ -364,12 +385,12 @@ def test_classifier_prox_adds_mu_times_the_distance_to_the_anchor(anchored: bool
 
 # ---------------------------------------------------------------- every preset end to end, in one process
 
-STRAGGLERS = {"fraction-train": 0.5, "fewshot-fraction": 0.25, "local-epochs": 2}
+STRAGGLERS = {"fraction-train": 0.5, "fedfsc.fewshot-fraction": 0.25, "local-epochs": 2}
 
 
 def run(tmp_path: Path, name: str, **overrides: Any) -> list[dict[str, Any]]:
     config = small_run_config(tmp_path, **{"pretrain": "none", "aggregation": "mean", "run-name": name, **overrides})
-    run_in_process(for_run(config))  # a FedAvg run beside FedFSC+ leaves out its `fewshot-fraction`
+    run_in_process(for_run(config))  # a FedAvg run beside FedFSC+ leaves out its `fedfsc.fewshot-fraction`
     return rounds_of(tmp_path / "results", name)
 
 
@@ -430,15 +451,15 @@ def test_fedfsc_plus_baseline_plus_trains_fedavg_plus_model(tmp_path: Path) -> N
     ("method", "overrides"),
     [
         ("moon", {}),
-        ("fedfsc-plus", {**STRAGGLERS, "fscprox": "fewshot"}),
+        ("fedfsc-plus", {**STRAGGLERS, "fedfsc.fscprox": "fewshot"}),
         ("fedprox-plus", STRAGGLERS),
         ("moon-plus", STRAGGLERS),
-        ("fedfsc", {"objective": "contrastive", "fscprox": "base"}),
+        ("fedfsc", {"objective": "contrastive", "fedfsc.fscprox": "base"}),
         ("fedfsc", {"aggregation": "clipped-mean", "fraction-evaluate": 0.5}),  # the app's default rule
         # Krum with f = 0 needs 3 updates: the 3 normal updates have them, the 1 few-shot classifier has not
         (
             "fedfsc-plus",
-            {"aggregation": "krum", "byzantine-clients": 0, "fraction-train": 0.75, "fewshot-fraction": 0.2},
+            {"aggregation": "krum", "byzantine-clients": 0, "fraction-train": 0.75, "fedfsc.fewshot-fraction": 0.2},
         ),
     ],
 )
@@ -463,7 +484,7 @@ def test_moon_clients_keep_their_model_for_the_next_round(tmp_path: Path) -> Non
 
 
 def test_a_killed_fedfsc_run_resumes_as_the_uninterrupted_one(tmp_path: Path) -> None:
-    overrides = {**STRAGGLERS, "method": "fedfsc-plus", "fscprox": "fewshot", "num-server-rounds": 4}
+    overrides = {**STRAGGLERS, "method": "fedfsc-plus", "fedfsc.fscprox": "fewshot", "num-server-rounds": 4}
     first = run(tmp_path, "a", **overrides)
     config = small_run_config(tmp_path, **{"pretrain": "none", "aggregation": "mean", "run-name": "b", **overrides})
     with pytest.raises(ServerKilled):

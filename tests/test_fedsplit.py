@@ -47,7 +47,13 @@ from tests.in_process import run_in_process, small_run_config
 
 def fedsplit_config(tmp_path: Path, method: str = "fedsplit-kmeans", **overrides: Any) -> dict[str, Any]:
     """A small FedSplit run: LeNet-5 on the synthetic set, FedAvg's mean, no pretraining, few meta-epochs."""
-    settings = {"pretrain": "none", "aggregation": "mean", "meta-epochs": 3, "n-com": 20, "k-means-clusters": 4}
+    settings = {
+        "pretrain": "none",
+        "aggregation": "mean",
+        "fedsplit.meta-epochs": 3,
+        "fedsplit.n-com": 20,
+        "fedsplit.k-means-clusters": 4,
+    }
     return small_run_config(tmp_path, method=method, **{**settings, **overrides})
 
 
@@ -123,10 +129,10 @@ def test_the_client_sends_the_real_maps_nearest_each_per_class_centroid_under_th
 
 
 def test_all_metadata_is_every_samples_map_and_a_class_smaller_than_the_clusters_sends_all(tmp_path: Path) -> None:
-    node, model, reply = client_round(tmp_path / "all", kmeans=False, **{"metadata-level": "mid"})
+    node, model, reply = client_round(tmp_path / "all", kmeans=False, **{"common.metadata-level": "mid"})
     np.testing.assert_array_equal(reply[FEATURE_METADATA][FEATURE_MAPS].numpy(), maps_of(model, node, "mid").numpy())
     np.testing.assert_array_equal(reply[FEATURE_METADATA][MAP_LABELS].numpy(), node.data().labels.numpy())
-    node, model, reply = client_round(tmp_path / "few", kmeans=True, **{"k-means-clusters": 10_000})
+    node, model, reply = client_round(tmp_path / "few", kmeans=True, **{"fedsplit.k-means-clusters": 10_000})
     assert sorted(
         sent_rows(torch.from_numpy(reply[FEATURE_METADATA][FEATURE_MAPS].numpy()), maps_of(model, node, "low"))
     ) == list(range(len(node.data())))
@@ -207,7 +213,7 @@ def test_fedsplit_is_fedavg_plus_a_composed_model_built_on_the_round_s_phi(
 
 
 def test_all_metadata_sends_every_samples_map_and_meta_every_trains_in_its_rounds_and_the_last(tmp_path: Path) -> None:
-    overrides = {"num-server-rounds": 3, "metadata-level": "up", "meta-every": 2}
+    overrides = {"num-server-rounds": 3, "common.metadata-level": "up", "fedsplit.meta-every": 2}
     run_in_process(fedsplit_config(tmp_path, "fedsplit-all", **overrides))
     rounds = rounds_of(tmp_path / "results" / "run")
     assert [r.get("composed_accuracy") is not None for r in rounds] == [False, True, True]
@@ -241,9 +247,15 @@ def test_a_client_with_unsound_metadata_is_refused_whole_and_the_others_count(
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"metadata-level": "head"}, "run config 'metadata-level' = 'head' is invalid: it must be one of 'low'"),
-        ({"metadata-level": "up", "n-com": 85}, "run config 'n-com' = 85 is invalid: it is larger than the 84 values"),
-        ({"k-means-clusters": 0}, "run config 'k-means-clusters' = 0 is invalid: it must be > 0"),
+        (
+            {"common.metadata-level": "head"},
+            "run config 'common.metadata-level' = 'head' is invalid: it must be one of 'low'",
+        ),
+        (
+            {"common.metadata-level": "up", "fedsplit.n-com": 85},
+            "run config 'fedsplit.n-com' = 85 is invalid: it is larger than the 84 values",
+        ),
+        ({"fedsplit.k-means-clusters": 0}, "run config 'fedsplit.k-means-clusters' = 0 is invalid: it must be > 0"),
     ],
 )
 def test_settings_that_cannot_fit_the_model_stop_the_run_at_start_naming_the_key(
@@ -261,11 +273,11 @@ def test_a_level_the_model_lacks_is_refused_naming_the_key(tmp_path: Path, monke
             super().__init__(stages, levels=("low", "mid"))
 
     monkeypatch.setattr(fedsplit_settings, "build_model_for", lambda config: TwoLevels())
-    with pytest.raises(ConfigError, match="'metadata-level' = 'up' is invalid: lenet5 splits at low, mid"):
-        parse_config(fedsplit_config(tmp_path, "fedsplit-all", **{"metadata-level": "up"}))
+    with pytest.raises(ConfigError, match="'common.metadata-level' = 'up' is invalid: lenet5 splits at low, mid"):
+        parse_config(fedsplit_config(tmp_path, "fedsplit-all", **{"common.metadata-level": "up"}))
 
 
 def test_more_clusters_than_a_class_holds_is_no_error_each_such_class_sends_all(tmp_path: Path) -> None:
-    run_in_process(fedsplit_config(tmp_path, **{"num-server-rounds": 1, "k-means-clusters": 10_000}))
+    run_in_process(fedsplit_config(tmp_path, **{"num-server-rounds": 1, "fedsplit.k-means-clusters": 10_000}))
     (record,) = rounds_of(tmp_path / "results" / "run")
     assert record["metadata_maps"] == record["num_examples"] and record["rejected"] == []

@@ -42,10 +42,10 @@ AL = {
     "public-fraction": 0.0,
     "aggregation": "mean",
     "fraction-train": 0.5,
-    "al-initial-fraction": 0.2,
-    "al-budget-fraction": 0.1,
-    "al-cycles": 2,
-    "al-rounds-per-cycle": 2,
+    "kafal.al-initial-fraction": 0.2,
+    "kafal.al-budget-fraction": 0.1,
+    "kafal.al-cycles": 2,
+    "kafal.al-rounds-per-cycle": 2,
     "num-server-rounds": 6,
 }
 
@@ -90,7 +90,7 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def test_loop_end_to_end(tmp_path: Path, labeller: RecordingLabeller) -> None:
-    grid = run_in_process(kafal_config(tmp_path, **{"al-query": "kafal"}), num_partitions=PARTITIONS)
+    grid = run_in_process(kafal_config(tmp_path, **{"kafal.al-query": "kafal"}), num_partitions=PARTITIONS)
     run = tmp_path / "results" / "run"
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["rounds_aggregated"] == 6
@@ -135,7 +135,7 @@ def test_loop_end_to_end(tmp_path: Path, labeller: RecordingLabeller) -> None:
 
 @pytest.mark.parametrize("query", ["random", "coreset", "ll4al", "qbc"])
 def test_every_kind_of_strategy_runs_the_loop(tmp_path: Path, labeller: RecordingLabeller, query: str) -> None:
-    config = kafal_config(tmp_path, **{"al-query": query, "al-cycles": 1, "num-server-rounds": 4})
+    config = kafal_config(tmp_path, **{"kafal.al-query": query, "kafal.al-cycles": 1, "num-server-rounds": 4})
     run_in_process(config, num_partitions=PARTITIONS)
     cycles = read_jsonl(tmp_path / "results" / "run" / "cycles.jsonl")
     assert len(cycles) == 2 and cycles[0]["query_problems"] == []
@@ -144,7 +144,13 @@ def test_every_kind_of_strategy_runs_the_loop(tmp_path: Path, labeller: Recordin
 
 def test_global_sampling_scores_with_the_received_model(tmp_path: Path, labeller: RecordingLabeller) -> None:
     config = kafal_config(
-        tmp_path, **{"al-query": "entropy", "al-sampling-model": "global", "al-cycles": 1, "num-server-rounds": 4}
+        tmp_path,
+        **{
+            "kafal.al-query": "entropy",
+            "kafal.al-sampling-model": "global",
+            "kafal.al-cycles": 1,
+            "num-server-rounds": 4,
+        },
     )
     run_in_process(config, num_partitions=PARTITIONS)
     assert read_jsonl(tmp_path / "results" / "run" / "cycles.jsonl")[0]["query_problems"] == []
@@ -233,14 +239,17 @@ def parsed(**overrides: Any) -> Any:
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"al-initial-fraction": 0.0}, "'al-initial-fraction' = 0.0 is invalid: it must be in \\(0, 1\\)"),
-        ({"al-initial-fraction": 1.0}, "'al-initial-fraction' = 1.0 is invalid"),
-        ({"al-budget-fraction": 1.5}, "'al-budget-fraction' = 1.5 is invalid"),
-        ({"al-query": "bald"}, "'al-query' = 'bald' is invalid: it must be one of 'kafal'"),
-        ({"al-query": "kafal", "al-sampling-model": "global"}, "'al-sampling-model' = 'global' is not possible"),
-        ({"al-query": "qbc", "al-sampling-model": "global"}, "with 'al-query' = 'qbc'"),
-        ({"al-query": "ll4al", "al-sampling-model": "global"}, "with 'al-query' = 'll4al'"),
-        ({"al-initial-fraction": 0.5, "al-budget-fraction": 0.3}, "exceeds the whole local data"),
+        ({"kafal.al-initial-fraction": 0.0}, "'kafal.al-initial-fraction' = 0.0 is invalid: it must be in \\(0, 1\\)"),
+        ({"kafal.al-initial-fraction": 1.0}, "'kafal.al-initial-fraction' = 1.0 is invalid"),
+        ({"kafal.al-budget-fraction": 1.5}, "'kafal.al-budget-fraction' = 1.5 is invalid"),
+        ({"kafal.al-query": "bald"}, "'kafal.al-query' = 'bald' is invalid: it must be one of 'kafal'"),
+        (
+            {"kafal.al-query": "kafal", "kafal.al-sampling-model": "global"},
+            "'kafal.al-sampling-model' = 'global' is not possible",
+        ),
+        ({"kafal.al-query": "qbc", "kafal.al-sampling-model": "global"}, "with 'kafal.al-query' = 'qbc'"),
+        ({"kafal.al-query": "ll4al", "kafal.al-sampling-model": "global"}, "with 'kafal.al-query' = 'll4al'"),
+        ({"kafal.al-initial-fraction": 0.5, "kafal.al-budget-fraction": 0.3}, "exceeds the whole local data"),
         ({"num-server-rounds": 10}, "'num-server-rounds' = 10, but KAFAL runs .* set it to 6"),
         ({"freeze": "mid"}, "'freeze' = 'mid' does not apply to KAFAL"),
         ({"client-selection": "fedentopt"}, "'client-selection' = 'fedentopt' does not apply"),
@@ -266,12 +275,12 @@ def test_the_preset_starts_from_random_weights_and_restarts_every_cycle() -> Non
 
 def test_global_sampling_accepted_where_the_strategy_allows_it() -> None:
     for query in ("random", "entropy", "margin", "coreset", "badge", "alfa-mix"):
-        assert parsed(**{"al-query": query, "al-sampling-model": "global"}).method == "kafal"
+        assert parsed(**{"kafal.al-query": query, "kafal.al-sampling-model": "global"}).method == "kafal"
 
 
 def test_budget_beyond_a_clients_unlabelled_pool_is_refused_at_start(tmp_path: Path) -> None:
     # ⌈0.5·n⌉ + 2·⌈0.25·n⌉ fits the whole data on paper, but not once rounded up for an odd-sized client
-    overrides = {"al-initial-fraction": 0.5, "al-budget-fraction": 0.25}
+    overrides = {"kafal.al-initial-fraction": 0.5, "kafal.al-budget-fraction": 0.25}
     config = parsed(**overrides)
     kafal.check_kafal(config, {0: 20})
     with pytest.raises(ConfigError, match="exceeds the unlabelled pool of client 3: a client of 7 samples would"):
@@ -356,7 +365,7 @@ def test_kcfu_options_follow_the_settings() -> None:
         "sum",
         True,
     )
-    code = kafal.kcfu_options(parsed(**{"kafal-update": "authors-code"}).settings(kafal.KAFALSettings))
+    code = kafal.kcfu_options(parsed(**{"kafal.kafal-update": "authors-code"}).settings(kafal.KAFALSettings))
     assert (code.client_weight, code.compensation_weight, code.pairing, code.kl_reduction) == (
         1.0,
         1.0,
@@ -364,12 +373,14 @@ def test_kcfu_options_follow_the_settings() -> None:
         "class-mean",
     )
     ablation = kafal.kcfu_options(
-        parsed(**{"kafal-gamma": "uniform", "kafal-balanced": False, "kafal-mixing": False}).settings(
+        parsed(**{"kafal.kafal-gamma": "uniform", "kafal.kafal-balanced": False, "kafal.kafal-mixing": False}).settings(
             kafal.KAFALSettings
         )
     )
     assert (ablation.class_weighting, ablation.balanced, ablation.mixing) == ("uniform", False, False)
-    assert not kafal.kcfu_options(parsed(**{"kafal-gamma": "paper"}).settings(kafal.KAFALSettings)).normalise_gamma
+    assert not kafal.kcfu_options(
+        parsed(**{"kafal.kafal-gamma": "paper"}).settings(kafal.KAFALSettings)
+    ).normalise_gamma
 
 
 def test_partial_work_stragglers_train_their_shortened_epochs(
@@ -389,7 +400,7 @@ def test_partial_work_stragglers_train_their_shortened_epochs(
         "straggler-work": "partial",
         "local-epochs": 4,
         "fraction-train": 1.0,
-        "al-cycles": 1,
+        "kafal.al-cycles": 1,
         "num-server-rounds": 4,
     }
     run_in_process(kafal_config(tmp_path, **stragglers), num_partitions=PARTITIONS)

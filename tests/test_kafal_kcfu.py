@@ -174,7 +174,7 @@ def test_gradients_reach_the_student_only() -> None:
 
 
 def test_options_are_validated() -> None:
-    with pytest.raises(ValueError, match=r"'kafal-nu' must be in \[0, 1\]"):
+    with pytest.raises(ValueError, match=r"'kafal.kafal-nu' must be in \[0, 1\]"):
         KCFUOptions.from_nu(1.5)
     with pytest.raises(ValueError, match="pairing must be one of permutation, shared"):
         KCFUOptions(pairing="random")

@@ -85,9 +85,9 @@ def test_top_scores_ranks_largest_first_with_stable_ties() -> None:
 
 
 def test_settings_are_validated_by_key() -> None:
-    with pytest.raises(ValueError, match="'kafal-lambda' must be a finite number >= 0"):
+    with pytest.raises(ValueError, match="'kafal.kafal-lambda' must be a finite number >= 0"):
         knowledge_log_weights(torch.ones(3), -1.0)
-    with pytest.raises(ValueError, match="'kafal-ksas-weighting' must be one of specialised, vanilla, reversed"):
+    with pytest.raises(ValueError, match="'kafal.kafal-ksas-weighting' must be one of specialised, vanilla, reversed"):
         knowledge_log_weights(torch.ones(3), 1.0, "inverse")
     with pytest.raises(ValueError, match="at least one labelled sample"):
         knowledge_log_weights(torch.zeros(3))

@@ -39,9 +39,9 @@ def test_sizes_are_the_ceiling_of_the_fraction(n: int, fraction: float, size: in
 
 @pytest.mark.parametrize("fraction", [0.0, -0.1, 1.5])
 def test_fractions_are_validated_by_key(fraction: float) -> None:
-    with pytest.raises(ValueError, match=r"'al-initial-fraction' must be in \(0, 1\]"):
+    with pytest.raises(ValueError, match=r"'kafal.al-initial-fraction' must be in \(0, 1\]"):
         initial_labelled_size(100, fraction)
-    with pytest.raises(ValueError, match=r"'al-budget-fraction' must be in \(0, 1\]"):
+    with pytest.raises(ValueError, match=r"'kafal.al-budget-fraction' must be in \(0, 1\]"):
         query_budget(100, fraction)
 
 
@@ -83,7 +83,9 @@ def test_add_positions_maps_positions_of_the_unlabelled_pool() -> None:
 
 def test_budget_larger_than_the_unlabelled_pool_names_the_key() -> None:
     pool, _, _ = make_pool(20, 0.9)
-    with pytest.raises(ValueError, match=r"'al-budget-fraction' = 0.2 asks for 4 of 20 samples but only 2 remain"):
+    with pytest.raises(
+        ValueError, match=r"'kafal.al-budget-fraction' = 0.2 asks for 4 of 20 samples but only 2 remain"
+    ):
         pool.budget(0.2)
 
 

@@ -137,7 +137,7 @@ def test_qbc_ranks_by_vote_entropy_then_consensus_kl() -> None:
     )
     assert qbc_query(logits, 3).tolist() == [2, 0, 1]
     assert qbc_query(logits, 1, "consensus-kl").tolist() == [2]
-    with pytest.raises(ValueError, match="'al-qbc-measure' must be one of vote-entropy, consensus-kl"):
+    with pytest.raises(ValueError, match="'kafal.al-qbc-measure' must be one of vote-entropy, consensus-kl"):
         qbc_query(logits, 1, "disagreement")
 
 
@@ -245,11 +245,13 @@ def test_global_sampling_table() -> None:
     allowed = {s for s in QUERY_STRATEGIES if supports_global_sampling(s)}
     assert allowed == {"random", "entropy", "margin", "coreset", "badge", "alfa-mix"}
     check_sampling_model("coreset", "global")
-    with pytest.raises(ValueError, match="'al-sampling-model' = 'global' is not possible with 'al-query' = 'kafal'"):
+    with pytest.raises(
+        ValueError, match="'kafal.al-sampling-model' = 'global' is not possible with 'kafal.al-query' = 'kafal'"
+    ):
         check_sampling_model("kafal", "global")
-    with pytest.raises(ValueError, match="'al-sampling-model' must be one of client, global"):
+    with pytest.raises(ValueError, match="'kafal.al-sampling-model' must be one of client, global"):
         check_sampling_model("entropy", "server")
-    with pytest.raises(ValueError, match="'al-query' must be one of kafal, random"):
+    with pytest.raises(ValueError, match="'kafal.al-query' must be one of kafal, random"):
         supports_global_sampling("bald")
 
 

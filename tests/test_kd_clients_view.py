@@ -16,7 +16,7 @@ clients: 2
 base: {dataset: synthetic, num-server-rounds: 2}
 methods:
   fedmd: {method: fedmd}
-  alone: {method: fedmd, fedmd-digest: none}
+  alone: {method: fedmd, fedkad.fedmd-digest: none}
 compare: {fedmd: alone}
 seeds: [0, 1]
 """

@@ -15,7 +15,7 @@ from simulation.memory_check import AVAILABLE_ENV
 CASES = [
     (
         "temprature=0.5",
-        "error: 'temprature' is not a run-config key; did you mean 'temperature' or 'moon-temperature'?",
+        "error: 'temprature' is not a run-config key; did you mean 'temperature' or 'moon.moon-temperature'?",
     ),
     ("temperature=-1", "error: run config 'temperature' = -1.0 is invalid: it must be > 0"),
     ("dataset=fashon-mnist", "error: run config 'dataset' = 'fashon-mnist' is invalid: it must be one of"),
@@ -31,8 +31,8 @@ CASES = [
     ),
     ("dataset=cifar10", "error: run config 'dataset' = 'cifar10': dataset 'cifar10' not found. Looked for"),
     (
-        "method=fedkad generic-size=5000",
-        "error: run config 'generic-size' = 5000 asks for more images than the generic source holds: 1200",
+        "method=fedkad common.generic-size=5000",
+        "error: run config 'common.generic-size' = 5000 asks for more images than the generic source holds: 1200",
     ),
 ]
 
@@ -59,7 +59,7 @@ def test_make_run_passes_the_error_through(tmp_path) -> None:
         text=True,
         timeout=600,
     )
-    assert done.returncode != 0 and "did you mean 'temperature' or 'moon-temperature'?" in done.stderr
+    assert done.returncode != 0 and "did you mean 'temperature' or 'moon.moon-temperature'?" in done.stderr
     assert "python -m simulation exited with code 2 (2: settings refused at start;" in done.stderr
 
 

@@ -12,10 +12,10 @@ import pytest
 from methods.registry import METHODS, ORIGIN
 from tests.learning import assert_learns, run_method
 
-_FEDSPLIT = {"num-server-rounds": 2, "metadata-level": "up", "n-com": 84, "meta-epochs": 10}
+_FEDSPLIT = {"num-server-rounds": 2, "common.metadata-level": "up", "fedsplit.n-com": 84, "fedsplit.meta-epochs": 10}
 #: The FedFSC family's stragglers on 4 clients: f_n = 0.7 gives 3 non-stragglers, f_fs = 0.2 one straggler a round
 #: (round(0.8)); the baseline+ variants need E > E_r = 1, so E = 2.
-_STRAGGLERS = {"fraction-train": 0.7, "fewshot-fraction": 0.2}
+_STRAGGLERS = {"fraction-train": 0.7, "fedfsc.fewshot-fraction": 0.2}
 _STRAGGLERS_E2 = {**_STRAGGLERS, "local-epochs": 2}
 #: method -> (run-config overrides, the accuracy its global model must reach)
 LEARNS: dict[str, tuple[dict, float]] = {
@@ -38,31 +38,42 @@ LEARNS: dict[str, tuple[dict, float]] = {
     # From random weights as the paper (its preset; the task's pretraining overridden): 2 cycles of 2 rounds of
     # 5 epochs, 10% then 15% labelled, each cycle from scratch. Seeds 0/1/2 end at 0.613 / 0.488 / 0.523.
     "kafal": (
-        {"pretrain": "none", "al-cycles": 1, "al-rounds-per-cycle": 2, "num-server-rounds": 4, "local-epochs": 5},
+        {
+            "pretrain": "none",
+            "kafal.al-cycles": 1,
+            "kafal.al-rounds-per-cycle": 2,
+            "num-server-rounds": 4,
+            "local-epochs": 5,
+        },
         0.4,
     ),
     # Fresh LeNet-5 client models; the global model learns only by distillation to their consensus on 256 of the
     # 1,000 held-out images a round (fewer than the default 1,000, and 200 test images per client score, for time).
     # Seeds 0-2: 57.2%, 43.6%, 58.9%.
-    "fedkad": ({"generic-samples": 256, "client-eval-samples": 200}, 0.35),
+    "fedkad": ({"fedkad.generic-samples": 256, "common.client-eval-samples": 200}, 0.35),
     # As FedKAD's, with FedMD's transfer learning (5 epochs on the labelled held-out images) and the reference digest;
     # local lr 0.01 (FedMD_clean trains its parties with Adam 1e-3; at lr 0.1 a client loses what the public data
     # taught it in its first epoch). Seeds 0-2: 60.2%, 55.2%, 59.7%.
     "fedmd": (
-        {"learning-rate": 0.01, "generic-samples": 256, "client-eval-samples": 200, "fedmd-public-epochs": 5},
+        {
+            "learning-rate": 0.01,
+            "fedkad.generic-samples": 256,
+            "common.client-eval-samples": 200,
+            "fedkad.fedmd-public-epochs": 5,
+        },
         0.45,
     ),
-    # Every client a LeNet-5 starting as the global model (client-init = global); AT at LeNet-5's one spatial level;
-    # D_g 500 held-out images of classes 1,2,3,4,6,7,9 (thesis §5.4.2); 1 epoch per AT/metadata step (the thesis's
-    # 2 take twice the time). Seeds 0-2 ended at 69.2, 62.0, 66.4% (starts 11.7, 7.7, 6.0%).
+    # Every client a LeNet-5 starting as the global model (fedat.client-init = global); AT at LeNet-5's one spatial
+    # level; D_g 500 held-out images of classes 1,2,3,4,6,7,9 (thesis §5.4.2); 1 epoch per AT/metadata step (the
+    # thesis's 2 take twice the time). Seeds 0-2 ended at 69.2, 62.0, 66.4% (starts 11.7, 7.7, 6.0%).
     "fedat": (
         {
-            "at-levels": "low",
-            "generic-classes": "1,2,3,4,6,7,9",
-            "generic-size": 500,
-            "at-epochs": 1,
-            "metadata-epochs": 1,
-            "client-eval-samples": 0,
+            "fedat.at-levels": "low",
+            "common.generic-classes": "1,2,3,4,6,7,9",
+            "common.generic-size": 500,
+            "fedat.at-epochs": 1,
+            "fedat.metadata-epochs": 1,
+            "common.client-eval-samples": 0,
         },
         0.55,
     ),

@@ -33,7 +33,7 @@ def test_the_launcher_accepts_the_method_alone(name: str) -> None:
 #: Defaults a method's first round would spend minutes on before the kill, left out: FedMD's transfer learning (10
 #: epochs of each client's WRN-16-1 on the 1,000 public images, on the server before its first round: 9 minutes
 #: here; tests/test_custom_size_models.py tests it).
-SHORTER: dict[str, dict[str, int]] = {"fedmd": {"fedmd-public-epochs": 0}}
+SHORTER: dict[str, dict[str, int]] = {"fedmd": {"fedkad.fedmd-public-epochs": 0}}
 
 
 @pytest.mark.parametrize("name", list(METHODS))

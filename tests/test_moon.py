@@ -101,7 +101,7 @@ def test_lenet_representation_is_its_84_dim_feature() -> None:
     assert z.shape == (2, 84)
 
 
-@pytest.mark.parametrize(("key", "value"), [("moon-mu", -0.1), ("moon-temperature", 0.0)])
+@pytest.mark.parametrize(("key", "value"), [("moon.moon-mu", -0.1), ("moon.moon-temperature", 0.0)])
 def test_settings_are_validated_naming_the_key(defaults: dict, key: str, value: float) -> None:
     with pytest.raises(ConfigError, match=key):
         parse_config({**defaults, "method": "moon", key: value})

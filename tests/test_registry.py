@@ -42,9 +42,9 @@ def test_a_module_without_methods_is_refused_naming_it() -> None:
 
 
 def test_another_methods_setting_is_refused_naming_the_key_and_its_method() -> None:
-    with pytest.raises(ConfigError, match="'proximal-mu' is a setting of method 'fedprox', not of 'fedavg'"):
+    with pytest.raises(ConfigError, match="'fedprox.proximal-mu' is a setting of method 'fedprox', not of 'fedavg'"):
         default_config(method="fedavg", proximal_mu=0.5)
-    with pytest.raises(ConfigError, match="'al-cycles' is a setting of method 'kafal', not of 'fedft-eds'"):
+    with pytest.raises(ConfigError, match="'kafal.al-cycles' is a setting of method 'kafal', not of 'fedft-eds'"):
         default_config(method="fedft-eds", al_cycles=3)
     # An objective's settings belong to the runs that train with it, whatever their method.
     assert default_config(method="fedft-eds", objective="proximal", proximal_mu=0.5).settings
@@ -52,11 +52,12 @@ def test_another_methods_setting_is_refused_naming_the_key_and_its_method() -> N
 
 
 def test_a_shared_base_gives_each_run_the_settings_its_method_reads() -> None:
-    base = {**load_defaults(), "proximal-mu": 0.5, "al-cycles": 3}
+    base = {**load_defaults(), "fedprox.proximal-mu": 0.5, "kafal.al-cycles": 3}
     fedavg = for_run({**base, "method": "fedavg"})
     assert (
-        fedavg["proximal-mu"] == load_defaults()["proximal-mu"] and fedavg["al-cycles"] == load_defaults()["al-cycles"]
+        fedavg["fedprox.proximal-mu"] == load_defaults()["fedprox.proximal-mu"]
+        and fedavg["kafal.al-cycles"] == load_defaults()["kafal.al-cycles"]
     )
-    assert for_run({**base, "method": "fedprox"})["proximal-mu"] == 0.5
-    assert for_run({**base, "method": "fedavg"}, keep=("al-cycles",))["al-cycles"] == 3
+    assert for_run({**base, "method": "fedprox"})["fedprox.proximal-mu"] == 0.5
+    assert for_run({**base, "method": "fedavg"}, keep=("kafal.al-cycles",))["kafal.al-cycles"] == 3
     assert CATALOGUE.methods is METHODS

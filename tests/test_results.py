@@ -187,21 +187,3 @@ def test_learning_efficiency_is_shown_with_what_it_divides_only_when_training_ga
     )
     fell = readable_summary({**base, "initial_accuracy": 0.8, "best_accuracy": 0.6, "learning_efficiency": 7.5})
     assert fell[2] == "client training time 8.0 s"
-
-
-def test_a_cycle_that_restarts_its_model_is_compared_afresh(tmp_path: Path) -> None:
-    """KAFAL starts every cycle from Ω⁰ on purpose: the first rounds of a new cycle, back near chance, are no
-    collapse; a fall within a cycle still is."""
-    config = make_config(results_dir=str(tmp_path), run_name="r")
-    recorder = RunRecorder(run_directory(config), config)
-    recorder.evaluated(0, 2.3, 0.1)
-    for server_round, accuracy in ((1, 0.6), (2, 0.7), (3, 0.12), (4, 0.5), (5, 0.11)):
-        recorder.round_started(server_round, [0], 10)
-        recorder.replies_received(server_round, [stats(0, 10, 1.0)], 9)
-        if server_round == 2:
-            recorder.cycle_ended(2, cycle=1, rounds=[1, 2], restarts=True)
-        recorder.evaluated(server_round, 2.0, accuracy)
-    warnings = {r["round"]: r.get("warning") for r in recorder.rounds}
-    assert warnings[3] is None and warnings[4] is None
-    assert warnings[5].startswith("at chance level")
-    assert recorder.summary()["warnings"] == [f"the final model (round 5) is {warnings[5]}"]

@@ -99,7 +99,7 @@ def test_every_setting_is_declared_once_and_pyproject_holds_the_declared_default
         ("selection-fraction", "half", "'selection-fraction' must be of type float or \"auto\", got str 'half'"),
         ("freeze", "top", "'freeze' = 'top' is invalid: it must be one of 'none', 'low', 'mid', 'up'"),
         ("data-selection", "loss", "'data-selection' = 'loss' is invalid"),
-        ("proximal-mu", -0.5, "'proximal-mu' = -0.5 is invalid: it must be >= 0"),
+        ("fedprox.proximal-mu", -0.5, "'fedprox.proximal-mu' = -0.5 is invalid: it must be >= 0"),
         ("pretrain", "imagenet", "'pretrain' = 'imagenet' is invalid"),
         (
             "client-selection",
@@ -172,7 +172,7 @@ def test_the_settings_table_is_current() -> None:
 
 def test_the_settings_table_has_one_row_per_key() -> None:
     section = SETTINGS_PAGE.read_text().split("## Configuration", 1)[1].split("\n## ", 1)[0]
-    rows = re.findall(r"^\| `([a-z0-9-]+)` \| `", section, flags=re.M)
+    rows = re.findall(r"^\| `([a-z0-9.-]+)` \| `", section, flags=re.M)
     assert sorted(rows) == sorted(s.key for s in SETTINGS)
 
 

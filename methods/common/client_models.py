@@ -1,11 +1,11 @@
 """Custom-size client models (thesis Ch. 5): each client trains its own architecture, the server keeps the global
 model and every client's model, and sends each client its own.
 
-Which architecture a client trains: its node config's ``model`` in deployment, else the ``client-models`` entry for
-its partition (``"0-5:wrn-10-1,6-9:wrn-16-1,18-19:wrn-34-1"``; ``*`` names every partition not listed; partitions
+Which architecture a client trains: its node config's ``model`` in deployment, else the ``common.client-models`` entry
+for its partition (``"0-5:wrn-10-1,6-9:wrn-16-1,18-19:wrn-34-1"``; ``*`` names every partition not listed; partitions
 not covered train the global ``model``). The server asks each client once (``query.client_model``) and refuses a
 name it cannot build or that cannot pair with the global model. A client's first model is freshly initialised
-from (seed, partition); with ``client-init-epochs`` > 0 a client trains that many extra epochs in its first round
+from (seed, partition); with ``common.client-init-epochs`` > 0 a client trains that many extra epochs in its first round
 (FedMD's initialisation: each client model is first trained on its own data).
 
 This module holds the settings and the mapping; the client side of a round is ``methods/common/own_model.py``, the
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
@@ -34,7 +34,7 @@ from strategies.client_models import ClientEvaluation
 if TYPE_CHECKING:
     from server_app.lifecycle import FederatedRun
 
-CLIENT_MODELS_KEY = "client-models"
+CLIENT_MODELS_KEY = "common.client-models"
 WILDCARD = "*"
 
 
@@ -48,6 +48,8 @@ def _mapping_problem(v: str) -> str | None:
 
 @dataclass(frozen=True)
 class ClientModelSettings:
+    NAMESPACE: ClassVar[str] = "common"
+
     client_models: str = setting(
         "",
         "Custom-size methods (FedAT, FedKAD, FedMD): each partition's architecture, e.g. "
@@ -75,6 +77,8 @@ class ServerTrainingSettings:
     §5.4.2, §5.6) and no momentum, where Ch. 4 and 6 state theirs: plain SGD, momentum 0. Batch size and weight decay
     are not given: the reference attention-transfer code's, whose β = 1,000 FedAT borrows."""
 
+    NAMESPACE: ClassVar[str] = "common"
+
     server_batch_size: int = setting(64, "FedAT/FedKAD server-side training: mini-batch size.", positive)
     server_momentum: float = setting(
         0.0, "FedAT/FedKAD server-side training: SGD momentum (the thesis's SGD names none).", below_one
@@ -98,7 +102,7 @@ def step_seed(seed: int, server_round: int, role: int, partition_id: int = 0) ->
 
 
 def client_evaluation(config: RunConfig, device: torch.device) -> ClientEvaluation | None:
-    """Scoring of client models on ``client-eval-samples`` test images (None when 0)."""
+    """Scoring of client models on ``common.client-eval-samples`` test images (None when 0)."""
     samples = config.settings(ClientModelSettings).client_eval_samples
     if samples == 0:
         return None
@@ -150,7 +154,7 @@ def parse_client_models(text: str) -> list[tuple[int, int, str]]:
 
 
 def architecture_of(config: RunConfig, partition_id: int) -> str:
-    """The architecture ``client-models`` gives ``partition_id`` (the global ``model`` when it is not listed)."""
+    """The architecture ``common.client-models`` gives ``partition_id`` (the global ``model`` when it is not listed)."""
     entries = parse_client_models(config.settings(ClientModelSettings).client_models)
     for first, last, name in entries:
         if first <= partition_id <= last:
@@ -160,7 +164,7 @@ def architecture_of(config: RunConfig, partition_id: int) -> str:
 
 def check_client_models(config: RunConfig, num_clients: int, pairs: Callable[[str], None]) -> dict[int, str]:
     """Every partition's architecture; ``pairs(name)`` raises ValueError when one cannot pair with the global model.
-    Raises ``ConfigError`` naming ``client-models`` (called at the start of a run)."""
+    Raises ``ConfigError`` naming ``common.client-models`` (called at the start of a run)."""
     architectures = {pid: architecture_of(config, pid) for pid in range(num_clients)}
     for name in sorted(set(architectures.values())):
         try:

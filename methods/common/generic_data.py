@@ -1,20 +1,21 @@
 """The server's generic dataset D_g (thesis Ch. 5): images the server holds to transfer knowledge between the global
 model and custom-size client models, never given to a client.
 
-- ``generic-source = "public"``: drawn from the server's held-out share of the training set (``public-fraction``,
+- ``common.generic-source = "public"``: drawn from the server's held-out share of the training set (``public-fraction``,
   which no client ever receives), labelled with the task's classes: FedAT's D_g, e.g. 2,500 images of classes
-  {1, 2, 3, 4, 6, 7, 9} (``generic-classes``) in §5.4.2.
-- ``generic-source = "dataset"``: drawn from another dataset's training set (``generic-dataset``), used unlabelled:
-  FedKAD's disjoint generic set (CIFAR-100 for CIFAR-10 in §5.6).
+  {1, 2, 3, 4, 6, 7, 9} (``common.generic-classes``) in §5.4.2.
+- ``common.generic-source = "dataset"``: drawn from another dataset's training set (``common.generic-dataset``), used
+  unlabelled: FedKAD's disjoint generic set (CIFAR-100 for CIFAR-10 in §5.6).
 
-``generic-size`` images are drawn once, uniformly without replacement and seeded, from the source restricted to
-``generic-classes``; a source too small for the draw stops the run at start, naming the key.
+``common.generic-size`` images are drawn once, uniformly without replacement and seeded, from the source restricted to
+``common.generic-classes``; a source too small for the draw stops the run at start, naming the key.
 """
 
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -27,7 +28,12 @@ from data.partitioning import split_public
 from data.transforms import to_model_input
 from run_config.settings import ConfigError, one_of, positive, setting
 
-SOURCE_KEY, DATASET_KEY, CLASSES_KEY, SIZE_KEY = "generic-source", "generic-dataset", "generic-classes", "generic-size"
+SOURCE_KEY, DATASET_KEY, CLASSES_KEY, SIZE_KEY = (
+    "common.generic-source",
+    "common.generic-dataset",
+    "common.generic-classes",
+    "common.generic-size",
+)
 
 
 def _class_list(v: str) -> str | None:
@@ -40,15 +46,18 @@ def _class_list(v: str) -> str | None:
 
 @dataclass(frozen=True)
 class GenericDataSettings:
+    NAMESPACE: ClassVar[str] = "common"
+
     generic_source: str = setting(
         "public",
         "Where the server's generic dataset D_g (FedAT, FedKAD, FedMD) comes from: `public` (the held-out "
-        "`public-fraction` of the training set, labelled) or `dataset` (`generic-dataset`'s training set, unlabelled).",
+        "`public-fraction` of the training set, labelled) or `dataset` (`common.generic-dataset`'s training set, "
+        "unlabelled).",
         one_of("public", "dataset"),
     )
     generic_dataset: str = setting(
         "mnist",
-        'The dataset D_g is drawn from with `generic-source = "dataset"` (same number of image channels).',
+        'The dataset D_g is drawn from with `common.generic-source = "dataset"` (same number of image channels).',
         one_of(*DATASET_NAMES),
     )
     generic_classes: str = setting(
@@ -81,7 +90,7 @@ def draw_generic(
     labels: np.ndarray, candidates: np.ndarray, classes: tuple[int, ...], size: int, seed: int
 ) -> np.ndarray:
     """``size`` positions drawn uniformly without replacement from ``candidates`` whose label is in ``classes``
-    (all when empty), sorted; raise ``ConfigError`` naming ``generic-size`` when fewer are available."""
+    (all when empty), sorted; raise ``ConfigError`` naming ``common.generic-size`` when fewer are available."""
     pool = candidates[np.isin(labels[candidates], classes)] if classes else candidates
     if size > len(pool):
         raise ConfigError(

@@ -1,6 +1,6 @@
 """A client's own model in a custom-size method (FedAT, FedKAD, FedMD; ``methods/common/client_models.py``): which
 architecture this node trains, receiving its model, training all of it on all local data with the shared local
-update (the configured objective; E epochs, or more in a first round with ``client-init-epochs``), and the reply
+update (the configured objective; E epochs, or more in a first round with ``common.client-init-epochs``), and the reply
 that carries its whole state."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from protocol.messages import ARRAYS, CLIENT_MODEL_RECORD, CONFIG, METRICS, MODE
 
 
 def node_architecture(node: Node) -> str:
-    """This node's architecture: its node config's ``model``, else its ``client-models`` entry."""
+    """This node's architecture: its node config's ``model``, else its ``common.client-models`` entry."""
     own = node.context.node_config.get("model")
     return str(own) if own else architecture_of(node.config, node.partition_id)
 
@@ -41,7 +41,7 @@ def receive_own_model(node: Node, msg: Message) -> SplitModel:
 
 def train_own_model(node: Node, msg: Message) -> tuple[SplitModel, UpdateResult]:
     """Receive the own model and train all of it on all local data for this round's epochs (E, or more in a first
-    round with ``client-init-epochs``) under the configured objective; the model is left on the node's device."""
+    round with ``common.client-init-epochs``) under the configured objective; the model is left on the node's device."""
     model = receive_own_model(node, msg)
     server_round, learning_rate = node.round_of(msg)
     config = dataclasses.replace(node.config, local_epochs=node.local_epochs(msg))

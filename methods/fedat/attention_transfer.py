@@ -13,8 +13,8 @@ Server steps on a fresh copy of the global model w_g^t for each client k, split 
 1. all of w_g trains on D_g: CE + β·AT against the client model w_{k,E} at every level of I;
 2. only θ (stages above l) trains, on the client's metadata D_k,meta fed in at level l: CE;
 3. only φ (stages up to l) trains on D_g: CE + β·AT at I_sub = levels of I inside φ; θ's weights are frozen
-   bitwise (no gradient, not given to the optimiser). θ's BatchNorm (``step3-theta-batchnorm``): ``train`` (default)
-   normalises with batch statistics during the step, as a network does in training, and ends with its running
+   bitwise (no gradient, not given to the optimiser). θ's BatchNorm (``fedat.step3-theta-batchnorm``): ``train``
+   (default) normalises with batch statistics during the step, as a network does in training, and ends with its running
    statistics re-estimated on φ_{g,s3}'s maps of D_g, the maps θ reads in the finished model; ``frozen`` keeps θ in
    eval mode with the statistics of step 2's metadata.
 Then w_g^{t+1} = Σ_k p_k w_{g,s3}^(k) with p_k = |D_k|/Σ_j|D_j| (eq. 5.18), and each client model is refined on
@@ -40,12 +40,12 @@ ATForm = Literal["reference", "thesis"]
 Step = Literal[1, 2, 3]
 ThetaBatchNorm = Literal["train", "frozen"]
 
-LEVEL_KEY = "metadata-level"
-AT_LEVELS_KEY = "at-levels"
-BETA_KEY = "at-beta"
-FORM_KEY = "at-form"
+LEVEL_KEY = "common.metadata-level"
+AT_LEVELS_KEY = "fedat.at-levels"
+BETA_KEY = "fedat.at-beta"
+FORM_KEY = "fedat.at-form"
 AT_FORMS: tuple[str, ...] = ("reference", "thesis")
-THETA_BATCHNORM_KEY = "step3-theta-batchnorm"
+THETA_BATCHNORM_KEY = "fedat.step3-theta-batchnorm"
 THETA_BATCHNORM: tuple[str, ...] = ("train", "frozen")
 
 #: β of the thesis (borrowed from the AT paper).
@@ -55,7 +55,8 @@ AT_LEVELS: tuple[str, ...] = ("low", "mid", "up")
 
 
 def check_fedat_settings(metadata_level: str, beta: float, form: str, at_levels: Sequence[str] = AT_LEVELS) -> None:
-    """Refuse an unknown ``metadata-level`` or ``at-levels`` entry, ``at-beta`` < 0 and an unknown ``at-form``."""
+    """Refuse an unknown ``common.metadata-level`` or ``fedat.at-levels`` entry, ``fedat.at-beta`` < 0 and an unknown
+    ``fedat.at-form``."""
     if metadata_level not in AT_LEVELS:
         raise ValueError(f"{LEVEL_KEY} must be one of {', '.join(AT_LEVELS)}, got {metadata_level!r}")
     unknown = [level for level in at_levels if level not in AT_LEVELS]

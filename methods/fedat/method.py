@@ -1,6 +1,6 @@
 """FedAT as a method of this app (thesis §5.3, Alg. 3): custom-size client models, metadata, the three server steps.
 
-A client's first model is the global model reduced to its architecture (``client-init = global``: every layer it
+A client's first model is the global model reduced to its architecture (``fedat.client-init = global``: every layer it
 shares with the global model copied, e.g. a WRN-10-1 is the global WRN-16-1 without the second block of each group),
 so that φ_k and φ_g start equal up to the metadata level and their maps stay related: θ_g learns from φ_k's maps in
 step 2 and reads φ_g's afterwards, which Table 5.4 needs and the thesis does not say how it gets (§5.1.2 names
@@ -10,18 +10,18 @@ client models made "by reducing the block size from teacher models"). With indep
 A round, for each client k (all deliver: their models fit their hardware):
 
 - client: train its own model (whole model, all local data, E epochs; the thesis's lr 0.01, E = 5) to w_{k,E}; then
-  extract the metadata with the updated φ_{k,E}: the feature maps of its local samples at ``metadata-level`` (all
-  of them, or a seeded ``metadata-fraction``, Fig. 5.10) with their labels; reply with w_{k,E} and the metadata.
+  extract the metadata with the updated φ_{k,E}: the feature maps of its local samples at ``common.metadata-level`` (all
+  of them, or a seeded ``fedat.metadata-fraction``, Fig. 5.10) with their labels; reply with w_{k,E} and the metadata.
 - server, per client on a fresh copy of w_g^t (``methods/fedat/attention_transfer.py``): step 1 trains all of the copy
-  on D_g with CE + β·AT against w_{k,E} at ``at-levels``; step 2 trains only θ (above the level) on the client's
+  on D_g with CE + β·AT against w_{k,E} at ``fedat.at-levels``; step 2 trains only θ (above the level) on the client's
   metadata; step 3 trains only φ on D_g with CE + β·AT at the levels inside φ, θ's weights frozen bitwise (its BatchNorm
-  follows φ's new maps: ``step3-theta-batchnorm``). Then w_g^{t+1} = Σ_k p_k w_{g,s3}^(k)
+  follows φ's new maps: ``fedat.step3-theta-batchnorm``). Then w_g^{t+1} = Σ_k p_k w_{g,s3}^(k)
   with p_k ∝ |D_k|, and each client model is refined from w_{k,E} on D_g with the new global model as teacher and
   sent back next round.
 
-D_g is labelled: drawn from the server's held-out split (``generic-source = "public"``; §5.4.2: 2,500 images of
-classes 1, 2, 3, 4, 6, 7, 9; ``generic-size`` defaults to 1,000, which the default 1,200 held-out images hold). The
-server-side learning rates and epochs default to the thesis's (plain SGD, AT 0.1 × 2 epochs, metadata 0.1 × 2
+D_g is labelled: drawn from the server's held-out split (``common.generic-source = "public"``; §5.4.2: 2,500 images of
+classes 1, 2, 3, 4, 6, 7, 9; ``common.generic-size`` defaults to 1,000, which the default 1,200 held-out images hold).
+The server-side learning rates and epochs default to the thesis's (plain SGD, AT 0.1 × 2 epochs, metadata 0.1 × 2
 epochs), β = 1,000. The metadata bytes are counted in ``bytes_up`` and reported apart (``metadata_bytes_up``).
 """
 
@@ -31,7 +31,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
@@ -80,7 +80,7 @@ if TYPE_CHECKING:
     from server_app.lifecycle import FederatedRun
 
 
-#: How a FedAT client's first model starts (``client-init``).
+#: How a FedAT client's first model starts (``fedat.client-init``).
 CLIENT_INITS: tuple[str, ...] = ("global", "fresh")
 
 
@@ -102,6 +102,8 @@ def _levels_problem(text: str) -> str | None:
 
 @dataclass(frozen=True)
 class FedATSettings:
+    NAMESPACE: ClassVar[str] = "fedat"
+
     metadata_fraction: float = setting(
         1.0, "FedAT: share of its local samples whose feature maps a client sends (Fig. 5.10; at least one).", fraction
     )
@@ -147,7 +149,7 @@ class FedATSettings:
 
 def fedat_pairs(config: RunConfig) -> Callable[[str], None]:
     """Raises ValueError unless a client architecture pairs with the global model at the metadata level and at
-    every AT level and, with ``client-init = global``, is the global model with blocks removed."""
+    every AT level and, with ``fedat.client-init = global``, is the global model with blocks removed."""
     level = config.settings(MetadataLevelSettings).metadata_level
     settings = config.settings(FedATSettings)
     global_model = build_architecture(config, config.model)
@@ -158,8 +160,9 @@ def fedat_pairs(config: RunConfig) -> Callable[[str], None]:
         missing = not_inheritable(client.state_dict(), global_model.state_dict())
         if settings.client_init == "global" and missing:
             raise ValueError(
-                f"'client-init' = 'global' needs every layer of the client model in the global model ({config.model}), "
-                f"which lacks {len(missing)} of its entries, e.g. {missing[0]!r} (set 'client-init' = 'fresh')"
+                "'fedat.client-init' = 'global' needs every layer of the client model in the global model "
+                f"({config.model}), which lacks {len(missing)} of its entries, e.g. {missing[0]!r} (set "
+                "'fedat.client-init' = 'fresh')"
             )
 
     return pairs
@@ -171,7 +174,7 @@ def check_fedat_run(config: RunConfig, num_clients: int) -> None:
     generic = config.settings(GenericDataSettings)
     if generic.generic_source != "public":
         raise ConfigError(
-            "run config 'generic-source' must be 'public' for FedAT: its D_g is labelled with the task's classes"
+            "run config 'common.generic-source' must be 'public' for FedAT: its D_g is labelled with the task's classes"
         )
     generic_positions(federated_split(config), generic)
 
@@ -246,7 +249,7 @@ class FedATStrategy(ClientModelFedAvg):
         self.read_client_metadata(partition_id, content)
 
     def first_client_state(self, partition_id: int) -> dict[str, torch.Tensor]:
-        """With ``client-init = global``, a client's first model is the round's global model reduced to its
+        """With ``fedat.client-init = global``, a client's first model is the round's global model reduced to its
         architecture (``inherit_from_global``); with ``fresh``, built from (seed, partition)."""
         fresh = super().first_client_state(partition_id)
         if self.settings.client_init == "fresh":
@@ -330,7 +333,7 @@ def fedat_strategy(run: FederatedRun) -> FedATStrategy:
 
 FEDAT = Method(
     "fedat",
-    "FedAT: custom-size client models, metadata and attention transfer (thesis Alg. 3); see `client-models`.",
+    "FedAT: custom-size client models, metadata and attention transfer (thesis Alg. 3); see `common.client-models`.",
     presets=CUSTOM_SIZE_PRESETS,
     settings=(FedATSettings, MetadataLevelSettings, ClientModelSettings, ServerTrainingSettings, GenericDataSettings),
     client_train=fedat_train,

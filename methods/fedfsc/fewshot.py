@@ -9,7 +9,7 @@ The base model {θ, φ} is trained as the base trainer trains it: FedAvg, or wit
 
 The presets (``METHODS``) differ in who does what each round (``RolePlan``): the selection policy's cohort
 (``fraction-train`` = f_n) are the non-stragglers and run the normal update for E epochs; methods with stragglers
-draw a further f_fs (``fewshot-fraction``) of the pool from the rest. Those methods preset f_n = 0.1 (with the
+draw a further f_fs (``fedfsc.fewshot-fraction``) of the pool from the rest. Those methods preset f_n = 0.1 (with the
 default f_fs = 0.1: the thesis's §4.5.2), so ``method = <name>`` alone runs; f_n + f_fs < 1 is checked whenever a
 configuration is parsed, and at the start, against the K clients, that round(f_fs·K) ≥ 1 stragglers fit beside the
 cohort (``check_straggler_run``).
@@ -20,7 +20,7 @@ cohort (``check_straggler_run``).
   a few-shot update of the distributed base (Alg. 2 implies the distributed θ^t, φ^t; the text does not say).
 - ``fedavg-plus``, ``fedprox-plus``, ``moon-plus`` (baseline+): the stragglers run E_r epochs, no few-shot.
 
-``fscprox`` adds μ_fsc·‖θ_cls − anchor‖² to every normal update: FSCProx with the averaged few-shot classifier of
+``fedfsc.fscprox`` adds μ_fsc·‖θ_cls − anchor‖² to every normal update: FSCProx with the averaged few-shot classifier of
 the last round that had one (sent with the round's message), baseProx with the received classifier. The glue is
 ``methods/fedfsc/client_step.py`` (client step) and ``methods/fedfsc/strategy.py`` (server step).
 
@@ -28,9 +28,9 @@ Decisions where the sources disagree or are silent:
 - Class eligibility follows the thesis's code (the text says nothing): a class takes part when it has at
   least n local samples; when no class has, n is lowered until one does (``eligible_classes``).
 - Shots are redrawn at the start of every epoch, as the text says (eq. 4.1: "resampled at the start of each
-  local training epoch"); the code draws once per round. ``fewshot-resample = false`` gives the code's rule.
+  local training epoch"); the code draws once per round. ``fedfsc.fewshot-resample = false`` gives the code's rule.
 - The few-shot optimiser is the text's SGD (lr 0.01, momentum 0.9, weight decay 1e-3, batch 4, 10 epochs,
-  10 shots) with the code's dampening 0.9 (``fewshot-dampening``), which the text does not mention: the momentum
+  10 shots) with the code's dampening 0.9 (``fedfsc.fewshot-dampening``), which the text does not mention: the momentum
   buffer then sums 0.1 × each gradient, so steps are about 10× smaller than with PyTorch's default 0. It decides
   the result: with 0, FedFSC fell 0.6-11.8 points below its own base trainer at Dir(0.1), 3 trainers x 2 seeds
   (measurements/experiments/fedfsc-table3-dampening0); with 0.9 the measured results are in fedfsc-table3.
@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 import torch
@@ -62,9 +62,9 @@ if TYPE_CHECKING:
 
 #: Setting keys named in error messages: f_n is the share of clients the selection policy picks each round.
 NON_STRAGGLER_KEY = "fraction-train"
-FEWSHOT_KEY = "fewshot-fraction"
-SHOTS_KEY = "fewshot-shots"
-FSCPROX_MU_KEY = "fscprox-mu"
+FEWSHOT_KEY = "fedfsc.fewshot-fraction"
+SHOTS_KEY = "fedfsc.fewshot-shots"
+FSCPROX_MU_KEY = "fedfsc.fscprox-mu"
 
 #: Few-shot updates start in round 2: round 1 trains the base model only, to initialise φ (Alg. 1 line 7).
 FIRST_FEWSHOT_ROUND = 2
@@ -76,7 +76,7 @@ class FewShotOptimiser:
 
     lr: float = 0.01
     momentum: float = 0.9
-    dampening: float = 0.9  # the thesis's code; `fewshot-dampening`
+    dampening: float = 0.9  # the thesis's code; `fedfsc.fewshot-dampening`
     weight_decay: float = 1e-3
     batch_size: int = 4
     epochs: int = 10
@@ -218,7 +218,7 @@ class RolePlan:
     """Who does what in a method of the FedFSC family (thesis Alg. 1, Alg. 2 and the baseline+ variants).
 
     The round's cohort (``fraction-train`` of the clients, chosen by the selection policy) are the non-stragglers:
-    they run the normal update for E epochs. A further f_fs (``fewshot-fraction``) of the pool are stragglers.
+    they run the normal update for E epochs. A further f_fs (``fedfsc.fewshot-fraction``) of the pool are stragglers.
     """
 
     cohort_fewshot: bool  # the non-stragglers also few-shot update (FedFSC, Alg. 1)
@@ -287,6 +287,8 @@ def uplink_bytes(
 
 @dataclass(frozen=True)
 class FedFscSettings:
+    NAMESPACE: ClassVar[str] = "fedfsc"
+
     fewshot_shots: int = setting(
         10, "FedFSC n: samples drawn per eligible local class for a few-shot update.", positive
     )
@@ -379,7 +381,7 @@ def straggler_check(plan: RolePlan) -> Callable[[RunConfig, Mapping[int, int] | 
             raise ConfigError(f"run config {err}") from None
         if plan.straggler_epochs and settings.straggler_epochs >= config.local_epochs:
             raise ConfigError(
-                f"run config 'straggler-epochs' = {settings.straggler_epochs} must be below 'local-epochs' = "
+                f"run config 'fedfsc.straggler-epochs' = {settings.straggler_epochs} must be below 'local-epochs' = "
                 f"{config.local_epochs}: a straggler does less than a full update"
             )
 

@@ -23,7 +23,8 @@ def _strategy(plan: RolePlan) -> ServerStep:
 
 
 _NORMAL: dict[str, SettingValue] = {"freeze": "none", "data-selection": "all", "selection-fraction": 1.0}
-#: f_n of the methods with stragglers: the thesis's §4.5.2 (f_n = f_fs = 0.1; ``fewshot-fraction`` defaults to 0.1).
+#: f_n of the methods with stragglers: the thesis's §4.5.2 (f_n = f_fs = 0.1; ``fedfsc.fewshot-fraction`` defaults to
+# 0.1).
 STRAGGLER_PRESETS: dict[str, SettingValue] = {NON_STRAGGLER_KEY: 0.1}
 FEDFSC_PLAN = RolePlan(cohort_fewshot=True, straggler_epochs=False, straggler_fewshot=False)
 FEDFSC_PLUS_PLAN = RolePlan(cohort_fewshot=False, straggler_epochs=False, straggler_fewshot=True)
@@ -54,19 +55,19 @@ METHODS = (
     ),
     _family(
         "fedfsc-plus",
-        "FedFSC+ (Alg. 2): the `fraction-train` non-stragglers run the normal update, a further `fewshot-fraction` "
-        "of the clients (stragglers) only few-shot updates.",
+        "FedFSC+ (Alg. 2): the `fraction-train` non-stragglers run the normal update, a further "
+        "`fedfsc.fewshot-fraction` of the clients (stragglers) only few-shot updates.",
         FEDFSC_PLUS_PLAN,
     ),
     _family(
         "fedfsc-plus-baseline-plus",
-        "FedFSC+(baseline+): as `fedfsc-plus`, its stragglers first run `straggler-epochs` epochs of the normal "
+        "FedFSC+(baseline+): as `fedfsc-plus`, its stragglers first run `fedfsc.straggler-epochs` epochs of the normal "
         "update, aggregated into the base model.",
         FEDFSC_PLUS_BASELINE_PLUS_PLAN,
     ),
     _family(
         "fedavg-plus",
-        "FedAvg+ (baseline+): FedAvg whose `fewshot-fraction` stragglers run `straggler-epochs` epochs.",
+        "FedAvg+ (baseline+): FedAvg whose `fedfsc.fewshot-fraction` stragglers run `fedfsc.straggler-epochs` epochs.",
         BASELINE_PLUS_PLAN,
     ),
     _family("fedprox-plus", "FedProx+ (baseline+): FedAvg+ with the proximal term.", BASELINE_PLUS_PLAN, "proximal"),

@@ -2,11 +2,11 @@
 the global model {θ_fs^t, φ^t}.
 
 Each round the selection policy picks the non-stragglers (``fraction-train``); methods with stragglers draw a
-further ``fewshot-fraction`` of the pool from the rest. Every participant is told its work in its message's config
-(``full-epochs``, ``fewshot``; ``methods.fedfsc.fewshot.assign_roles``). The replies of normal updates are aggregated
-into the new base model {θ^{t+1}, φ^{t+1}} under the ``aggregation`` rule, weighted by their sample counts, exactly as
-FedAvg; the few-shot classifiers are averaged **uniformly** (eq. 4.2; under a robust rule, that rule with equal
-weights) and put on the base model distributed this round: the global model w_g^t = {θ_fs^t, φ^t}. Flower carries
+further ``fedfsc.fewshot-fraction`` of the pool from the rest. Every participant is told its work in its message's
+config (``full-epochs``, ``fewshot``; ``methods.fedfsc.fewshot.assign_roles``). The replies of normal updates are
+aggregated into the new base model {θ^{t+1}, φ^{t+1}} under the ``aggregation`` rule, weighted by their sample counts,
+exactly as FedAvg; the few-shot classifiers are averaged **uniformly** (eq. 4.2; under a robust rule, that rule with
+equal weights) and put on the base model distributed this round: the global model w_g^t = {θ_fs^t, φ^t}. Flower carries
 the base model into the next round (it is what clients train on); the run evaluates, records and saves the
 global model (``global_arrays``), and records the base model's accuracy and each few-shot classifier's beside it.
 With FSCProx, the latest θ_fs goes to the normal updates as their regulariser's anchor.

@@ -40,8 +40,8 @@ from models.sgd import SGD
 from models.split_model import SplitModel
 from models.training import cross_entropy_of, sgd, train_epochs
 
-BETA_KEY = "prototype-beta"
-GENERIC_SAMPLES_KEY = "generic-samples"
+BETA_KEY = "fedkad.prototype-beta"
+GENERIC_SAMPLES_KEY = "fedkad.generic-samples"
 
 #: The thesis splits FedKAD's models at the penultimate feature maps: θ = final BN-ReLU-pool-FC.
 PROTOTYPE_LEVEL = "up"
@@ -51,7 +51,7 @@ DEFAULT_GENERIC_SAMPLES = 1000
 
 
 def check_fedkad_settings(beta: float, generic_samples: int) -> None:
-    """Refuse ``prototype-beta`` < 0 and ``generic-samples`` < 1."""
+    """Refuse ``fedkad.prototype-beta`` < 0 and ``fedkad.generic-samples`` < 1."""
     if beta < 0:
         raise ValueError(f"{BETA_KEY} must be >= 0, got {beta}")
     if generic_samples < 1:
@@ -231,7 +231,7 @@ class Recipe:
 #: ``logits_matching_batchsize`` = 256, Keras Adam(lr = 1e-3), loss ``mean_absolute_error``).
 REFERENCE_DIGEST = Recipe("adam", 1e-3, epochs=1, batch_size=256)
 #: FedMD's transfer learning on the labelled public data in FedMD_clean (``pre_train_params``: Adam(1e-3), batch
-#: 128, up to 20 epochs with early stopping; the epochs are the ``fedmd-public-epochs`` setting).
+#: 128, up to 20 epochs with early stopping; the epochs are the ``fedkad.fedmd-public-epochs`` setting).
 REFERENCE_PUBLIC_LR, REFERENCE_PUBLIC_BATCH = 1e-3, 128
 
 

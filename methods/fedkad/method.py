@@ -8,27 +8,28 @@ A round:
   w_{k,E} (FedMD's *Revisit*); FedKAD also sends its per-class prototypes at the penultimate feature maps (level
   ``up``; zero with presence 0 for a class it does not hold), computed with the updated φ_{k,E}.
 - server (``methods/fedkad/distillation.py``): score every w_{k,E} (``client_accuracy_mean``: "FedMD (clients)", scored
-  where FedMD_clean scores its parties, after their private training); draw ``generic-samples`` images from D_g (seeded
-  per round; labels never used); the consensus is the uniform mean of the client models' logits on them (FedMD's
+  where FedMD_clean scores its parties, after their private training); draw ``fedkad.generic-samples`` images from D_g
+  (seeded per round; labels never used); the consensus is the uniform mean of the client models' logits on them (FedMD's
   *Communicate* and *Aggregate*); FedKAD averages each class's prototypes over its holders only. The global model
   and every client model (from w_{k,E}) are then distilled to the consensus (FedMD's *Digest*;
   ``client_distilled_accuracy_mean`` scores the client models after it), and each client receives its distilled
   model next round.
 
-How the models are distilled. FedKAD (eqs. 5.29–5.30, §5.6): L1 + β·L_θ with SGD at ``kd-learning-rate`` (0.1),
-``kd-epochs`` (5), batch ``server-batch-size`` (64). FedMD's client digest is ``fedmd-digest``: ``reference`` (the
-default: FedMD_clean's mean absolute error, Adam lr 1e-3, 1 epoch, batch 256), ``thesis`` (FedKAD's recipe without
-L_θ, as the thesis runs its FedMD baseline) or ``none`` (no digest: the clients trained alone, the baseline of
-FedMD's own claim). FedMD's global model ("FedMD (global)", thesis §5.6, the run's ``accuracy``) is always distilled
-with FedKAD's recipe without L_θ; it never feeds back to the clients, so one run gives both FedMD rows of Table 5.11.
+How the models are distilled. FedKAD (eqs. 5.29–5.30, §5.6): L1 + β·L_θ with SGD at ``fedkad.kd-learning-rate`` (0.1),
+``fedkad.kd-epochs`` (5), batch ``common.server-batch-size`` (64). FedMD's client digest is ``fedkad.fedmd-digest``:
+``reference`` (the default: FedMD_clean's mean absolute error, Adam lr 1e-3, 1 epoch, batch 256), ``thesis`` (FedKAD's
+recipe without L_θ, as the thesis runs its FedMD baseline) or ``none`` (no digest: the clients trained alone, the
+baseline of FedMD's own claim). FedMD's global model ("FedMD (global)", thesis §5.6, the run's ``accuracy``) is always
+distilled with FedKAD's recipe without L_θ; it never feeds back to the clients, so one run gives both FedMD rows of
+Table 5.11.
 
 FedMD's initialisation: *transfer learning* (§2 of the paper), each client model trained first on the labelled
-public data, then on its own data. The first half is ``fedmd-public-epochs`` (default 10; FedMD_clean trains up to
-20 with early stopping, Adam lr 1e-3, batch 128), done on the server, which holds the public data here (D_g from
-``generic-source = public``, the held-out share of the training set), before the client's first model is sent; the
-second half is the client's first round (E epochs, plus ``client-init-epochs``). The thesis's FedMD baseline and
-FedKAD have an unlabelled D_g (CIFAR-100 for CIFAR-10) and only the second half ("training each client model only
-on its client data until convergence", §5.6): ``fedmd-public-epochs = 0``.
+public data, then on its own data. The first half is ``fedkad.fedmd-public-epochs`` (default 10; FedMD_clean trains up
+to 20 with early stopping, Adam lr 1e-3, batch 128), done on the server, which holds the public data here (D_g from
+``common.generic-source = public``, the held-out share of the training set), before the client's first model is sent;
+the second half is the client's first round (E epochs, plus ``common.client-init-epochs``). The thesis's FedMD baseline
+and FedKAD have an unlabelled D_g (CIFAR-100 for CIFAR-10) and only the second half ("training each client model only
+on its client data until convergence", §5.6): ``fedkad.fedmd-public-epochs = 0``.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
@@ -88,6 +89,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class FedKADSettings:
+    NAMESPACE: ClassVar[str] = "fedkad"
+
     prototype_beta: float = setting(
         DEFAULT_BETA, "FedKAD: β weighting the prototype cross-entropy (Table 5.9: 1 for CIFAR-10).", non_negative
     )
@@ -97,7 +100,7 @@ class FedKADSettings:
     generic_samples: int = setting(
         DEFAULT_GENERIC_SAMPLES,
         "FedKAD/FedMD: generic images drawn each round for distillation (§5.6: 5,000 of CIFAR-100; at most "
-        "`generic-size`).",
+        "`common.generic-size`).",
         positive,
     )
     kd_epochs: int = setting(5, "FedKAD/FedMD: distillation epochs per round on the server.", positive)
@@ -110,24 +113,26 @@ PUBLIC_TRANSFER = 3
 #: FedMD's digest: ``reference`` (FedMD_clean's), ``thesis`` (FedKAD's distillation without prototypes, the thesis's
 #: FedMD baseline), ``none`` (no digest: each client model trained alone, the baseline of FedMD's own claim).
 DIGESTS = ("reference", "thesis", "none")
-DIGEST_KEY, PUBLIC_EPOCHS_KEY = "fedmd-digest", "fedmd-public-epochs"
+DIGEST_KEY, PUBLIC_EPOCHS_KEY = "fedkad.fedmd-digest", "fedkad.fedmd-public-epochs"
 
 
 @dataclass(frozen=True)
 class FedMDSettings:
+    NAMESPACE: ClassVar[str] = "fedkad"
+
     fedmd_digest: str = setting(
         "reference",
         "FedMD: how the client models digest the consensus: `reference` (FedMD_clean: "
         "mean absolute error, Adam lr 1e-3, 1 epoch, batch 256), `thesis` (FedKAD's without prototypes: SGD "
-        "`kd-learning-rate`, `kd-epochs` epochs, batch `server-batch-size`; thesis §5.6) or `none` (no client "
-        "digests: each client model trained alone, the baseline of FedMD's claim).",
+        "`fedkad.kd-learning-rate`, `fedkad.kd-epochs` epochs, batch `common.server-batch-size`; thesis §5.6) or "
+        "`none` (no client digests: each client model trained alone, the baseline of FedMD's claim).",
         one_of(*DIGESTS),
     )
     fedmd_public_epochs: int = setting(
         10,
         "FedMD: transfer learning, epochs each client model is first trained on the labelled public data D_g "
         "(Adam lr 1e-3, batch 128, FedMD_clean), before its own data; 0 = off (the thesis's FedMD baseline). Needs "
-        "`generic-source = public`.",
+        "`common.generic-source = public`.",
         non_negative,
     )
 
@@ -151,7 +156,7 @@ def thesis_recipe(config: RunConfig) -> Recipe:
 
 
 def client_recipe(config: RunConfig) -> Recipe | None:
-    """How the client models are distilled: FedKAD's recipe, or FedMD's ``fedmd-digest`` (None: no digest). The
+    """How the client models are distilled: FedKAD's recipe, or FedMD's ``fedkad.fedmd-digest`` (None: no digest). The
     global model is always distilled with FedKAD's recipe: the thesis adds it to FedMD and trains it "with KD"
     (§5.6), as FedKAD trains its own."""
     if config.method != "fedmd":
@@ -196,14 +201,14 @@ def check_kd_run(config: RunConfig, num_clients: int) -> None:
     generic_positions(federated_split(config), generic)
     if settings.generic_samples > generic.generic_size:
         raise ConfigError(
-            f"run config 'generic-samples' = {settings.generic_samples} exceeds the {generic.generic_size} images "
-            "of D_g ('generic-size')"
+            f"run config 'fedkad.generic-samples' = {settings.generic_samples} exceeds the {generic.generic_size} "
+            "images of D_g ('common.generic-size')"
         )
     if public_epochs(config) and generic.generic_source != "public":
         raise ConfigError(
             f"run config '{PUBLIC_EPOCHS_KEY}' = {public_epochs(config)} trains on labelled public data, but D_g "
-            f"from 'generic-source' = {generic.generic_source!r} carries no labels of the task: set "
-            f"'{PUBLIC_EPOCHS_KEY}' = 0 or 'generic-source' = 'public'"
+            f"from 'common.generic-source' = {generic.generic_source!r} carries no labels of the task: set "
+            f"'{PUBLIC_EPOCHS_KEY}' = 0 or 'common.generic-source' = 'public'"
         )
 
 
@@ -249,8 +254,9 @@ class DistillationStrategy(ClientModelFedAvg):
         ]
 
     def client_state(self, partition_id: int) -> dict[str, torch.Tensor]:
-        """A client's first model is, for FedMD with ``fedmd-public-epochs``, first trained on the labelled public
-        data (FedMD §2, transfer learning; its own data follow in its first round, with ``client-init-epochs``)."""
+        """A client's first model is, for FedMD with ``fedkad.fedmd-public-epochs``, first trained on the labelled
+        public data (FedMD §2, transfer learning; its own data follow in its first round, with
+        ``common.client-init-epochs``)."""
         if partition_id in self.client_states or not self.public_epochs:
             return super().client_state(partition_id)
         model = self.client_model(partition_id, super().client_state(partition_id)).to(self.device)

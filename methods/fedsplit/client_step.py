@@ -1,6 +1,6 @@
 """FedSplit's client step (thesis Alg. 5, lines 6-9; ``methods/fedsplit/method.py``): feature maps of all local samples
-at ``metadata-level`` under the *received* global model, the metadata chosen among them (K-means selection, or all),
-then the shared local update of the whole model; the reply is the shared one plus the metadata."""
+at ``common.metadata-level`` under the *received* global model, the metadata chosen among them (K-means selection, or
+all), then the shared local update of the whole model; the reply is the shared one plus the metadata."""
 
 from __future__ import annotations
 

@@ -1,14 +1,14 @@
 """FedSplit's K-means feature-map selection (thesis §6.2, Alg. 5), in pure torch.
 
 A client extracts feature maps of all its samples at level l (low / mid / up) with the *received* global
-model's φ, flattens them, projects them with PCA to ``n-com`` dimensions, runs K-means with
-``k-means-clusters`` clusters separately on each class, and keeps, for every cluster, the real sample closest
+model's φ, flattens them, projects them with PCA to ``fedsplit.n-com`` dimensions, runs K-means with
+``fedsplit.k-means-clusters`` clusters separately on each class, and keeps, for every cluster, the real sample closest
 (Euclidean, in the PCA space the clustering saw) to the centroid among the cluster's members. The metadata are
 those samples' *original* (not projected) maps with their labels.
 
 Decisions where the thesis is silent:
 - PCA is fitted once per client on all its flattened maps (the text applies PCA "before clustering" and then
-  clusters per class). With fewer samples than ``n-com`` the projection keeps min(n-com, samples) components;
+  clusters per class). With fewer samples than ``fedsplit.n-com`` the projection keeps min(n-com, samples) components;
   the dropped ones carry no variance, so distances are unchanged.
 - K-means: plain k-means++ seeding (one candidate per step; scikit-learn's default is the greedy variant)
   drawn from a seeded CPU generator, then Lloyd iterations until the assignment stops changing or
@@ -28,9 +28,9 @@ from methods.common.payload_size import FLOAT32_BYTES, feature_map_bytes
 from models.outputs import extract_in_batches
 from models.split_model import SplitModel
 
-N_COM_KEY = "n-com"
-CLUSTERS_KEY = "k-means-clusters"
-LEVEL_KEY = "metadata-level"
+N_COM_KEY = "fedsplit.n-com"
+CLUSTERS_KEY = "fedsplit.k-means-clusters"
+LEVEL_KEY = "common.metadata-level"
 
 #: Values of §6.3.2's main run.
 DEFAULT_N_COM = 200
@@ -59,7 +59,7 @@ class MetadataSelection:
 
 
 def check_selection_settings(n_com: int, clusters: int, feature_size: int) -> None:
-    """Refuse ``n-com`` outside 1..feature size and ``k-means-clusters`` < 1, naming the key."""
+    """Refuse ``fedsplit.n-com`` outside 1..feature size and ``fedsplit.k-means-clusters`` < 1, naming the key."""
     if clusters < 1:
         raise ValueError(f"{CLUSTERS_KEY} must be >= 1, got {clusters}")
     if n_com < 1:

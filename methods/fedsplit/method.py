@@ -86,7 +86,7 @@ _FEDAVG_AXES: dict[str, SettingValue] = {"freeze": "none", "data-selection": "al
 
 FEDSPLIT_KMEANS = Method(
     "fedsplit-kmeans",
-    "FedSplit: FedAvg, plus θ above `metadata-level` trained on the server from scratch on the feature maps "
+    "FedSplit: FedAvg, plus θ above `common.metadata-level` trained on the server from scratch on the feature maps "
     "nearest each client's per-class K-means centroids; evaluated composed with the round's φ.",
     presets=_FEDAVG_AXES,
     settings=(FedSplitSettings, MetadataLevelSettings),

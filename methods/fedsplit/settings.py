@@ -2,11 +2,12 @@
 
 Each round t, every client k
 1. receives w_g^t = {φ_g^t, θ_g^t} and, with it in eval mode and *before* training, computes the feature maps of
-   all its samples at ``metadata-level`` l (``low``, ``mid``, ``up``: the model's split levels; eq. 6.3);
+   all its samples at ``common.metadata-level`` l (``low``, ``mid``, ``up``: the model's split levels; eq. 6.3);
 2. selects metadata (eq. 6.4; ``methods/fedsplit/kmeans_selection.py``): flattens the maps, projects them with PCA
-   (fitted on all its maps) to ``n-com`` dimensions, runs K-means with ``k-means-clusters`` clusters on each class
-   apart, and keeps the real sample nearest each centroid, as its original (unprojected) map with its label; a class
-   with no more samples than clusters keeps all of them. ``fedsplit-all`` keeps every map (the thesis's "all metadata");
+   (fitted on all its maps) to ``fedsplit.n-com`` dimensions, runs K-means with ``fedsplit.k-means-clusters`` clusters
+   on each class apart, and keeps the real sample nearest each centroid, as its original (unprojected) map with its
+   label; a class with no more samples than clusters keeps all of them. ``fedsplit-all`` keeps every map (the thesis's
+   "all metadata");
 3. trains the whole model as FedAvg does (the shared local update, ``local-epochs`` of SGD on all its data);
 4. replies with w_k^{t+1} and the metadata (``feature-metadata``; ``protocol/messages.py``), plus
    ``metadata-seconds``, the time steps 1-2 took (apart from ``train-seconds``).
@@ -14,15 +15,15 @@ Each round t, every client k
 The server (``methods/fedsplit/strategy.py``) refuses replies whose metadata is unsound
 (``protocol/feature_metadata.py``), FedAvg's the accepted models into w_g^{t+1} (what the next round distributes;
 rounds.jsonl's ``accuracy``), trains θ (the stages above l) from the same fresh initialisation θ_g^ini every round on
-the union of the metadata for ``meta-epochs`` of plain SGD (``meta-learning-rate``, ``meta-batch-size``; eq. 6.5;
-``methods/fedsplit/meta_training.py``), and evaluates the composed model {θ_meta^t, φ_g^t} (``composed_accuracy``), in
-every round or, to save server time, every ``meta-every``-th round and the last. The metadata's bytes count in
-``bytes_up``.
+the union of the metadata for ``fedsplit.meta-epochs`` of plain SGD (``fedsplit.meta-learning-rate``,
+``fedsplit.meta-batch-size``; eq. 6.5; ``methods/fedsplit/meta_training.py``), and evaluates the composed model
+{θ_meta^t, φ_g^t} (``composed_accuracy``), in every round or, to save server time, every ``fedsplit.meta-every``-th
+round and the last. The metadata's bytes count in ``bytes_up``.
 
 Decisions where the thesis is silent: PCA per client over all its maps, K-means++
 seeding drawn from (seed, round, partition); meta-training batch 50 (the thesis's local batch), no momentum or
 weight decay ("SGD with a learning rate of 0.1"); θ_g^ini drawn once per run from the seed. Settings that cannot
-fit the model (a level it lacks, ``n-com`` above the flattened map size at that level) stop the run at start.
+fit the model (a level it lacks, ``fedsplit.n-com`` above the flattened map size at that level) stop the run at start.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
@@ -54,8 +55,12 @@ LEVELS = ("low", "mid", "up")
 
 @dataclass(frozen=True)
 class FedSplitSettings:
+    NAMESPACE: ClassVar[str] = "fedsplit"
+
     n_com: int = setting(
-        200, "FedSplit K-means: PCA components before clustering (at most the map size at `metadata-level`).", positive
+        200,
+        "FedSplit K-means: PCA components before clustering (at most the map size at `common.metadata-level`).",
+        positive,
     )
     k_means_clusters: int = setting(
         20,
@@ -77,8 +82,8 @@ class FedSplitSettings:
 
 
 def metadata_map_shape(config: RunConfig) -> tuple[int, ...]:
-    """The per-sample shape of the configured model's feature maps at ``metadata-level``; ``ConfigError`` naming the
-    key when the model has no such level. The model is built on the meta device: shapes only, no weights drawn, so
+    """The per-sample shape of the configured model's feature maps at ``common.metadata-level``; ``ConfigError`` naming
+    the key when the model has no such level. The model is built on the meta device: shapes only, no weights drawn, so
     torch's global generator, which another thread may be drawing a seeded model from, is left alone (saving and
     restoring it, as ``fork_rng`` does, is not safe across threads)."""
     level = config.settings(MetadataLevelSettings).metadata_level
@@ -98,7 +103,7 @@ def check_all_metadata(config: RunConfig, client_sizes: Mapping[int, int] | None
 
 
 def check_kmeans_selection(config: RunConfig, client_sizes: Mapping[int, int] | None = None) -> None:
-    """``fedsplit-kmeans``: the level must be the model's, and ``n-com`` at most the flattened map size there.
+    """``fedsplit-kmeans``: the level must be the model's, and ``fedsplit.n-com`` at most the flattened map size there.
     More clusters than a class has samples is no error: that class sends all its samples."""
     size = math.prod(metadata_map_shape(config))
     settings = config.settings(FedSplitSettings)

@@ -8,7 +8,7 @@ metadata (``methods/fedsplit/meta_training.py``). rounds.jsonl gains ``composed_
 composed model {θ_meta^t, φ_g^t} on the test set), ``meta_train_loss``, ``meta_train_seconds``, ``metadata_maps``
 (maps trained on), ``metadata_bytes`` (their records as received, labels included; part of ``bytes_up``) and
 ``metadata_map_bytes`` (the maps alone as float32, the thesis's unit); the latest composed model is written to
-``composed_model.pt``. With ``meta-every`` n > 1, θ_meta is trained (and those fields reported) only every n-th
+``composed_model.pt``. With ``fedsplit.meta-every`` n > 1, θ_meta is trained (and those fields reported) only every n-th
 round and in the last, to save server time; the clients' work and the metadata sent do not change.
 """
 

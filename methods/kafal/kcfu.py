@@ -2,7 +2,7 @@
 
     L_client = CE(g(x; ω) + log n, y)                                         balanced softmax (Eq. 4)
     L_comp   = Γ(x̃') · KL(σ(g(x̃'; Ω)) ‖ σ(g(x̃'; ω)))                         compensation (Eq. 5)
-    L_KCFU   = ν · L_client + (1 − ν) · L_comp,  ν = 0.5 ('kafal-nu')           (Eq. 6)
+    L_KCFU   = ν · L_client + (1 − ν) · L_comp,  ν = 0.5 ('kafal.kafal-nu')           (Eq. 6)
 
 with n the client's labelled class counts, Ω the downloaded global model (the teacher, no gradient), and
 x̃' = β x'_a + (1 − β) x'_b a mix of two unlabelled samples, β ~ Beta(2, 2) drawn per sample. The weight of a
@@ -50,9 +50,9 @@ def _one_of(name: str, value: str, allowed: tuple[str, ...]) -> None:
 
 
 def check_nu(nu: float) -> None:
-    """ν must be in [0, 1] ('kafal-nu')."""
+    """ν must be in [0, 1] ('kafal.kafal-nu')."""
     if not 0.0 <= nu <= 1.0:
-        raise ValueError(f"'kafal-nu' must be in [0, 1], got {nu}")
+        raise ValueError(f"'kafal.kafal-nu' must be in [0, 1], got {nu}")
 
 
 @dataclass(frozen=True)

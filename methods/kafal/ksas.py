@@ -15,7 +15,7 @@ adjustment: softmax(logits + λ·log n). Where the paper and the code differ:
 - A class with no labelled sample has weight 0^λ = 0, so P_y = Q_y = 0 and its term is 0 (0·ln 0 = 0). In the
   code log 0 = −inf and current torch's ``kl_div`` returns NaN for every sample; here those terms are 0.
 
-Ablations of Fig. 4(e) (``kafal-ksas-weighting``):
+Ablations of Fig. 4(e) (``kafal.kafal-ksas-weighting``):
 
 - ``vanilla``: no knowledge weights, the symmetric KL of the plain softmaxes (Eq. 3 with λ = 0; the paper,
   A.4, says λ → 0 approaches the vanilla KL).
@@ -33,9 +33,9 @@ KSAS_WEIGHTINGS = ("specialised", "vanilla", "reversed")
 
 
 def check_lambda(lam: float) -> None:
-    """λ must be a finite number >= 0 ('kafal-lambda')."""
+    """λ must be a finite number >= 0 ('kafal.kafal-lambda')."""
     if not (math.isfinite(lam) and lam >= 0):
-        raise ValueError(f"'kafal-lambda' must be a finite number >= 0, got {lam}")
+        raise ValueError(f"'kafal.kafal-lambda' must be a finite number >= 0, got {lam}")
 
 
 def knowledge_log_weights(class_counts: torch.Tensor, lam: float = 1.0, weighting: str = "specialised") -> torch.Tensor:
@@ -45,7 +45,7 @@ def knowledge_log_weights(class_counts: torch.Tensor, lam: float = 1.0, weightin
     """
     check_lambda(lam)
     if weighting not in KSAS_WEIGHTINGS:
-        raise ValueError(f"'kafal-ksas-weighting' must be one of {', '.join(KSAS_WEIGHTINGS)}, got {weighting!r}")
+        raise ValueError(f"'kafal.kafal-ksas-weighting' must be one of {', '.join(KSAS_WEIGHTINGS)}, got {weighting!r}")
     counts = class_counts.detach().double().cpu()
     if weighting == "vanilla":
         return torch.zeros_like(counts)

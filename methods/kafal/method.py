@@ -3,18 +3,18 @@
 server's strategy; the algorithms are in ``pools``, ``ksas``, ``kcfu``, ``queries``, ``local_update``,
 ``schedule`` and ``strategy``.
 
-The loop (Alg. 1): each client draws ⌈``al-initial-fraction``·n⌉ of its samples at random (seeded by ``seed`` and
+The loop (Alg. 1): each client draws ⌈``kafal.al-initial-fraction``·n⌉ of its samples at random (seeded by ``seed`` and
 its partition id) and asks its labeller for their labels (``labelling``: the dataset in simulation, a labels file
 on a deployed node); the rest is its unlabelled pool, whose labels it never reads. A cycle is
-``al-rounds-per-cycle`` rounds of FedAvg (weights: the labelled pools, Eq. 7) with a random ``fraction-train`` of
+``kafal.al-rounds-per-cycle`` rounds of FedAvg (weights: the labelled pools, Eq. 7) with a random ``fraction-train`` of
 the clients; every client's local update is KCFU (Alg. 2). After each cycle but the last, the server sends every
 client a ``query.al_query`` with the cycle's final global model; the client scores its unlabelled pool with
-``al-query`` and labels the top ⌈``al-budget-fraction``·n⌉ samples. ``al-cycles`` queries: A + 1 cycles, so
-``num-server-rounds`` = (A + 1)·T: the defaults, A = 1 and T = 5, fill the app's default 10 rounds (10% → 15%
+``kafal.al-query`` and labels the top ⌈``kafal.al-budget-fraction``·n⌉ samples. ``kafal.al-cycles`` queries: A + 1
+cycles, so ``num-server-rounds`` = (A + 1)·T: the defaults, A = 1 and T = 5, fill the app's default 10 rounds (10% → 15%
 labelled; the paper's A = 5, T = 50 go to 35%). The pools live in the node's ``context.state``.
 
-The method's preset starts from random weights (``pretrain = "none"``) and ``al-reinitialise`` restarts every cycle
-from them, as the paper's Alg. 1 (line 3) and the authors' code do: a pretrained start would make the cycles'
+The method's preset starts from random weights (``pretrain = "none"``) and ``kafal.al-reinitialise`` restarts every
+cycle from them, as the paper's Alg. 1 (line 3) and the authors' code do: a pretrained start would make the cycles'
 accuracies measure the pretraining as much as the labels. Stragglers (``straggler-fraction``, ``-mode``, ``-work``)
 are drawn as for every method; one doing partial work runs its shortened epochs of KCFU and still reports its whole
 labelled pool as ``num-examples``.
@@ -22,19 +22,19 @@ labelled pool as ``num-examples``.
 Where the paper and the authors' code (github.com/ycao5602/KAFAL) differ, this follows:
 
 - the paper's KCFU weights ν·L_client + (1 − ν)·L_comp with the KL summed over classes, random mixing partners and
-  pseudo-labels from the unmixed samples (``kafal-update = "paper"``, default); ``"authors-code"`` is the code's
+  pseudo-labels from the unmixed samples (``kafal.kafal-update = "paper"``, default); ``"authors-code"`` is the code's
   L_client + Γ·KL/C with one shared partner and pseudo-labels on the mixed batch. Γ is the code's normalised inverse
-  labelled frequency by default (``kafal-gamma``; ``paper`` = Σn/n_y', ``uniform`` = 1/C, the ablation);
-- both: the global model is re-initialised to Ω⁰ at each cycle's start (``al-reinitialise``; Alg. 1 line 3);
+  labelled frequency by default (``kafal.kafal-gamma``; ``paper`` = Σn/n_y', ``uniform`` = 1/C, the ablation);
+- both: the global model is re-initialised to Ω⁰ at each cycle's start (``kafal.al-reinitialise``; Alg. 1 line 3);
   no compensation in a cycle's first round (Alg. 2); initial and query budgets rounded up; n_y are the labelled
-  counts in KSAS (``kafal-lambda``) and KCFU;
-- the code: every client trains in a cycle's last round (``al-final-round-all``), so KSAS compares each client's
+  counts in KSAS (``kafal.kafal-lambda``) and KCFU;
+- the code: every client trains in a cycle's last round (``kafal.al-final-round-all``), so KSAS compares each client's
   model after its last local update with the final aggregated global model, as the code does (the paper's Alg. 1
   picks ``fraction-train`` every round and compares with the global model after the client's own last round).
 
-Query strategies (``al-query``): ``kafal`` (KSAS), ``random``, ``entropy``, ``margin``, ``coreset``, ``badge``,
-``alfa-mix`` score with the client's model after its last local update (``al-sampling-model = "client"``) or, except
-``kafal``, with the received global model (``"global"``, the F-AL variant of Fig. 4(c)); ``ll4al`` scores with a
+Query strategies (``kafal.al-query``): ``kafal`` (KSAS), ``random``, ``entropy``, ``margin``, ``coreset``, ``badge``,
+``alfa-mix`` score with the client's model after its last local update (``kafal.al-sampling-model = "client"``) or,
+except ``kafal``, with the received global model (``"global"``, the F-AL variant of Fig. 4(c)); ``ll4al`` scores with a
 loss-prediction module trained beside the client model in every local update (on detached features, reset each
 cycle, never aggregated); ``qbc`` with a committee of three: the client's model and two more trained at query time
 from the same downloaded global model with the same KCFU update and other random draws. A client that did not train
@@ -47,7 +47,8 @@ import dataclasses
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from functools import partial
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 import torch
@@ -81,6 +82,7 @@ from methods.kafal.records import (
     NUM_QUERIED,
     QUERY_SECONDS,
 )
+from methods.kafal.results import CYCLES
 from methods.kafal.schedule import CycleSchedule, pool_problem
 from methods.kafal.strategy import ActiveLearningFedAvg, cycle_cohorts, merge_round_config
 from protocol.messages import (
@@ -128,6 +130,8 @@ def _nu(v: float) -> str | None:
 
 @dataclass(frozen=True)
 class KAFALSettings:
+    NAMESPACE: ClassVar[str] = "kafal"
+
     al_query: str = setting(
         "kafal",
         "KAFAL: query strategy after each cycle: `kafal` (KSAS), `random`, `entropy`, `margin`, `coreset`, `badge`, "
@@ -218,8 +222,8 @@ def check_kafal(config: RunConfig, client_sizes: Mapping[int, int] | None) -> No
     total = schedule_of(settings).total_rounds
     if config.num_server_rounds != total:
         raise ConfigError(
-            f"run config 'num-server-rounds' = {config.num_server_rounds}, but KAFAL runs 'al-cycles' + 1 = "
-            f"{settings.al_cycles + 1} cycles of 'al-rounds-per-cycle' = {settings.al_rounds_per_cycle} rounds: "
+            f"run config 'num-server-rounds' = {config.num_server_rounds}, but KAFAL runs 'kafal.al-cycles' + 1 = "
+            f"{settings.al_cycles + 1} cycles of 'kafal.al-rounds-per-cycle' = {settings.al_rounds_per_cycle} rounds: "
             f"set it to {total}"
         )
     fixed = {"freeze": "none", "data-selection": "all", "objective": "plain", "client-selection": "random"}
@@ -238,15 +242,15 @@ def check_kafal(config: RunConfig, client_sizes: Mapping[int, int] | None) -> No
     share = settings.al_initial_fraction + settings.al_cycles * settings.al_budget_fraction
     if share > 1 + 1e-9:
         raise ConfigError(
-            f"run config 'al-budget-fraction' = {settings.al_budget_fraction}: 'al-initial-fraction' + 'al-cycles' · "
-            f"'al-budget-fraction' = {share:g} exceeds the whole local data"
+            f"run config 'kafal.al-budget-fraction' = {settings.al_budget_fraction}: 'kafal.al-initial-fraction' + "
+            f"'kafal.al-cycles' · 'kafal.al-budget-fraction' = {share:g} exceeds the whole local data"
         )
     for pid, size in sorted((client_sizes or {}).items()):
         problem = pool_problem(size, settings.al_initial_fraction, settings.al_budget_fraction, settings.al_cycles)
         if problem:
             raise ConfigError(
-                f"run config 'al-budget-fraction' = {settings.al_budget_fraction} exceeds the unlabelled pool of "
-                f"client {pid}: {problem}; lower it or 'al-cycles'"
+                f"run config 'kafal.al-budget-fraction' = {settings.al_budget_fraction} exceeds the unlabelled pool of "
+                f"client {pid}: {problem}; lower it or 'kafal.al-cycles'"
             )
 
 
@@ -385,7 +389,8 @@ def node_model(node: Node) -> SplitModel:
 
 
 def kafal_query(node: Node, msg: Message) -> RecordDict:
-    """The end-of-cycle query: score the unlabelled pool with ``al-query``, label the top budget, reply the counts."""
+    """The end-of-cycle query: score the unlabelled pool with ``kafal.al-query``, label the top budget, reply the
+    counts."""
     tick = time.perf_counter()
     config = node.config
     settings = config.settings(KAFALSettings)
@@ -458,6 +463,7 @@ def kafal_strategy(run: FederatedRun) -> ActiveLearningFedAvg:
         budget_fraction=settings.al_budget_fraction,
         num_classes=DATASETS[config.dataset].num_classes,
         query_timeout=config.round_timeout,
+        report_cycle=partial(run.recorder.report, CYCLES),
         **{
             **run.cohort_arguments(),  # stragglers (mode, work, epochs), aggregation: as every method
             "select": cycle_cohorts(schedule, run.select, settings.al_final_round_all),
@@ -475,6 +481,7 @@ KAFAL = Method(
     strategy=kafal_strategy,
     queries={"al_query": kafal_query},
     check=check_kafal,
+    result_files=(CYCLES,),
     paper="Cao et al., Knowledge-Aware Federated Active Learning with Non-IID Data, ICCV 2023",
 )
 METHODS = (KAFAL,)

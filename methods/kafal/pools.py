@@ -1,7 +1,7 @@
 """A client's labelled and unlabelled pools for federated active learning (KAFAL, Cao et al., ICCV 2023, §3.1 and §4).
 
-Each client starts with a random ``al-initial-fraction`` (default 0.10) of its local samples labelled and, after
-every active-learning cycle, asks an oracle for the labels of ``al-budget-fraction`` (default 0.05) of its local
+Each client starts with a random ``kafal.al-initial-fraction`` (default 0.10) of its local samples labelled and, after
+every active-learning cycle, asks an oracle for the labels of ``kafal.al-budget-fraction`` (default 0.05) of its local
 data. Both sizes are fractions of the **whole** local dataset, rounded up as in the authors' code
 (``np.ceil(BASE / NUM_TRAIN * n)``), after rounding f·n to 9 decimals so that float noise does not add a sample
 (0.1·30 is 3, where the authors' float expression 3.0000000000000004 would give 4).
@@ -35,13 +35,13 @@ def _check_fraction(key: str, fraction: float) -> None:
 
 def initial_labelled_size(num_samples: int, fraction: float) -> int:
     """How many samples a client labels at random before the first cycle: ⌈al-initial-fraction · n⌉."""
-    _check_fraction("al-initial-fraction", fraction)
+    _check_fraction("kafal.al-initial-fraction", fraction)
     return fraction_of(num_samples, fraction)
 
 
 def query_budget(num_samples: int, fraction: float) -> int:
     """How many samples a client queries per cycle: ⌈al-budget-fraction · n⌉ of its whole local dataset."""
-    _check_fraction("al-budget-fraction", fraction)
+    _check_fraction("kafal.al-budget-fraction", fraction)
     return fraction_of(num_samples, fraction)
 
 
@@ -112,7 +112,7 @@ class ActivePool:
         remaining = self.num_samples - len(self._labelled)
         if size > remaining:
             raise ValueError(
-                f"'al-budget-fraction' = {budget_fraction} asks for {size} of {self.num_samples} samples "
+                f"'kafal.al-budget-fraction' = {budget_fraction} asks for {size} of {self.num_samples} samples "
                 f"but only {remaining} remain unlabelled; lower it or run fewer cycles"
             )
         return size

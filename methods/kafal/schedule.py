@@ -1,10 +1,10 @@
 """The active-learning schedule of a KAFAL run (Alg. 1): cycles of federated rounds, each but the last ending in a
 query.
 
-With ``al-cycles`` = A queries and ``al-rounds-per-cycle`` = T, the run trains A + 1 cycles of T rounds: cycle 0 on
-the initial ``al-initial-fraction`` of labelled data, cycle a on that plus a query budgets, and the last cycle on the
-final labelled share (the paper's 10% → 35% with A = 5 gives its six accuracies, 10%, 15%, …, 35%). Rounds are
-numbered from 1 across the run, cycles from 0.
+With ``kafal.al-cycles`` = A queries and ``kafal.al-rounds-per-cycle`` = T, the run trains A + 1 cycles of T rounds:
+cycle 0 on the initial ``kafal.al-initial-fraction`` of labelled data, cycle a on that plus a query budgets, and the
+last cycle on the final labelled share (the paper's 10% → 35% with A = 5 gives its six accuracies, 10%, 15%, …, 35%).
+Rounds are numbered from 1 across the run, cycles from 0.
 """
 
 from __future__ import annotations

@@ -3,19 +3,20 @@
 ``ActiveLearningFedAvg`` is ``CohortFedAvg`` (partition-id cohorts, stragglers, checked replies, the aggregation
 rules) with the active-learning schedule added:
 
-- each cycle starts from the initial global model Ω⁰ when ``al-reinitialise`` (Alg. 1 line 3 and the authors' code),
-  until a round of the cycle has aggregated;
+- each cycle starts from the initial global model Ω⁰ when ``kafal.al-reinitialise`` (Alg. 1 line 3 and the authors'
+  code), until a round of the cycle has aggregated;
 - every ``train`` request says its cycle and round within it (Alg. 2: no compensation in a cycle's first round);
 - each reply's ``num-examples`` must be exactly the labelled pool the server expects of that client
   (⌈f₀·n⌉ + queries·⌈b·n⌉), the FedAvg weight of Eq. 7;
 - after a cycle's last round (but the final cycle's) every connected client gets a ``query.al_query`` carrying the
-  cycle's final global model; each reply is read by ``protocol.replies.read_al_query_reply`` and the cycle is
-  reported to the observer (cycles.jsonl). A client whose query failed or was refused is named there, and its pool
-  size is unknown from then on (its later ``num-examples`` are only bounded by what it holds);
+  cycle's final global model; each reply is read by ``read_al_query_reply`` (``methods/kafal/records.py``) and the
+  cycle is reported (``report_cycle``: a row of cycles.jsonl, ``methods/kafal/results.py``). A client whose query
+  failed or was refused is named there, and its pool size is unknown from then on (its later ``num-examples`` are
+  only bounded by what it holds);
 - label counts are never asked for: a KAFAL client knows only its labelled pool.
 
-``cycle_cohorts`` makes every cycle's last round train every client when ``al-final-round-all`` (the authors' code),
-so each client's local model is from the round the final global model aggregated.
+``cycle_cohorts`` makes every cycle's last round train every client when ``kafal.al-final-round-all`` (the authors'
+code), so each client's local model is from the round the final global model aggregated.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping
 from logging import INFO, WARNING
-from typing import Any, Protocol, cast
+from typing import Any
 
 import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
@@ -35,14 +36,9 @@ from methods.kafal.records import AL_CYCLE, AL_QUERY, AL_TRAIN_METRICS, read_al_
 from methods.kafal.schedule import CycleSchedule
 from protocol.messages import ARRAYS, CONFIG, SERVER_ROUND
 from protocol.replies import read_train_reply, refusal
+from server_app.result_files import Row
 from strategies.client_errors import error_summary
 from strategies.cohort_fedavg import CohortFedAvg, SelectCohort
-
-
-class CycleObserver(Protocol):
-    """Receives each finished cycle (the results recorder writes it to cycles.jsonl with the round's accuracy)."""
-
-    def cycle_ended(self, server_round: int, **fields: Any) -> None: ...
 
 
 def cycle_cohorts(schedule: CycleSchedule, select: SelectCohort, final_round_all: bool) -> SelectCohort:
@@ -76,9 +72,13 @@ class ActiveLearningFedAvg(CohortFedAvg):
         budget_fraction: float,
         num_classes: int,
         query_timeout: float,
+        report_cycle: Callable[[Row], None],
         **kwargs: Any,
     ) -> None:
+        """``report_cycle`` takes each finished cycle's fields (the recorder writes them to cycles.jsonl with the
+        accuracy of the cycle's last round)."""
         super().__init__(**kwargs)
+        self.report_cycle = report_cycle
         self.schedule = schedule
         self.initial_arrays = initial_arrays
         self.reinitialise = reinitialise
@@ -104,7 +104,8 @@ class ActiveLearningFedAvg(CohortFedAvg):
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        """Send Ω⁰ in a new cycle until one of its rounds aggregates (``al-reinitialise``), else the global model."""
+        """Send Ω⁰ in a new cycle until one of its rounds aggregates (``kafal.al-reinitialise``), else the global
+        model."""
         cycle = self.schedule.cycle_of(self.run_round(server_round))
         if self.reinitialise and cycle > self._aggregated_cycle:
             arrays = self.initial_arrays
@@ -151,7 +152,7 @@ class ActiveLearningFedAvg(CohortFedAvg):
         return labelled, held
 
     def end_cycle(self, server_round: int, arrays: ArrayRecord, grid: Grid) -> None:
-        """Query every connected client (unless the cycle is the last) and report the cycle to the observer."""
+        """Query every connected client (unless the cycle is the last) and report the cycle."""
         cycle = self.schedule.cycle_of(server_round)
         clients = self.population.available(grid)
         labelled, held = self.labelled_totals(clients)
@@ -172,7 +173,7 @@ class ActiveLearningFedAvg(CohortFedAvg):
             held=held,
             labelled_counts={str(pid): self.counts[pid].tolist() for pid in sorted(self.counts)},
         )
-        cast(CycleObserver, self.observer).cycle_ended(server_round, **fields)
+        self.report_cycle(fields)
 
     def query(
         self, server_round: int, cycle: int, arrays: ArrayRecord, grid: Grid, clients: list[int]

@@ -4,7 +4,7 @@ Every strategy returns positions (CPU int64, distinct) into the client's unlabel
 pool turns them into labels with ``ActivePool.add_positions``. ``select_queries`` computes what a strategy needs
 from the models in a ``QueryContext``; the per-strategy functions take plain tensors.
 
-``al-sampling-model`` picks the model a strategy scores with: ``client`` (the client model after its last local
+``kafal.al-sampling-model`` picks the model a strategy scores with: ``client`` (the client model after its last local
 update, the paper's default, Fig. 4(a)) or ``global`` (the downloaded aggregated model, the F-AL variant of
 Fig. 4(c)(d)). The paper (Sec. 4.2) names Core-Set, Margin, Entropy, BADGE and ALFA-Mix as able to use either.
 
@@ -44,25 +44,28 @@ _GLOBAL_CAPABLE = frozenset({"random", "entropy", "margin", "coreset", "badge", 
 
 
 def check_strategy(strategy: str) -> None:
-    """An error naming 'al-query' unless ``strategy`` is known."""
+    """An error naming 'kafal.al-query' unless ``strategy`` is known."""
     if strategy not in QUERY_STRATEGIES:
-        raise ValueError(f"'al-query' must be one of {', '.join(QUERY_STRATEGIES)}, got {strategy!r}")
+        raise ValueError(f"'kafal.al-query' must be one of {', '.join(QUERY_STRATEGIES)}, got {strategy!r}")
 
 
 def supports_global_sampling(strategy: str) -> bool:
-    """Whether ``strategy`` can score with the downloaded global model (``al-sampling-model = "global"``)."""
+    """Whether ``strategy`` can score with the downloaded global model (``kafal.al-sampling-model = "global"``)."""
     check_strategy(strategy)
     return strategy in _GLOBAL_CAPABLE
 
 
 def check_sampling_model(strategy: str, sampling_model: str) -> None:
-    """An error naming 'al-sampling-model' if it is unknown or ``global`` for a strategy that cannot use it."""
+    """An error naming 'kafal.al-sampling-model' if it is unknown or ``global`` for a strategy that cannot use it."""
     if sampling_model not in SAMPLING_MODELS:
-        raise ValueError(f"'al-sampling-model' must be one of {', '.join(SAMPLING_MODELS)}, got {sampling_model!r}")
+        raise ValueError(
+            f"'kafal.al-sampling-model' must be one of {', '.join(SAMPLING_MODELS)}, got {sampling_model!r}"
+        )
     if sampling_model == "global" and not supports_global_sampling(strategy):
         allowed = ", ".join(s for s in QUERY_STRATEGIES if s in _GLOBAL_CAPABLE)
         raise ValueError(
-            f"'al-sampling-model' = 'global' is not possible with 'al-query' = {strategy!r}; it is with {allowed}"
+            f"'kafal.al-sampling-model' = 'global' is not possible with 'kafal.al-query' = {strategy!r}; it is with "
+            f"{allowed}"
         )
 
 

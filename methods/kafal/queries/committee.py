@@ -36,7 +36,7 @@ def consensus_kl(member_logits: torch.Tensor) -> torch.Tensor:
 def qbc_query(member_logits: torch.Tensor, budget: int, measure: str = "vote-entropy") -> torch.Tensor:
     """Positions (CPU) of the ``budget`` samples the committee disagrees on most, most first."""
     if measure not in QBC_MEASURES:
-        raise ValueError(f"'al-qbc-measure' must be one of {', '.join(QBC_MEASURES)}, got {measure!r}")
+        raise ValueError(f"'kafal.al-qbc-measure' must be one of {', '.join(QBC_MEASURES)}, got {measure!r}")
     if member_logits.dim() != 3 or len(member_logits) < 2:
         raise ValueError(f"QBC needs M >= 2 members' logits as M x N x C, got {tuple(member_logits.shape)}")
     n = member_logits.shape[1]
