@@ -116,14 +116,14 @@ class ClientModelFedAvg(CohortFedAvg):
 
     # What each client is sent.
 
-    def configure_train(
+    def configure_round(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        self.current_round = self.run_round(server_round)
-        return super().configure_train(server_round, arrays, config, grid)
+        self.current_round = server_round
+        return super().configure_round(server_round, arrays, config, grid)
 
     def global_model(self) -> SplitModel:
-        """The round's global model w_g^t (what ``configure_train`` received), on the CPU."""
+        """The round's global model w_g^t (what ``configure_round`` received), on the CPU."""
         model = self.build(self.global_name, None)
         model.load_state_dict(self._sent.to_torch_state_dict())
         return model

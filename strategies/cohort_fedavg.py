@@ -1,16 +1,17 @@
 """FedAvg whose cohorts are chosen by partition id, reproducibly, and whose rounds are observable.
 
 Flower's FedAvg samples transport node ids, which are random per run, and may sample before all nodes
-have connected. This subclass overrides only ``configure_train`` / ``configure_evaluate`` (wait for the
-population, pick partition ids, address their nodes) and ``aggregate_train`` (sort the replies into
-accepted, failed, rejected and timed out, aggregate the accepted ones under the ``aggregation`` rule
-(``strategies/robust_aggregation.py``; ``mean`` is Flower's FedAvg mean unchanged) and report it all to an
-observer); Flower's ``Strategy.start`` runs the rounds unchanged. What each client receives
-goes through hooks: ``records_for`` (its arrays), ``train_records_for`` (a training message's arrays: a method with
-per-client models sends each client its own), ``config_for`` (its config: a straggler's shortened epochs) and
-``train_content`` (the whole training message: a method may give each client other work); a resumed run numbers
-its rounds on from ``first_round``. A method whose global model is not the arrays it sends (FedFSC) overrides
-``global_arrays``, records further evaluations with ``round_evaluation`` and keeps its own state through
+have connected. This subclass overrides Flower's four hooks once (``@final``): each converts Flower's round number
+into the run's (a resumed run numbers its rounds on from ``first_round``) and hands it to the hook a method
+overrides: ``configure_round`` / ``configure_evaluation`` (wait for the population, pick partition ids, address
+their nodes), ``aggregate_round`` (sort the replies into accepted, failed, rejected and timed out, aggregate the
+accepted ones under the ``aggregation`` rule (``strategies/robust_aggregation.py``; ``mean`` is Flower's FedAvg mean
+unchanged) and report it all to an observer) and ``aggregate_evaluation``; Flower's ``Strategy.start`` runs the
+rounds unchanged. What each client receives goes through hooks: ``records_for`` (its arrays), ``train_records_for``
+(a training message's arrays: a method with per-client models sends each client its own), ``config_for`` (its
+config: a straggler's shortened epochs) and ``train_content`` (the whole training message: a method may give each
+client other work). A method whose global model is not the arrays it sends (FedFSC) overrides ``global_arrays``,
+records further evaluations with ``round_evaluation`` and keeps its own state through
 ``state_dict``/``load_state_dict`` (checkpoints).
 """
 
@@ -19,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from logging import WARNING
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, final
 
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 from flwr.common.logger import log
@@ -222,15 +223,43 @@ class CohortFedAvg(FedAvg):
 
     def run_round(self, flower_round: int) -> int:
         """The run's round number of Flower's ``flower_round``: a resumed run's Flower rounds restart at 1, the run's
-        go on from its checkpoint. Every hook that receives Flower's round number converts it here, once."""
+        go on from its checkpoint. Flower's four hooks convert it here, once, and hand the run's round to the hooks
+        a method overrides (``configure_round``, ``aggregate_round``, ``configure_evaluation``,
+        ``aggregate_evaluation``)."""
         return flower_round + self.first_round - 1
 
+    @final
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        """Wait for the clients, select a cohort by partition id and send the arrays to those of it that
-        do not drop out this round (``straggler_fraction``; stragglers doing partial work get fewer epochs)."""
-        server_round = self.run_round(server_round)
+        """Flower's hook: ``configure_round`` with the run's round number."""
+        return self.configure_round(self.run_round(server_round), arrays, config, grid)
+
+    @final
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        """Flower's hook: ``aggregate_round`` with the run's round number."""
+        return self.aggregate_round(self.run_round(server_round), replies)
+
+    @final
+    def configure_evaluate(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        """Flower's hook: ``configure_evaluation`` with the run's round number."""
+        return self.configure_evaluation(self.run_round(server_round), arrays, config, grid)
+
+    @final
+    def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
+        """Flower's hook: ``aggregate_evaluation`` with the run's round number."""
+        return self.aggregate_evaluation(self.run_round(server_round), replies)
+
+    def configure_round(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        """Round ``server_round`` of the run: wait for the clients, select a cohort by partition id and send the
+        arrays to those of it that do not drop out this round (``straggler_fraction``; stragglers doing partial
+        work get fewer epochs)."""
         with span(SAMPLING, round=server_round):
             selected = self.select(self.available(grid), server_round)
             slow = round_stragglers(
@@ -281,13 +310,13 @@ class CohortFedAvg(FedAvg):
         )
         return messages
 
-    def configure_evaluate(
+    def configure_evaluation(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        """Federated evaluation on a seeded random ``fraction_evaluate`` of the clients (none at 0)."""
+        """Federated evaluation in the run's round ``server_round`` on a seeded random ``fraction_evaluate`` of the
+        clients (none at 0)."""
         if self.fraction_evaluate == 0.0:
             return []
-        server_round = self.run_round(server_round)
         available = self.available(grid)
         size = cohort_size(len(available), self.fraction_evaluate)
         cohort = select_random(available, size, self.seed + 1, server_round)
@@ -340,9 +369,8 @@ class CohortFedAvg(FedAvg):
             self.reply_records,
         )
 
-    def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
-        """Example-weighted mean loss and accuracy of the sound evaluation replies; the others are named."""
-        server_round = self.run_round(server_round)
+    def aggregate_evaluation(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
+        """Example-weighted mean loss and accuracy of the round's sound evaluation replies; the others are named."""
         accepted: list[dict[str, int | float]] = []
         problems: dict[int, str] = {}
         for pid, reply in self._senders(replies, self._evaluated):
@@ -369,16 +397,15 @@ class CohortFedAvg(FedAvg):
     def replies_sorted(self, outcome: RoundReplies) -> None:
         """Hook for subclasses that track per-client state; called once per round before aggregation."""
 
-    def aggregate_train(
+    def aggregate_round(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        """The accepted updates aggregated under the ``aggregation`` rule; the round is skipped (the global
-        model kept) when fewer than ``min_train_nodes`` were accepted, or fewer than the rule needs.
+        """Round ``server_round``'s accepted updates aggregated under the ``aggregation`` rule; the round is skipped
+        (the global model kept) when fewer than ``min_train_nodes`` were accepted, or fewer than the rule needs.
 
         Replies are put in partition-id order first: float sums depend on the order of their terms, and
         arrival order varies from run to run.
         """
-        server_round = self.run_round(server_round)
         replies = list(replies)
         with span(DECODE, round=server_round):
             outcome = self.sort_replies(replies)

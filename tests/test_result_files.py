@@ -106,12 +106,12 @@ class ToyFedAvg(PartialModelFedAvg):
         super().__init__(**kwargs)
         self.recorder = recorder
 
-    def aggregate_train(
+    def aggregate_round(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         replies = list(replies)
-        arrays, metrics = super().aggregate_train(server_round, replies)
-        self.recorder.report(TOY, {"round": self.run_round(server_round), "replies": len(replies)})
+        arrays, metrics = super().aggregate_round(server_round, replies)
+        self.recorder.report(TOY, {"round": server_round, "replies": len(replies)})
         return arrays, metrics
 
 

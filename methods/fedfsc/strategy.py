@@ -70,11 +70,10 @@ class FewShotClassifierFedAvg(PartialModelFedAvg):
         self._client_classifiers: dict[int, State] = {}
         self._classifier_specs: dict[str, ArraySpec] = {}  # what a few-shot reply's classifier must match
 
-    def configure_train(
+    def configure_round(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
         """Pick the non-stragglers (the selection policy), draw the stragglers, give each participant its role."""
-        server_round = self.run_round(server_round)
         pool = self.available(grid)
         selected = self.select(pool, server_round)
         dropped = select_stragglers(selected, self.straggler_fraction, self.seed, server_round)
@@ -161,11 +160,11 @@ class FewShotClassifierFedAvg(PartialModelFedAvg):
         result = robust_aggregate(self.aggregation, arrays, [1.0] * len(arrays), sent)
         return {key: torch.from_numpy(np.asarray(value)) for key, value in result.arrays.items()}
 
-    def configure_evaluate(
+    def configure_evaluation(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
         """Clients evaluate the global model, not the base model."""
-        return super().configure_evaluate(server_round, self.global_arrays(arrays), config, grid)
+        return super().configure_evaluation(server_round, self.global_arrays(arrays), config, grid)
 
     def global_arrays(self, carried: ArrayRecord) -> ArrayRecord:
         """{θ_fs^t, φ^t} after a round with few-shot classifiers, else the base model ``carried``."""

@@ -79,11 +79,11 @@ class FedSplitFedAvg(PartialModelFedAvg):
         self._round = 0
         self._metadata: dict[int, FeatureMetadata] = {}  # partition id -> its validated metadata this round
 
-    def configure_train(
+    def configure_round(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        self._round, self._metadata = self.run_round(server_round), {}
-        return super().configure_train(server_round, arrays, config, grid)
+        self._round, self._metadata = server_round, {}
+        return super().configure_round(server_round, arrays, config, grid)
 
     def limits_for(self, partition_id: int) -> MetadataLimits:
         """The plan's limits with this client's label counts, where the server holds them exactly."""

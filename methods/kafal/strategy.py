@@ -101,22 +101,22 @@ class ActiveLearningFedAvg(CohortFedAvg):
             self.labelled[partition_id] = initial_labelled_size(num_local, self.initial_fraction)
         return self.labelled[partition_id]
 
-    def configure_train(
+    def configure_round(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
         """Send Ω⁰ in a new cycle until one of its rounds aggregates (``kafal.al-reinitialise``), else the global
         model."""
-        cycle = self.schedule.cycle_of(self.run_round(server_round))
+        cycle = self.schedule.cycle_of(server_round)
         if self.reinitialise and cycle > self._aggregated_cycle:
             arrays = self.initial_arrays
-        return super().configure_train(server_round, arrays, config, grid)
+        return super().configure_round(server_round, arrays, config, grid)
 
-    def aggregate_train(
+    def aggregate_round(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        arrays, metrics = super().aggregate_train(server_round, replies)
+        arrays, metrics = super().aggregate_round(server_round, replies)
         if arrays is not None:
-            self._aggregated_cycle = self.schedule.cycle_of(self.run_round(server_round))
+            self._aggregated_cycle = self.schedule.cycle_of(server_round)
         return arrays, metrics
 
     def check_reply(self, partition_id: int, content: RecordDict) -> None:
@@ -131,15 +131,14 @@ class ActiveLearningFedAvg(CohortFedAvg):
             self.reply_records,
         )
 
-    def configure_evaluate(
+    def configure_evaluation(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
         """After a cycle's last round (Flower calls this right after aggregation, with the new global model): the
         clients query, and the cycle is reported; then federated evaluation as configured."""
-        run_round = self.run_round(server_round)
-        if self.schedule.ends_cycle(run_round):
-            self.end_cycle(run_round, arrays, grid)
-        return super().configure_evaluate(server_round, arrays, config, grid)
+        if self.schedule.ends_cycle(server_round):
+            self.end_cycle(server_round, arrays, grid)
+        return super().configure_evaluation(server_round, arrays, config, grid)
 
     def labelled_totals(self, partition_ids: Iterable[int]) -> tuple[int, int]:
         """(labelled, held) summed over the clients whose labelled pool the server knows."""

@@ -46,11 +46,11 @@ class ScaffoldFedAvg(PartialModelFedAvg):
         """θ's parameters: the keys of c and of every Δc_i."""
         return list(self.control)
 
-    def configure_train(
+    def configure_round(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
         self._deltas = {}
-        return super().configure_train(server_round, arrays, config, grid)
+        return super().configure_round(server_round, arrays, config, grid)
 
     def train_records_for(self, partition_id: int, arrays: ArrayRecord) -> dict[str, ArrayRecord]:
         """The shared records (x, and φ until the client holds it) and c."""
