@@ -68,6 +68,8 @@ def decompose(
     ``base_accuracy`` and ``fewshot_clients``, in round order) and its clients' label counts."""
     if len(rounds) < 2:
         raise ValueError(f"the decomposition needs at least 2 rounds, got {len(rounds)}")
+    if any(r["accuracy"] is None for r in rounds):
+        raise ValueError("the decomposition needs every round evaluated (evaluate-every = 1)")
     acc = [float(r["accuracy"]) for r in rounds]
     base = [float(r["base_accuracy"]) for r in rounds]
     later = range(1, len(rounds))

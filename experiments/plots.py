@@ -239,6 +239,8 @@ def _draw_accuracy(ax, method: str, curve: Curve, style: MethodStyle, against_se
             label=f"_{method} composed",
         )
     x, accuracy, std = _start_and_curve(curve, against_seconds)
+    scored = np.isfinite(accuracy)  # rounds that `evaluate-every` left unscored are left out, not drawn as gaps
+    x, accuracy, std = x[scored], accuracy[scored], std[scored]
     ax.plot(x, 100 * accuracy, color=style.colour, marker=style.marker, markersize=3.5, label=method)
     ax.fill_between(x, 100 * (accuracy - std), 100 * (accuracy + std), color=style.colour, alpha=0.15, linewidth=0)
     if not math.isnan(curve.initial_accuracy):

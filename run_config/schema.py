@@ -244,6 +244,12 @@ class RunConfig:
         'local epochs each round: FedProx+ with `method = "fedprox"`).',
         one_of(*STRAGGLER_WORK),
     )
+    evaluate_every: int = setting(
+        1,
+        "Central evaluation of the global model every this many rounds, and always in the last round; the rounds "
+        "between record no accuracy (null in rounds.jsonl). 1 = every round.",
+        positive,
+    )
     fraction_evaluate: float = setting(
         0.0,
         "Share of the clients that evaluate the global model on their local data each round (0 = off).",

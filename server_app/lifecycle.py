@@ -50,7 +50,7 @@ from server_app.result_files import ResultFile
 from server_app.results import RunRecorder, run_directory
 from server_app.run_errors import RunFailedError, RunSetupError, RunStopped
 from server_app.run_lock import RunFolderError, lock_run_folder, remove_if_unused
-from strategies.central_evaluation import CentralEvaluation
+from strategies.central_evaluation import CentralEvaluation, evaluates
 from strategies.client_population import ClientPopulation, NoClientsError
 from strategies.cohort_fedavg import CohortFedAvg, SelectCohort
 from strategies.fedentopt_selection import FedEntOptSelector, buffer_capacity
@@ -381,9 +381,14 @@ class FederatedRun:
         if flower_round == 0 and self.first_round > 1:
             return None
         server_round = strategy.run_round(flower_round) if flower_round else 0
-        with span(EVALUATION, round=server_round):
-            loss, accuracy, class_accuracy = evaluate.with_classes(strategy.global_arrays(theta))
-            fields = strategy.round_evaluation(theta, evaluate) if server_round > 0 else {}
+        loss: float | None = None
+        accuracy: float | None = None
+        class_accuracy: list[float | None] | None = None
+        fields: dict[str, Any] = {}
+        if evaluates(server_round, self.config.evaluate_every, self.config.num_server_rounds):
+            with span(EVALUATION, round=server_round):
+                loss, accuracy, class_accuracy = evaluate.with_classes(strategy.global_arrays(theta))
+                fields = strategy.round_evaluation(theta, evaluate) if server_round > 0 else {}
         with self.recorder.writing:
             if self.recorder.finished:  # stopped meanwhile (a signal): its summary holds the rounds checkpointed
                 return None
@@ -392,7 +397,7 @@ class FederatedRun:
             if server_round > 0:
                 with span(CHECKPOINT, round=server_round):
                     self.checkpoint(server_round, theta, strategy.state_dict())
-        return MetricRecord({"loss": loss, "accuracy": accuracy})
+        return MetricRecord({"loss": loss, "accuracy": accuracy}) if accuracy is not None and loss is not None else None
 
     def checkpoint(self, server_round: int, theta: ArrayRecord, strategy_state: dict[str, Any]) -> None:
         """Everything the next rounds depend on, after ``server_round``, written atomically: the arrays the

@@ -212,11 +212,11 @@ class RunRecorder:
         """The clients' federated evaluation of the round's model (their mean loss and accuracy, who was refused)."""
         self._pending.setdefault("evaluation_fields", {}).update(fields)
 
-    def evaluated(self, server_round: int, loss: float, accuracy: float, **fields: Any) -> None:
+    def evaluated(self, server_round: int, loss: float | None, accuracy: float | None, **fields: Any) -> None:
         """Central evaluation after a round (round 0 = the initial model) completes that round's record; ``fields``
         are further evaluations: each class's test accuracy (``class_accuracy``, a list indexed by class, ``None``
         for a class absent from the test set; the initial model's goes to the summary), what a method adds (FedFSC's
-        ``base_accuracy``)."""
+        ``base_accuracy``). A round that ``evaluate-every`` does not score has ``loss`` and ``accuracy`` None."""
         if server_round == 0:
             self.initial_accuracy = accuracy
             self.initial_class_accuracy = fields.get("class_accuracy")
@@ -239,7 +239,8 @@ class RunRecorder:
             **fields,
         }
         start = self.initial_accuracy if self._since == 0 else None  # a restarted model has no start to compare with
-        warning = round_warning(accuracy, [start, *(r["accuracy"] for r in self.rounds[self._since :])], self.classes)
+        earlier = [start, *(r["accuracy"] for r in self.rounds[self._since :])]
+        warning = None if accuracy is None else round_warning(accuracy, earlier, self.classes)
         if warning is not None:
             record["warning"] = warning
         self.rounds.append(record)
@@ -249,10 +250,9 @@ class RunRecorder:
             self._write_reported(record)
         log(
             INFO if warning is None else WARNING,
-            "round %d: accuracy %.4f, loss %.4f, %.1f s (clients trained %.1f s)%s%s",
+            "round %d: %s, %.1f s (clients trained %.1f s)%s%s",
             server_round,
-            accuracy,
-            loss,
+            "not evaluated (evaluate-every)" if accuracy is None else f"accuracy {accuracy:.4f}, loss {loss:.4f}",
             record["wall_seconds"],
             record["client_train_seconds"],
             self._cohort_text(record),
@@ -270,7 +270,8 @@ class RunRecorder:
 
     def summary(self, status: str | None = None) -> dict[str, Any]:
         """The run's summary; ``status`` defaults to ``completed``, or ``failed`` when no round aggregated."""
-        best = max(self.rounds, key=lambda r: r["accuracy"], default=None)
+        scored = [r for r in self.rounds if r["accuracy"] is not None]  # `evaluate-every` leaves rounds unscored
+        best = max(scored, key=lambda r: r["accuracy"], default=None)
         total_seconds = sum(r["client_train_seconds"] for r in self.rounds)
         aggregated = sum(1 for r in self.rounds if r.get("aggregated", True))
         status = status or ("completed" if aggregated else "failed")
@@ -285,7 +286,7 @@ class RunRecorder:
             "initial_class_accuracy": self.initial_class_accuracy,
             "best_accuracy": best["accuracy"] if best else None,
             "best_round": best["round"] if best else None,
-            "final_accuracy": self.rounds[-1]["accuracy"] if self.rounds else None,
+            "final_accuracy": scored[-1]["accuracy"] if scored else None,
             "total_client_train_seconds": total_seconds,
             "learning_efficiency": learning_efficiency(best["accuracy"], total_seconds) if best else None,
             "total_bytes_down": sum(r["bytes_down"] for r in self.rounds),

@@ -87,7 +87,15 @@ def run_series(rounds: Sequence[Mapping[str, Any]], initial_accuracy: float | No
 
 def _draw_panel(ax: Any, x: Sequence[float], series: RunSeries) -> None:
     """The accuracy curve against ``x``: the initial model as a star and a dotted line, skipped rounds as crosses."""
-    ax.plot(x, series.accuracy, color="tab:blue", marker="o", markersize=3, label="after round (aggregated)")
+    scored = [i for i, a in enumerate(series.accuracy) if math.isfinite(a)]  # `evaluate-every` skips some rounds
+    ax.plot(
+        [x[i] for i in scored],
+        [series.accuracy[i] for i in scored],
+        color="tab:blue",
+        marker="o",
+        markersize=3,
+        label="after round (aggregated)",
+    )
     if any(math.isfinite(a) for a in series.base_accuracy[1:]):  # FedFSC: the base model beside the global one
         ax.plot(x, series.base_accuracy, color="tab:orange", linestyle="--", linewidth=1, label="base model (FedFSC)")
     skipped = [i for i, ok in enumerate(series.aggregated) if not ok]

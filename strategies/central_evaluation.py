@@ -30,6 +30,12 @@ from strategies.partial_model import merge_state
 MAX_CACHED_FEATURES_BYTES = 512 * 2**20
 
 
+def evaluates(server_round: int, every: int, last_round: int) -> bool:
+    """Whether the global model after ``server_round`` is scored centrally (``evaluate-every``): the start (round 0),
+    every ``every``-th round and the run's last round."""
+    return server_round == 0 or server_round % every == 0 or server_round == last_round
+
+
 class CentralEvaluation:
     """Test loss and accuracy of the global model {φ, θ} for a round's θ."""
 

@@ -254,6 +254,7 @@ def parsed(**overrides: Any) -> Any:
         ({"freeze": "mid"}, "'freeze' = 'mid' does not apply to KAFAL"),
         ({"client-selection": "fedentopt"}, "'client-selection' = 'fedentopt' does not apply"),
         ({"fraction-evaluate": 0.5}, "'fraction-evaluate' must be 0 with KAFAL"),
+        ({"evaluate-every": 2}, "'evaluate-every' = 2: KAFAL records each cycle's accuracy"),
     ],
 )
 def test_settings_refused(overrides: dict[str, Any], message: str) -> None:

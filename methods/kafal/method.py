@@ -219,6 +219,11 @@ def check_kafal(config: RunConfig, client_sizes: Mapping[int, int] | None) -> No
         check_sampling_model(settings.al_query, settings.al_sampling_model)
     except ValueError as err:
         raise ConfigError(f"run config {err}") from None
+    if config.evaluate_every != 1:
+        raise ConfigError(
+            f"run config 'evaluate-every' = {config.evaluate_every}: KAFAL records each cycle's accuracy at the "
+            "cycle's last round, so it evaluates every round (set it to 1)"
+        )
     total = schedule_of(settings).total_rounds
     if config.num_server_rounds != total:
         raise ConfigError(
