@@ -100,7 +100,7 @@ class Recorder:
                 model, inputs, consensus, prototypes, held, recipe=recipe, beta=beta, generator=generator
             )
 
-        def aggregate(self, contents: list[RecordDict], partition_ids: list[int]):  # type: ignore[no-untyped-def]
+        def aggregate(self, contents: list[RecordDict], partition_ids: list[int]):
             recorder.draw_labels, recorder.public_labels = None, self.generic.labels
             result = original_aggregate(self, contents, partition_ids)
             state = torch.get_rng_state()
