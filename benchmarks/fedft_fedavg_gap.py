@@ -10,7 +10,8 @@ local data, θ only both) and FedFT-EDS − FedFT-RDS (the entropy ranking inste
 ablations of the same file: fewer frozen layers at 10% (freeze low, none), and 40 local epochs at 10% (about the
 optimiser steps a round of FedFT-all), each against the arm it changes. Per pair: the per-seed differences (points),
 their mean ± sample sd and the seeds on which the first arm is ahead, for the last-10 mean, the final and the best
-round. It runs nothing. Writes ``measurements/experiments/fedft-fedavg-gap/decomposition.json`` (or ``--out``).
+round. It runs nothing. Writes ``measurements/experiments/fedft_vs_fedavg.json`` (or ``--out``;
+``fedft_vs_fedavg.md`` beside it is written from it by hand).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDER = ROOT / "measurements" / "experiments" / "fedft-fedavg-gap"
+OUT = ROOT / "measurements" / "experiments" / "fedft_vs_fedavg.json"
 #: the three steps from FedAvg to FedFT-EDS; their per-seed sum is FedFT-EDS − FedAvg
 STEPS = (("fedft-all", "fedavg"), ("fedft-rds", "fedft-all"), ("fedft-eds", "fedft-rds"))
 #: the ablations, each against the arm it changes (and the 40-epoch arms against all local data)
@@ -80,11 +82,10 @@ def decomposition(cells: dict[str, dict[int, dict[str, float]]]) -> dict[str, An
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--folder", type=Path, default=FOLDER)
-    parser.add_argument("--out", type=Path, default=None, help="default: FOLDER/decomposition.json")
+    parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     report = {"command": "python -m benchmarks.fedft_fedavg_gap", **decomposition(read_cells(args.folder))}
-    out = args.out or args.folder / "decomposition.json"
-    out.write_text(json.dumps(report, indent=2) + "\n")
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
     for name, fields in report["pairs"].items():
         if fields["last10"]:
             summary = {k: (v["per_seed"], v["mean"], v["sd"], v["ahead"]) for k, v in fields.items() if v}
