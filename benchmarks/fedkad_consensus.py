@@ -1,7 +1,9 @@
 """Where FedKAD's prototype term pays: its gain over FedMD (the same distillation without it) beside how often the
-baseline's consensus names the true class, per seed and α, from the recorded fedkad-fedmd cells.
+baseline's consensus names the true class, per seed and α, from recorded cells.
 
-    python -m benchmarks.fedkad_consensus [--folder measurements/experiments/fedkad-fedmd]
+    python -m experiments run experiments/fedkad_alpha.yaml --in-process \\
+        --results-dir measurements/experiments/fedkad-alpha               # the cells (resumable)
+    python -m benchmarks.fedkad_consensus [--folder measurements/experiments/fedkad-alpha]
 
 The thesis's mechanism (§5.5-5.6): the consensus of drifted client models is unreliable, and the global prototype
 feature maps correct the negative knowledge transfer it causes, so FedKAD should gain where FedMD's consensus is
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-FOLDER = ROOT / "measurements" / "experiments" / "fedkad-fedmd"
+FOLDER = ROOT / "measurements" / "experiments" / "fedkad-alpha"
 OUT = ROOT / "measurements" / "experiments" / "fedkad_consensus.json"
 METHOD, BASELINE = "fedkad", "fedmd-thesis"
 
@@ -106,11 +108,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--folder", type=Path, default=FOLDER, help="an experiment folder with fedkad and fedmd-thesis")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
-    report = {
-        "command": "python -m benchmarks.fedkad_consensus",
-        "folder": str(args.folder.relative_to(ROOT)) if args.folder.is_relative_to(ROOT) else str(args.folder),
-        **study(args.folder),
-    }
+    folder = str(args.folder.relative_to(ROOT)) if args.folder.is_relative_to(ROOT) else str(args.folder)
+    report = {"command": f"python -m benchmarks.fedkad_consensus --folder {folder}", **study(args.folder)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     for row in report["rows"]:
