@@ -39,6 +39,7 @@ ABLATIONS = (
     ("fedft-rds-e40", "fedft-all"),
     ("fedft-eds-e40", "fedft-eds"),
     ("fedft-eds-e40", "fedft-rds-e40"),
+    ("fedft-eds-e40", "fedavg"),
 )
 FIELDS = {"last10": "mean_last10_accuracy", "final": "final_accuracy", "best": "best_accuracy"}
 
