@@ -9,7 +9,7 @@ thing (see ``ARMS``):
 
 - ``fedmd``: FedMD as the app runs it (FedMD_clean's digest: mean absolute error to the consensus, the uniform mean
   of the clients' logits on the round's public draw; Adam lr 1e-3, 1 epoch, batch 256);
-- ``alone``: no digest (``fedmd-digest = none``): the baseline of FedMD's claim;
+- ``alone``: no digest (``fedkad.fedmd-digest = none``): the baseline of FedMD's claim;
 - ``labels``: the same digest step (same draw, optimiser, epoch, batch order, BatchNorm settle) with cross-entropy
   to the public draw's true labels in place of the consensus: a digest to a perfect teacher.
 
