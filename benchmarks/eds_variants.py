@@ -49,6 +49,7 @@ import torch
 
 import client_app.local_update as update_module
 import client_app.train_step as train_step_module
+from benchmarks.paired_seeds import paired
 from benchmarks.selection_coverage import Selections, coverage
 from client_app.data_selection import hardened_entropy, select_by_entropy, select_random
 from client_app.local_update import round_seed
@@ -324,19 +325,6 @@ def run_arm(recorder: Recorder, arm: str, seed: int, rounds: int, cells: Path) -
     }
     done.write_text(json.dumps(result, indent=2) + "\n")
     return result
-
-
-def paired(results: dict[str, dict[int, dict[str, Any]]], arm: str, base: str, key: str) -> dict[str, Any]:
-    """Per-seed differences arm − base (points), their mean ± sample sd and the seeds on which arm is ahead."""
-    seeds = sorted(set(results[arm]) & set(results[base]))
-    diffs = [100 * (results[arm][s][key] - results[base][s][key]) for s in seeds]
-    return {
-        "seeds": seeds,
-        "per_seed": [round(d, 2) for d in diffs],
-        "mean": round(statistics.mean(diffs), 2),
-        "sd": round(statistics.stdev(diffs), 2) if len(diffs) > 1 else None,
-        "ahead": sum(d > 0 for d in diffs),
-    }
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

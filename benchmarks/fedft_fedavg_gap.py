@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 from pathlib import Path
 from typing import Any
+
+from benchmarks.paired_seeds import paired
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDER = ROOT / "measurements" / "experiments" / "fedft-fedavg-gap"
@@ -54,24 +55,18 @@ def read_cells(folder: Path) -> dict[str, dict[int, dict[str, float]]]:
     return cells
 
 
-def paired(cells: dict[str, dict[int, dict[str, float]]], arm: str, base: str, key: str) -> dict[str, Any] | None:
-    """Per-seed differences arm − base (points), mean ± sample sd, seeds ahead; None where no seed has both."""
-    seeds = sorted(set(cells.get(arm, {})) & set(cells.get(base, {})))
-    if not seeds:
+def paired_where_run(
+    cells: dict[str, dict[int, dict[str, float]]], arm: str, base: str, key: str
+) -> dict[str, Any] | None:
+    """``paired`` over the seeds both arms ran; None where no seed has both."""
+    if not set(cells.get(arm, {})) & set(cells.get(base, {})):
         return None
-    diffs = [100 * (cells[arm][s][key] - cells[base][s][key]) for s in seeds]
-    return {
-        "seeds": seeds,
-        "per_seed": [round(d, 2) for d in diffs],
-        "mean": round(statistics.mean(diffs), 2),
-        "sd": round(statistics.stdev(diffs), 2) if len(diffs) > 1 else None,
-        "ahead": sum(d > 0 for d in diffs),
-    }
+    return paired(cells, arm, base, key)
 
 
 def decomposition(cells: dict[str, dict[int, dict[str, float]]]) -> dict[str, Any]:
     """The steps and the ablations, each field paired; the steps' per-seed sums, which equal the whole gap."""
-    pairs = {f"{a} - {b}": {key: paired(cells, a, b, key) for key in FIELDS} for a, b in (*STEPS, *ABLATIONS)}
+    pairs = {f"{a} - {b}": {key: paired_where_run(cells, a, b, key) for key in FIELDS} for a, b in (*STEPS, *ABLATIONS)}
     sums = {}
     for key in FIELDS:
         parts = [pairs[f"{a} - {b}"][key] for a, b in STEPS]

@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from flwr.app import RecordDict
 
 import methods.fedkad.method as fedkad_method
+from benchmarks.paired_seeds import paired
 from experiments.in_process import run_cell_in_process
 from experiments.spec import load_experiment
 from methods.fedkad.distillation import REFERENCE_DIGEST, Fit, Recipe, model_logits
@@ -168,19 +169,6 @@ def run_arm(recorder: Recorder, arm: str, alpha: float, seed: int, cells: Path) 
     }
     done.write_text(json.dumps(result, indent=2) + "\n")
     return result
-
-
-def paired(results: dict[str, dict[int, dict[str, Any]]], arm: str, base: str, key: str) -> dict[str, Any]:
-    """Per-seed differences arm − base (points), their mean ± sample sd and the seeds on which arm is ahead."""
-    seeds = sorted(set(results[arm]) & set(results[base]))
-    diffs = [100 * (results[arm][s][key] - results[base][s][key]) for s in seeds]
-    return {
-        "seeds": seeds,
-        "per_seed": [round(d, 2) for d in diffs],
-        "mean": round(statistics.mean(diffs), 2),
-        "sd": round(statistics.stdev(diffs), 2) if len(diffs) > 1 else None,
-        "ahead": sum(d > 0 for d in diffs),
-    }
 
 
 def consensus_margin(result: dict[str, Any]) -> dict[str, float]:

@@ -25,7 +25,8 @@ from typing import Any
 import torch
 
 import methods.kafal.method as kafal_method
-from benchmarks.eds_variants import paired, spearman, total_variation
+from benchmarks.eds_variants import spearman, total_variation
+from benchmarks.paired_seeds import paired
 from experiments.in_process import run_cell_in_process
 from experiments.spec import load_experiment
 from methods.kafal.ksas import knowledge_log_weights, ksas_scores, top_scores

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import statistics
 from collections.abc import Mapping
 from pathlib import Path
 from types import SimpleNamespace
@@ -36,6 +35,7 @@ from typing import Any
 import torch
 
 import methods.scaffold.client_step as client_step
+from benchmarks.paired_seeds import paired
 from experiments.in_process import run_cell_in_process
 from simulation.local_run import Resources
 
@@ -135,19 +135,6 @@ def run_arm(
     result = {"final": accuracies[-1], "best": max(accuracies), "by_round": accuracies}
     done.write_text(json.dumps(result, indent=2) + "\n")
     return result
-
-
-def paired(results: dict[str, dict[int, dict[str, Any]]], arm: str, base: str, key: str) -> dict[str, Any]:
-    """Per-seed differences arm − base (points), their mean ± sample sd and the seeds on which arm is ahead."""
-    seeds = sorted(set(results[arm]) & set(results[base]))
-    diffs = [100 * (results[arm][s][key] - results[base][s][key]) for s in seeds]
-    return {
-        "seeds": seeds,
-        "per_seed": [round(d, 2) for d in diffs],
-        "mean": round(statistics.mean(diffs), 2),
-        "sd": round(statistics.stdev(diffs), 2) if len(diffs) > 1 else None,
-        "ahead": sum(d > 0 for d in diffs),
-    }
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
