@@ -39,10 +39,10 @@ import torch
 from benchmarks import RESULTS_DIR
 from client_app.epoch_training import ThetaForward
 from models import NO_FREEZE
-from models.cohort_training import ClientJob, train_cohort
+from models.cohort_training import ClientJob, train_alone, train_cohort
 from models.device import describe_available, make_cuda_deterministic, synchronize
 from models.registry import build_model
-from models.training import cross_entropy_of, train_epochs
+from models.training import cross_entropy_of
 
 #: name -> (model, clients in the round, images per client)
 TRAINING_JOBS = {
@@ -82,18 +82,7 @@ def cohort(model_name: str, clients: int, images: int, device: torch.device) -> 
 
 def train_one_at_a_time(jobs: list[ClientJob]) -> None:
     for job in jobs:
-        train_epochs(
-            cross_entropy_of(job.module),
-            list(job.params.values()),
-            job.inputs,
-            job.labels,
-            epochs=job.epochs,
-            batch_size=job.batch_size,
-            lr=job.lr,
-            momentum=job.momentum,
-            weight_decay=job.weight_decay,
-            generator=job.generator,
-        )
+        train_alone(job, cross_entropy_of(job.module))
 
 
 def timed(work: Callable[[], object], device: torch.device) -> float:

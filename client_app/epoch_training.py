@@ -16,9 +16,9 @@ import torch
 from torch import nn
 
 from client_app.objective import Objective
-from models import SplitModel
+from models import SplitModel, cohort_training
 from models.cohort_training import ClientJob
-from models.training import Forward, train_epochs
+from models.training import Forward
 
 
 @dataclass(frozen=True)
@@ -52,20 +52,7 @@ class ThetaForward(nn.Module):
 
 def train_alone(job: ClientJob, objective: Objective) -> EpochsDone:
     """The client's epochs with ``train_epochs``, under any objective."""
-    loss = train_epochs(
-        objective.loss,
-        list(job.params.values()),
-        job.inputs,
-        job.labels,
-        epochs=job.epochs,
-        batch_size=job.batch_size,
-        lr=job.lr,
-        momentum=job.momentum,
-        weight_decay=job.weight_decay,
-        generator=job.generator,
-        augment=job.augment,
-    )
-    return EpochsDone(loss)
+    return EpochsDone(cohort_training.train_alone(job, objective.loss))
 
 
 EPOCH_TRAINER: ContextVar[EpochTrainer] = ContextVar("epoch_trainer", default=train_alone)

@@ -26,7 +26,7 @@ from torch import nn
 from torch.func import functional_call, grad_and_value, vmap
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from models.training import Augment
+from models.training import Augment, LossFn, minibatches, train_epochs
 
 
 @dataclass
@@ -53,15 +53,32 @@ class CohortError(ValueError):
 
 
 def batches(job: ClientJob) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """The job's mini-batches, in ``train_epochs``'s order and with its draws from the job's generator."""
-    for _ in range(job.epochs):
-        order = torch.randperm(len(job.labels), generator=job.generator).to(job.inputs.device)
-        for start in range(0, len(order), job.batch_size):
-            batch = order[start : start + job.batch_size]
-            x = job.inputs[batch]
-            if job.augment is not None:
-                x = job.augment(x, job.generator)
-            yield x, job.labels[batch]
+    """The job's mini-batches, as ``train_epochs`` draws them from the job's generator."""
+    return minibatches(
+        job.inputs,
+        job.labels,
+        epochs=job.epochs,
+        batch_size=job.batch_size,
+        generator=job.generator,
+        augment=job.augment,
+    )
+
+
+def train_alone(job: ClientJob, loss: LossFn) -> float:
+    """The job's epochs on their own, under ``loss`` (``train_epochs`` with the job's settings); the mean loss."""
+    return train_epochs(
+        loss,
+        list(job.params.values()),
+        job.inputs,
+        job.labels,
+        epochs=job.epochs,
+        batch_size=job.batch_size,
+        lr=job.lr,
+        momentum=job.momentum,
+        weight_decay=job.weight_decay,
+        generator=job.generator,
+        augment=job.augment,
+    )
 
 
 def check_cohort(jobs: Sequence[ClientJob]) -> None:

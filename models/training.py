@@ -10,7 +10,7 @@ synchronisation per batch).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -31,6 +31,27 @@ def cross_entropy_of(forward: Forward) -> LossFn:
 def sgd(params: Sequence[torch.nn.Parameter], lr: float, momentum: float = 0.0, weight_decay: float = 0.0) -> SGD:
     """The optimiser every loop here uses (``torch.optim.SGD``'s arithmetic, without its import cost)."""
     return SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
+
+
+def minibatches(
+    inputs: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    epochs: int,
+    batch_size: int,
+    generator: torch.Generator,
+    augment: Augment | None = None,
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """``epochs`` passes of shuffled mini-batches (inputs, labels): each epoch's order drawn from ``generator`` on the
+    CPU and moved to the inputs' device once, crops (``augment``) drawn from it batch by batch."""
+    for _ in range(epochs):
+        order = torch.randperm(len(labels), generator=generator).to(inputs.device)
+        for start in range(0, len(order), batch_size):
+            batch = order[start : start + batch_size]
+            x = inputs[batch]
+            if augment is not None:
+                x = augment(x, generator)
+            yield x, labels[batch]
 
 
 def train_epochs(
@@ -57,19 +78,13 @@ def train_epochs(
     optimizer = optimizer or sgd(params, lr, momentum, weight_decay)
     total = torch.zeros((), device=inputs.device)
     count = 0
-    for _ in range(epochs):
-        order = torch.randperm(len(labels), generator=generator).to(inputs.device)
-        for start in range(0, len(order), batch_size):
-            batch = order[start : start + batch_size]
-            x = inputs[batch]
-            if augment is not None:
-                x = augment(x, generator)
-            loss = loss_fn(x, labels[batch])
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            total += loss.detach() * len(batch)
-            count += len(batch)
+    for x, y in minibatches(inputs, labels, epochs=epochs, batch_size=batch_size, generator=generator, augment=augment):
+        loss = loss_fn(x, y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        total += loss.detach() * len(y)
+        count += len(y)
     return float(total / max(count, 1))
 
 

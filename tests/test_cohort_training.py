@@ -11,15 +11,14 @@ import copy
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from client_app.epoch_training import ThetaForward
 from data.transforms import random_crop_flip
 from models import NO_FREEZE
-from models.cohort_training import ClientJob, CohortError, batches, train_cohort
+from models.cohort_training import ClientJob, CohortError, batches, train_alone, train_cohort
 from models.device import available_devices
 from models.registry import build_model
-from models.training import train_epochs
+from models.training import cross_entropy_of
 
 TOLERANCE = 1e-9
 DEVICES = [str(device) for device in available_devices()]
@@ -61,22 +60,7 @@ def jobs_for(
 
 
 def train_each_alone(jobs):
-    return [
-        train_epochs(
-            lambda x, y, job=job: F.cross_entropy(job.module(x), y),
-            list(job.params.values()),
-            job.inputs,
-            job.labels,
-            epochs=job.epochs,
-            batch_size=job.batch_size,
-            lr=job.lr,
-            momentum=job.momentum,
-            weight_decay=job.weight_decay,
-            generator=job.generator,
-            augment=job.augment,
-        )
-        for job in jobs
-    ]
+    return [train_alone(job, cross_entropy_of(job.module)) for job in jobs]
 
 
 def largest_difference(alone, together):
