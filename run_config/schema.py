@@ -353,7 +353,8 @@ class RunConfig:
     node_wait_seconds: float = setting(
         120.0,
         "Seconds the server waits, before each round, for every client of the population to be connected; then it "
-        "goes on with those connected (a node that is down costs each round this wait, `round-timeout` apart).",
+        "goes on with those connected (a node that is down costs each round this wait, `round-timeout` apart; a "
+        "connected node the server refused is not waited for).",
         non_negative,
     )
     results_dir: str = setting(

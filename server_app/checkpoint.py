@@ -38,6 +38,7 @@ CHANGEABLE_ON_RESUME = frozenset(
         "pretrain-cache-dir",
         "data-dir",
         "data-cache-dir",
+        "results-dir",
         "eval-batch-size",
         "fail-partitions",
         "device",

@@ -129,8 +129,10 @@ class ClientPopulation:
     def available(self, grid: Grid, minimum: int = 1, while_waiting: Callable[[], None] | None = None) -> list[int]:
         """Partition ids of the connected clients, sorted; waits for the whole population first.
 
-        Waits until every client the population reports is known, or ``wait_seconds`` have passed and at
-        least ``minimum`` are known. ``while_waiting`` is called at every poll (what it raises ends the wait).
+        Waits until every node of the population the clients report is connected (admitted, or connected and
+        refused: a refused node will not be admitted later under the same id, so it is not waited for), or
+        ``wait_seconds`` have passed and at least ``minimum`` are known. ``while_waiting`` is called at every poll
+        (what it raises ends the wait).
         """
         start = time.monotonic()
         deadline = start + self.wait_seconds
@@ -141,7 +143,8 @@ class ClientPopulation:
             self.identify_new(grid, connected)
             online = set(connected)
             known = sorted(identity.partition_id for node, identity in self.identities.items() if node in online)
-            complete = self.expected > 0 and len(known) >= self.expected
+            refused_online = len(online & self.refused.keys())
+            complete = self.expected > 0 and len(known) + refused_online >= self.expected
             waited = time.monotonic() >= deadline
             if complete or (waited and len(known) >= minimum):
                 if not complete:

@@ -152,3 +152,27 @@ def test_a_run_whose_every_node_is_refused_ends_within_the_grace_not_the_whole_w
     with pytest.raises(NoClientsError, match="all 2 connected nodes were refused"):
         ClientPopulation(wait_seconds=120).available(grid)
     assert 1.5 <= time.monotonic() - tick < 10
+
+
+def no_sleep(seconds: float) -> None:
+    raise AssertionError(f"the population waited ({seconds} s)")
+
+
+def test_a_connected_refused_node_is_not_waited_for_in_any_round(monkeypatch) -> None:
+    """Node 3 of 3 fails its identity (its data folder is missing): every node is accounted for, so neither the
+    first round nor a later one waits ``node-wait-seconds`` for it."""
+    monkeypatch.setattr(population_module.time, "sleep", no_sleep)
+    answers = {1: identity(0), 2: identity(1), 3: None}
+    grid = FakeGrid(answers, claims(answers))
+    population = ClientPopulation(wait_seconds=120)
+    assert population.available(grid) == [0, 1]
+    assert population.available(grid) == [0, 1]
+    assert population.refused == {3: "error reply: boom"}
+
+
+def test_a_node_that_is_not_connected_is_still_waited_for(monkeypatch) -> None:
+    answers = {1: identity(0), 2: identity(1)}
+    grid = FakeGrid(answers, claims(answers))
+    monkeypatch.setattr(population_module.time, "sleep", no_sleep)
+    with pytest.raises(AssertionError, match="the population waited"):
+        ClientPopulation(wait_seconds=120).available(grid)

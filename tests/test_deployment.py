@@ -25,6 +25,7 @@ import torch
 from data.node_data import export_partitions
 from deployment.credentials import write_credentials
 from run_config import federated_split
+from simulation.app_files import stage_app
 from simulation.local_run import free_port, processes_marked
 from tests.conftest import make_config
 
@@ -63,6 +64,9 @@ def test_tls_authenticated_deployment_runs_fedft_eds_with_fedentopt(tmp_path: Pa
     split = federated_split(make_config(**{k.replace("-", "_"): v for k, v in run_config.items()}))
     export_partitions(split, 4, tmp_path / "data")
 
+    # What `flwr run .` packs, staged once (Flower walks the whole folder, its virtual environment included, at
+    # every `flwr run`: about 10 s each on a loaded machine; `python -m simulation` stages the same way).
+    app = stage_app(PROJECT, tmp_path / "app")
     marker = uuid.uuid4().hex
     flwr_home = tmp_path / "flwr-home"
     flwr_home.mkdir()
@@ -145,11 +149,11 @@ def test_tls_authenticated_deployment_runs_fedft_eds_with_fedentopt(tmp_path: Pa
             f'run-name="deployed" results-dir="{tmp_path / "results"}" pretrain-cache-dir="{tmp_path / "pretrained"}" '
             f'feature-cache-dir="{tmp_path / "features"}" dirichlet-alpha=0.5'
         )
-        assert_refused_by_gate(flwr("run", str(PROJECT), "outside", "--format", "json", "--run-config", overrides))
-        started = flwr("run", str(PROJECT), "deploy", "--format", "json", "--run-config", overrides)
+        assert_refused_by_gate(flwr("run", str(app), "outside", "--format", "json", "--run-config", overrides))
+        started = flwr("run", str(app), "deploy", "--format", "json", "--run-config", overrides)
         run_id = json.loads(started.stdout)["run-id"]
         assert_refused_by_gate(flwr("stop", run_id, "outside", "--format", "json"))  # the run is still going
-        # Pretraining, a 20 s wait for node 3 and 2 rounds: minutes on a loaded machine.
+        # Pretraining and 2 rounds: minutes on a loaded machine.
         streamed = flwr("log", run_id, "deploy", "--stream", timeout=400)
         log = streamed.stdout + streamed.stderr
         (tmp_path / "flwr-run.log").write_text(log)
@@ -158,6 +162,7 @@ def test_tls_authenticated_deployment_runs_fedft_eds_with_fedentopt(tmp_path: Pa
         assert [(r["run-id"], r["status"]) for r in listing["runs"]] == [(run_id, "finished:completed")], log[-4000:]
         nodes = json.loads(flwr("supernode", "list", "deploy", "--format", "json").stdout)["nodes"]
         assert len(nodes) == 4  # supernode-4's registration from outside did not happen
+        assert "proceeding with" not in log  # node 3 is connected and refused: no round waited for it
 
         results = tmp_path / "results" / "deployed"
         rounds = [json.loads(line) for line in (results / "rounds.jsonl").read_text().splitlines()]
@@ -197,7 +202,7 @@ def test_tls_authenticated_deployment_runs_fedft_eds_with_fedentopt(tmp_path: Pa
             f'node-wait-seconds=2.0 run-name="stopped" results-dir="{tmp_path / "results"}" '
             f'feature-cache-dir="{tmp_path / "features"}" dirichlet-alpha=0.5'
         )
-        run_id = json.loads(flwr("run", str(PROJECT), "deploy", "--format", "json", "--run-config", long_run).stdout)[
+        run_id = json.loads(flwr("run", str(app), "deploy", "--format", "json", "--run-config", long_run).stdout)[
             "run-id"
         ]
         stopped = tmp_path / "results" / "stopped"

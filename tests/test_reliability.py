@@ -291,6 +291,15 @@ def test_resuming_under_another_configuration_names_the_keys(tmp_path: Path) -> 
         run_in_process(small_run_config(tmp_path, resume=True, **{"learning-rate": 0.2}))
 
 
+def test_a_moved_results_folder_resumes_where_it_stopped(tmp_path: Path) -> None:
+    """Where results live is not what the run computes: a stopped run's folder moved elsewhere goes on there."""
+    with pytest.raises(ServerKilled):
+        run_in_process(small_run_config(tmp_path), kill_at_round=2)
+    (tmp_path / "results").rename(tmp_path / "moved")
+    run_in_process(small_run_config(tmp_path, resume=True, **{"results-dir": str(tmp_path / "moved")}))
+    assert [r["round"] for r in rounds_of(tmp_path / "moved", "run")] == [1, 2, 3]
+
+
 def test_stragglers_drop_out_reproducibly_and_are_recorded(tmp_path: Path) -> None:
     config = small_run_config(tmp_path, **{"straggler-fraction": 0.5, "num-server-rounds": 2})
     run_in_process(config)
