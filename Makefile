@@ -36,7 +36,7 @@ test: setup
 	$(BIN)/lint-imports --no-cache
 	@# the documentation site (mkdocs.yml): --strict fails on a broken link, a missing anchor or a page left out of the nav
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir .site
-	$(BIN)/python -m pytest -q -n 2
+	$(BIN)/python -m pytest -q -n 2 --dist worksteal
 
 clean:
 	rm -rf $(VENV) .flwr-home .pytest_cache .site

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from methods.registry import default_config
 from run_config.defaults import load_defaults
@@ -22,3 +24,17 @@ def defaults() -> dict[str, Any]:
 def pretrained(tmp_path_factory) -> Path:
     """One pretraining cache for the whole test session (the learns-tests share their pretrained start)."""
     return tmp_path_factory.mktemp("pretrained")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One torch thread per xdist worker: ``make test`` runs two workers on two cores, and two threads each made
+    the CPU-bound tests wait on each other's spinning OpenMP threads (a test that spawns its own processes sets theirs).
+    """
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        torch.set_num_threads(1)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The ``e2e`` tests (Flower simulations and deployments, tens of seconds to minutes each) first, so that the
+    two workers do not end the run with one of them still in a long test while the other is idle."""
+    items.sort(key=lambda item: item.get_closest_marker("e2e") is None)
