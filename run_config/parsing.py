@@ -30,10 +30,9 @@ def moved_keys(catalogue: Catalogue) -> dict[str, str]:
     return {s.name: s.key for cls in catalogue.settings_classes for s in declared_settings(cls)}
 
 
-def moved_key_message(key: str, catalogue: Catalogue, moved: Mapping[str, str] | None = None) -> str | None:
-    """``'proximal-mu' is now 'fedprox.proximal-mu'`` for a key a method's setting had, else None (``moved``: the
-    catalogue's ``moved_keys``, when the caller checks many keys)."""
-    new = (moved_keys(catalogue) if moved is None else moved).get(key)
+def moved_key_message(key: str, catalogue: Catalogue) -> str | None:
+    """``'proximal-mu' is now 'fedprox.proximal-mu'`` for a key a method's setting had, else None."""
+    new = moved_keys(catalogue).get(key)
     if new is None:
         return None
     return f"run config '{key}' is now '{new}' (a method's settings live under the name of the package declaring them)"
@@ -62,8 +61,8 @@ def parse_run_config(run_config: Mapping[str, Any], catalogue: Catalogue) -> Run
     core = declared_settings(RunConfig)
     moved = moved_keys(catalogue)
     for key in run_config:
-        if (message := moved_key_message(key, catalogue, moved)) is not None:
-            raise ConfigError(message)
+        if key in moved:
+            raise ConfigError(moved_key_message(key, catalogue))
     missing = [s.key for s in core if s.key not in run_config]
     if missing:
         raise ConfigError(f"run config '{missing[0]}' is missing; add it to [tool.flwr.app.config]")
