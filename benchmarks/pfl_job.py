@@ -19,6 +19,15 @@ clients do not do it; ``--local-evaluation`` turns it on: with it, 4.27 s a roun
 in-process path in one pair at load ≈ 8). Torch runs one thread. Per-round seconds are taken after each round's
 evaluation, as the app's ``wall_seconds`` are; the parent process measures the whole process.
 
+The FedFT-EDS job (``settings["method"] == "fedft-eds"``, FedFT-EDS paper Alg. 1) is the same loop with pfl's
+model being θ alone (the stages above ``settings["freeze"]``) on φ(x): φ is the loaded model's lower stages, frozen, run
+once per client when it is first sampled (kept in float16, as the app's feature cache keeps it) and once over the
+test set (float32, as the app's central evaluation keeps it). Each client's update (``FedFTEDS.train_one_user``)
+ranks its samples by the hardened-softmax entropy (ρ = ``settings["temperature"]``, float64) of the round's global θ
+in eval mode, a batch of ``eval_batch_size`` at a time, keeps the ``selection_size`` highest (ties: the lower index
+first) and trains on them in the app's batch order; in round 1 the selections are checked against the ones the app
+computed at export. pfl averages θ's differences only: θ is all of pfl's model.
+
 Importable without pfl (its imports are inside ``run``), so the app's type checker and tests can read this file.
 """
 
@@ -76,6 +85,46 @@ class LeNet5(nn.Module):
         return {"loss": Weighted(loss_sum, n), "accuracy": Weighted(correct, n)}
 
 
+class Upper(nn.Module):
+    """θ of ``LeNet5`` split after ``level``: the stages above it (shared with the whole model), on φ(x)."""
+
+    def __init__(self, whole: LeNet5, level: str) -> None:
+        super().__init__()
+        names = list(whole.stages)
+        self.stages = nn.Sequential(*(whole.stages[n] for n in names[names.index(level) + 1 :]))
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return self.stages(h)
+
+    loss = LeNet5.loss
+    metrics = LeNet5.metrics
+
+
+@torch.no_grad()
+def lower_features(whole: LeNet5, level: str, x: torch.Tensor, batch_size: int) -> torch.Tensor:
+    """φ(x): the stages up to and including ``level``, in eval mode, ``batch_size`` rows at a time."""
+    whole.eval()
+    names = list(whole.stages)
+    lower = nn.Sequential(*(whole.stages[n] for n in names[: names.index(level) + 1]))
+    return torch.cat([lower(chunk) for chunk in x.split(batch_size)])
+
+
+def hardened_entropy(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Entropy of softmax(z / ρ) per row, from log-softmax in float64 (the app's ``hardened_entropy``)."""
+    log_p = torch.log_softmax(logits.to(torch.float64) / temperature, dim=1)
+    return -(log_p.exp() * log_p).sum(dim=1)
+
+
+@torch.no_grad()
+def entropy_selection(
+    upper: nn.Module, features: torch.Tensor, size: int, temperature: float, batch_size: int
+) -> torch.Tensor:
+    """The ``size`` rows of highest hardened entropy under ``upper`` in eval mode, highest first, ties by index."""
+    upper.eval()
+    logits = torch.cat([upper(chunk.float()) for chunk in features.split(batch_size)])
+    return torch.argsort(hardened_entropy(logits, temperature), descending=True, stable=True)[:size]
+
+
 def state_checksum(state: dict[str, torch.Tensor]) -> str:
     """sha256 of the state dict: each name, then its values as contiguous little-endian float32, in order (the
     same function as ``benchmarks.pfl_side_by_side.state_checksum``)."""
@@ -131,6 +180,11 @@ def run(job_file: Path, out: Path, local_evaluation: bool = False) -> dict[str, 
         raise ValueError("the partition table differs from the exported checksum")
 
     rounds, per_round = cohorts.shape
+    fedft = settings.get("method") == "fedft-eds"
+    level = str(settings.get("freeze", "none"))
+    eval_batch = int(settings["eval_batch_size"])
+    features: dict[int, torch.Tensor] = {}  # φ(x) of each client sampled so far, float16 (the app's cache)
+    selections: list[tuple[int, int, list[int]]] = []  # round 1's (slot, client, chosen rows)
 
     def user_ids() -> Any:  # (round, slot, partition id): the app's cohort of each round, in its order
         for r in range(rounds):
@@ -139,19 +193,28 @@ def run(job_file: Path, out: Path, local_evaluation: bool = False) -> dict[str, 
 
     ids = user_ids()
 
+    def batch_order(r: int, slot: int) -> torch.Tensor:
+        k = r * per_round + slot
+        return torch.from_numpy(orders[order_offsets[k] : order_offsets[k + 1]].astype(np.int64))
+
     def make_dataset(user: tuple[int, int, int]) -> Dataset:
         r, slot, pid = user
         local = positions[offsets[pid] : offsets[pid + 1]]
-        k = r * per_round + slot
-        order = torch.from_numpy(orders[order_offsets[k] : order_offsets[k + 1]].astype(np.int64))
+        y = torch.from_numpy(train_labels[local].astype(np.int64))
+        if fedft:  # every local row; FedFTEDS.train_one_user selects and orders them
+            if pid not in features:
+                x = normalise(train_images[local], mean, std, pad)
+                features[pid] = lower_features(model, level, x, eval_batch).to(torch.float16)
+            return Dataset((features[pid], y), user_id=f"{r}:{slot}:{pid}")
+        order = batch_order(r, slot)
         x = normalise(train_images[local], mean, std, pad)[order]  # the app's batches: its order, cut in batch_size
-        y = torch.from_numpy(train_labels[local].astype(np.int64))[order]
-        return Dataset((x, y), user_id=str(pid))
+        return Dataset((x, y[order]), user_id=f"{r}:{slot}:{pid}")
 
     training_data = FederatedDataset(make_dataset, lambda: next(ids))
     backend = SimulatedBackend(training_data=training_data, val_data=None)
-    test_set = Dataset((test_x, test_y))
-    eval_params = NNEvalHyperParams(local_batch_size=int(settings["eval_batch_size"]))
+    trained: nn.Module = Upper(model, level) if fedft else model
+    test_set = Dataset((lower_features(model, level, test_x, eval_batch), test_y) if fedft else (test_x, test_y))
+    eval_params = NNEvalHyperParams(local_batch_size=eval_batch)
 
     def local_sgd(params: Any, lr: float) -> torch.optim.Optimizer:
         return torch.optim.SGD(
@@ -159,9 +222,9 @@ def run(job_file: Path, out: Path, local_evaluation: bool = False) -> dict[str, 
         )
 
     pfl_model = PyTorchModel(
-        model=model,
+        model=trained,
         local_optimizer_create=local_sgd,
-        central_optimizer=torch.optim.SGD(model.parameters(), lr=1.0),
+        central_optimizer=torch.optim.SGD(trained.parameters(), lr=1.0),
     )
     records: list[dict[str, Any]] = []
     initial: dict[str, float] = {}
@@ -208,7 +271,22 @@ def run(job_file: Path, out: Path, local_evaluation: bool = False) -> dict[str, 
                 contexts = tuple(dataclasses.replace(c, do_evaluation=False) for c in contexts)
             return contexts, model, metrics
 
-    algorithm = FedAvgWithoutLocalEvaluation()
+    class FedFTEDS(FedAvgWithoutLocalEvaluation):
+        """FedAvg of θ on each client's highest-entropy rows under the round's global θ, in the app's batch order."""
+
+        def train_one_user(self, initial_model_state: Any, model: Any, user_dataset: Any, central_context: Any) -> Any:
+            r, slot, pid = (int(part) for part in user_dataset.user_id.split(":"))
+            x, y = user_dataset.raw_data
+            chosen = entropy_selection(
+                trained, x, int(settings["selection_size"]), float(settings["temperature"]), eval_batch
+            )
+            if r == 0:
+                selections.append((slot, pid, chosen.tolist()))
+            rows = chosen[batch_order(r, slot)]
+            selected = Dataset((x[rows].float(), y[rows]), user_id=user_dataset.user_id)
+            return super().train_one_user(initial_model_state, model, selected, central_context)
+
+    algorithm = FedFTEDS() if fedft else FedAvgWithoutLocalEvaluation()
     algorithm.run(
         algorithm_params=NNAlgorithmParams(
             central_num_iterations=rounds,
@@ -228,11 +306,18 @@ def run(job_file: Path, out: Path, local_evaluation: bool = False) -> dict[str, 
         send_metrics_to_platform=False,
     )
     final_checksum = state_checksum(model.state_dict())
+    checked = None
+    if fedft:  # round 1's selections against the app's (computed at export from the same initial model)
+        expected, at = job["first_selections"], job["first_selection_offsets"]
+        checked = all(chosen == expected[at[slot] : at[slot + 1]].tolist() for slot, _, chosen in selections)
+        checked = checked and len(selections) == per_round
     result = {
         "pfl_version": _version("pfl"),
         "torch_version": torch.__version__,
         "torch_threads": torch.get_num_threads(),
+        "method": settings.get("method", "fedavg"),
         "local_evaluation": local_evaluation,
+        "first_round_selections_match_app": checked,
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
         "init_sha256": loaded,
         "split_sha256": split_digest,

@@ -1,6 +1,7 @@
 """One FedAvg job run three ways, alternating: this app's Flower path, its in-process path, and pfl-research.
 
     python -m benchmarks.pfl_side_by_side [--pairs 3] [--clients 100] [--pfl-python /tmp/pfl-venv/bin/python]
+    python -m benchmarks.pfl_side_by_side --method fedft-eds [--pairs 3]   # the FedFT-EDS variant of the job
     python -m benchmarks.pfl_side_by_side export --out JOB.npz     # the job file alone
 
 The job (issue 35): FedAvg, LeNet-5, full Fashion-MNIST split IID over 100 clients (no server hold-out:
@@ -8,7 +9,8 @@ The job (issue 35): FedAvg, LeNet-5, full Fashion-MNIST split IID over 100 clien
 learning rate, momentum and weight decay, 30 rounds, plain weighted mean (``aggregation = mean``), central
 evaluation of the 10,000 test images after every round, one torch thread everywhere (``client-threads = 1``,
 ``OMP_NUM_THREADS=1`` in every process). ``--clients 1000`` runs the same job over 1,000 clients (60 images each),
-still 10 a round.
+still 10 a round. ``--method fedft-eds`` runs the job as FedFT-EDS (``FEDFT_EDS_JOB``): φ frozen from MNIST
+pretraining, θ trained on each client's 10% highest-entropy samples, ranked every round with the global model.
 
 - **app, Flower**: ``python -m simulation --num-supernodes 100`` (SuperLink, Ray, one ClientApp actor per CPU).
 - **app, in-process**: the ServerApp's main against in-process nodes (``experiments.in_process``): no Ray, no
@@ -70,14 +72,20 @@ JOB: dict[str, object] = {
     "device": "cpu",
     "server-device": "cpu",
 }
+#: The same job run by FedFT-EDS (``--method fedft-eds``): LeNet-5's φ (up to ``mid``) frozen, pretrained on MNIST
+#: (the app's cached pretraining; all three systems start from those weights and none counts the pretraining), θ
+#: trained on each client's 10% highest-entropy samples (ρ = 0.1) under the round's global model. Features are kept in
+#: memory only (``feature-cache-dir = ""``): the disk cache would hand a later run φ(x) an earlier one computed.
+FEDFT_EDS_JOB: dict[str, object] = {**JOB, "method": "fedft-eds", "pretrain": "dataset", "feature-cache-dir": ""}
+JOBS = {"fedavg": JOB, "fedft-eds": FEDFT_EDS_JOB}
 CLIENTS = 100
 #: Clients a round, whatever the population (``--clients 1000``: fraction-train 0.01).
 PER_ROUND = 10
 
 
-def job_for(clients: int) -> dict[str, object]:
-    """The job for a population of ``clients``: ``PER_ROUND`` of them a round."""
-    return {**JOB, "fraction-train": PER_ROUND / clients}
+def job_for(clients: int, method: str = "fedavg") -> dict[str, object]:
+    """The job of ``method`` (a key of ``JOBS``) for a population of ``clients``: ``PER_ROUND`` of them a round."""
+    return {**JOBS[method], "fraction-train": PER_ROUND / clients}
 
 
 PFL_PYTHON = Path("/tmp/pfl-venv/bin/python")
@@ -100,14 +108,17 @@ def export(out: Path, overrides: dict[str, object] = JOB, clients: int = CLIENTS
     from client_app.local_update import round_seed
     from data.federated import split_table
     from data.loading import shared_dataset
+    from data.sample_share import selection_size
     from methods.registry import config_with_overrides
     from run_config import data_cache, federated_split
     from server_app.pretraining import initial_state
     from strategies.random_selection import cohort_size, select_random
 
     config = config_with_overrides(format_overrides(overrides))
-    if config.local_epochs != 1 or config.data_selection != "all" or config.freeze != "none":
-        raise ValueError("the export covers FedAvg on all local data for one epoch")
+    fedavg = (config.data_selection, config.freeze) == ("all", "none")
+    fedft_eds = config.data_selection == "entropy" and config.freeze != "none" and config.objective == "plain"
+    if config.local_epochs != 1 or not (fedavg or fedft_eds):
+        raise ValueError("the export covers one local epoch of FedAvg on all local data or of FedFT-EDS")
     split, cache = federated_split(config), data_cache(config)
     data = shared_dataset(config.dataset, config.data_dir, cache)
     table = split_table(split, clients, cache)
@@ -125,9 +136,10 @@ def export(out: Path, overrides: dict[str, object] = JOB, clients: int = CLIENTS
     )
     orders, order_offsets = [], [0]
     for r, cohort in enumerate(cohorts, start=1):
-        for pid in cohort:  # the generator local_update makes; select_unscored("all") draws nothing from it
+        for pid in cohort:  # the generator local_update makes; neither "all" nor "entropy" draws from it first
             generator = torch.Generator().manual_seed(round_seed(config.seed, r, int(pid)))
-            order = torch.randperm(len(parts[pid]), generator=generator).numpy()
+            rows = len(parts[pid]) if fedavg else selection_size(len(parts[pid]), config.selection_fraction)
+            order = torch.randperm(rows, generator=generator).numpy()
             orders.append(order)
             order_offsets.append(order_offsets[-1] + len(order))
     info = split.info
@@ -142,7 +154,13 @@ def export(out: Path, overrides: dict[str, object] = JOB, clients: int = CLIENTS
         "seed": config.seed,
         "overrides": {k: v for k, v in overrides.items()},
         "clients": clients,
+        "method": "fedavg" if fedavg else "fedft-eds",
+        "freeze": config.freeze,
+        "temperature": config.temperature,
+        "selection_size": selection_size(len(parts[0]), config.selection_fraction),
     }
+    if fedft_eds and len({len(p) for p in parts}) != 1:
+        raise ValueError("the FedFT-EDS export needs equal partitions (one selection size)")
     names = list(state)
     split_digest = hashlib.sha256(positions.astype("<i8").tobytes() + offsets.astype("<i8").tobytes()).hexdigest()
     arrays: dict[str, Any] = {
@@ -164,6 +182,10 @@ def export(out: Path, overrides: dict[str, object] = JOB, clients: int = CLIENTS
         "init_sha256": np.array(state_checksum(state)),
         **{f"init_{i}": state[name].detach().cpu().numpy() for i, name in enumerate(names)},
     }
+    if fedft_eds:
+        chosen = first_round_selections(config, state, data.train.images, parts, cohorts[0], info)
+        arrays["first_selections"] = np.concatenate(chosen).astype(np.int64)
+        arrays["first_selection_offsets"] = np.concatenate([[0], np.cumsum([len(c) for c in chosen])]).astype(np.int64)
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("wb") as handle:
         np.savez(handle, **arrays)
@@ -175,12 +197,40 @@ def export(out: Path, overrides: dict[str, object] = JOB, clients: int = CLIENTS
     }
 
 
-def in_process_run(results_dir: Path, run_name: str, clients: int) -> int:
+def first_round_selections(
+    config: Any, state: dict[str, torch.Tensor], images: Any, parts: list[np.ndarray], cohort: np.ndarray, info: Any
+) -> list[np.ndarray]:
+    """Each round-1 client's FedFT-EDS selection, by the app's own functions from the initial model: φ(x) in eval mode
+    a batch at a time, stored as the feature cache stores it, θ's logits, hardened entropy, the top share."""
+    from client_app.data_selection import hardened_entropy, select_samples
+    from client_app.local_update import CACHE_DTYPES
+    from data.transforms import normalise
+    from run_config import build_model_for
+
+    model = build_model_for(config)
+    model.load_state_dict(state)
+    model.eval()
+    level, batch = config.freeze, config.eval_batch_size
+    chosen = []
+    with torch.no_grad():
+        for pid in cohort:
+            x = normalise(torch.as_tensor(np.asarray(images)[parts[pid]]), info)
+            h = torch.cat([model.forward_to(c, level) for c in x.split(batch)]).to(
+                CACHE_DTYPES[config.feature_cache_dtype]
+            )
+            logits = torch.cat([model.forward_from(c.float(), level) for c in h.split(batch)])
+            entropies = hardened_entropy(logits, config.temperature)
+            picked = select_samples("entropy", entropies, config.selection_fraction, torch.Generator())
+            chosen.append(picked.numpy())
+    return chosen
+
+
+def in_process_run(results_dir: Path, run_name: str, clients: int, method: str) -> int:
     """One in-process run of the job (the app's ``--in-process`` runner), in this process."""
     from experiments.in_process import run_cell_in_process
     from simulation.local_run import Resources
 
-    config = {**job_for(clients), "results-dir": str(results_dir), "run-name": run_name}
+    config = {**job_for(clients, method), "results-dir": str(results_dir), "run-name": run_name}
     results_dir.mkdir(parents=True, exist_ok=True)
     return run_cell_in_process(config, clients, Resources(), results_dir / f"{run_name}.log")
 
@@ -208,7 +258,9 @@ def _summarise(system: str, wall: float, code: int, rounds: list[dict[str, Any]]
     }
 
 
-def run_one(system: str, work: Path, job_file: Path, pfl_python: Path, tag: str, clients: int) -> dict[str, Any]:
+def run_one(
+    system: str, work: Path, job_file: Path, pfl_python: Path, tag: str, clients: int, method: str
+) -> dict[str, Any]:
     """Run ``system`` once; its record (load before and after included)."""
     from benchmarks.simulation_runs import run_simulation_measured
 
@@ -216,7 +268,7 @@ def run_one(system: str, work: Path, job_file: Path, pfl_python: Path, tag: str,
     load_before = _load()
     if system == "app-flower":
         run = run_simulation_measured(
-            job_for(clients),
+            job_for(clients, method),
             num_supernodes=clients,
             results_dir=work / tag,
             log_file=work / f"{tag}.log",
@@ -235,7 +287,7 @@ def run_one(system: str, work: Path, job_file: Path, pfl_python: Path, tag: str,
         )
     elif system == "app-in-process":
         command = [sys.executable, "-m", "benchmarks.pfl_side_by_side", "in-process-run", "--results-dir", str(work)]
-        command += ["--run-name", tag, "--clients", str(clients)]
+        command += ["--run-name", tag, "--clients", str(clients), "--method", method]
         tick = time.perf_counter()
         with (work / f"{tag}.stdout").open("wb") as log:
             code = subprocess.call(command, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -273,6 +325,7 @@ def run_one(system: str, work: Path, job_file: Path, pfl_python: Path, tag: str,
                 "torch_threads": result.get("torch_threads"),
                 "import_seconds": result.get("import_seconds"),
                 "setup_seconds": result.get("setup_seconds"),
+                "first_round_selections_match_app": result.get("first_round_selections_match_app"),
             },
         )
     record["load_before"], record["load_after"] = load_before, _load()
@@ -318,6 +371,7 @@ def summarise_pairs(records: list[dict[str, Any]], export_info: dict[str, Any]) 
         "init_sha256_app": export_info["init_sha256"],
         "pfl_loaded_same_weights": all(r.get("init_sha256") == export_info["init_sha256"] for r in by_system["pfl"]),
         "pfl_used_same_split": all(r.get("split_sha256") == export_info["split_sha256"] for r in by_system["pfl"]),
+        "pfl_round_1_selections_equal_the_apps": [r.get("first_round_selections_match_app") for r in by_system["pfl"]],
         "app_runs_trained_the_exported_cohorts": all(
             r["cohorts"] == expected for s in SYSTEMS[:2] for r in by_system[s]
         ),
@@ -359,9 +413,12 @@ def trajectories(by_system: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
 
 def markdown(result: dict[str, Any]) -> str:
     s = result["summary"]
+    method = result.get("method", "fedavg")
     population = "" if result["clients"] == CLIENTS else f" --clients {result['clients']}"
+    population += "" if method == "fedavg" else f" --method {method}"
+    title = {"fedavg": "FedAvg", "fedft-eds": "FedFT-EDS"}[method]
     lines = [
-        "# The same FedAvg job: this app (Flower, in-process) beside pfl-research",
+        f"# The same {title} job: this app (Flower, in-process) beside pfl-research",
         "",
         f"Measured (last run) {result['date']} on {result['machine']}; `python -m benchmarks.pfl_side_by_side"
         f"{population}`, {result['pairs']} pairs (`--append` adds pairs). Job: {result['job_text']}, "
@@ -420,7 +477,14 @@ def markdown(result: dict[str, Any]) -> str:
         f"Checks: pfl loaded the app's initial weights (sha256 {c['init_sha256_app'][:16]}…): "
         f"{c['pfl_loaded_same_weights']}; the same partition table: {c['pfl_used_same_split']}; the app's runs "
         f"trained the exported cohorts: {c['app_runs_trained_the_exported_cohorts']}; initial accuracies seen "
-        f"(all runs): {c['initial_accuracies']}; partition sizes {c['partition_sizes']}.",
+        f"(all runs): {c['initial_accuracies']}; partition sizes {c['partition_sizes']}"
+        + (
+            "."
+            if method == "fedavg"
+            else f"; pfl's round-1 entropy selections equal to the app's (each pfl run): "
+            f"{c.get('pfl_round_1_selections_equal_the_apps')}. pfl runs FedFT-EDS as `benchmarks/pfl_job.py`'s "
+            "FedFTEDS: θ alone is pfl's model, on φ(x) computed once per client and once for the test set."
+        ),
         "",
     ]
     t = s.get("trajectories", {})
@@ -447,24 +511,27 @@ def main(argv: list[str] | None = None) -> int:
     inner.add_argument("--results-dir", type=Path, required=True)
     inner.add_argument("--run-name", required=True)
     inner.add_argument("--clients", type=int, default=CLIENTS)
+    inner.add_argument("--method", choices=sorted(JOBS), default="fedavg")
     sub.add_parser("report", help="summarise the runs in --out again (after a change to the summary)")
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--pfl-python", type=Path, default=PFL_PYTHON)
     parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS)
     parser.add_argument("--clients", type=int, default=CLIENTS, help=f"population, {PER_ROUND} of them a round")
+    parser.add_argument("--method", choices=sorted(JOBS), default="fedavg", help="the job's method (JOBS)")
     parser.add_argument("--out", type=Path, default=None, help="default: pfl_side_by_side[_<clients>].json")
     parser.add_argument("--append", action="store_true", help="add the pairs to those --out already holds")
     parser.add_argument("--work", type=Path, default=None, help="folder for the runs' files (default: a temporary one)")
     args = parser.parse_args(argv)
     if args.out is None:
         suffix = "" if args.clients == CLIENTS else f"_{args.clients}"
+        suffix += "" if args.method == "fedavg" else "_" + args.method.replace("-", "_")
         args.out = RESULTS_DIR / f"pfl_side_by_side{suffix}.json"
     if args.command == "export":
-        info = export(args.out, job_for(args.clients), args.clients)
+        info = export(args.out, job_for(args.clients, args.method), args.clients)
         print(json.dumps({k: v for k, v in info.items() if k != "cohorts"}))
         return 0
     if args.command == "in-process-run":
-        return in_process_run(args.results_dir, args.run_name, args.clients)
+        return in_process_run(args.results_dir, args.run_name, args.clients, args.method)
     if args.command == "report":  # the summary and the Markdown again, from the runs the JSON holds
         recorded = json.loads(args.out.read_text())
         if "export" not in recorded:  # recorded before the JSON kept it: the same export, made again
@@ -481,7 +548,7 @@ def main(argv: list[str] | None = None) -> int:
         work.mkdir(parents=True, exist_ok=True)
         job_file = work / "job.npz"
         tick = time.perf_counter()
-        export_info = export(job_file, job_for(args.clients), args.clients)
+        export_info = export(job_file, job_for(args.clients, args.method), args.clients)
         print(f"job exported in {time.perf_counter() - tick:.1f} s: {job_file}", flush=True)
         records: list[dict[str, Any]] = []
         if args.append and args.out.exists():  # more pairs of the same job beside those recorded
@@ -498,7 +565,7 @@ def main(argv: list[str] | None = None) -> int:
         for pair in range(first, first + args.pairs):
             order = args.systems[pair % len(args.systems) :] + args.systems[: pair % len(args.systems)]
             for system in order:
-                record = run_one(system, work, job_file, args.pfl_python, f"{system}-{pair}", args.clients)
+                record = run_one(system, work, job_file, args.pfl_python, f"{system}-{pair}", args.clients, args.method)
                 record["pair"] = pair
                 records.append(record)
                 med = record["round_seconds_median"]
@@ -513,8 +580,9 @@ def main(argv: list[str] | None = None) -> int:
                     "machine": f"{os.cpu_count()} CPUs, torch {torch.__version__}",
                     "pairs": 1 + max(r["pair"] for r in records),
                     "clients": args.clients,
-                    "job": job_for(args.clients),
-                    "job_text": format_overrides(job_for(args.clients)),
+                    "method": args.method,
+                    "job": job_for(args.clients, args.method),
+                    "job_text": format_overrides(job_for(args.clients, args.method)),
                     "pfl_version": next((r["pfl_version"] for r in records if r.get("pfl_version")), None),
                     "export": export_info,
                     "summary": summarise_pairs(records, export_info),

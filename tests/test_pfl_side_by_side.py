@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 from benchmarks import pfl_job
@@ -54,3 +55,51 @@ def test_the_job_file_holds_the_apps_split_weights_cohorts_and_batch_orders(tmp_
         pfl_job.normalise(images, job["mean"], job["std"], bool(job["pad_to_32"])),
         normalise(torch.from_numpy(images), DATASETS["synthetic"]),
     )
+
+
+def test_the_fedft_eds_job_file_holds_the_apps_round_1_selections_and_pfl_job_makes_the_same(tmp_path: Path) -> None:
+    overrides = {**job_for(20, "fedft-eds"), "dataset": "synthetic", "num-server-rounds": 2, "data-cache-dir": ""}
+    overrides["pretrain"] = "none"
+    export(tmp_path / "job.npz", overrides, 20)
+    job = np.load(tmp_path / "job.npz")
+    settings = json.loads(str(job["settings"]))
+    assert (settings["method"], settings["freeze"], settings["temperature"]) == ("fedft-eds", "mid", 0.1)
+    positions, offsets, cohorts = job["client_positions"], job["client_offsets"], job["cohorts"]
+    size = settings["selection_size"]
+    assert size == 4  # ⌈0.1 x 40⌉ of each client's 40 synthetic samples
+    # batch orders: a permutation of the selected rows, drawn as the app's local update draws it
+    first = int(cohorts[0, 0])
+    expected = torch.randperm(size, generator=torch.Generator().manual_seed(round_seed(0, 1, first))).numpy()
+    assert np.array_equal(job["orders"][: job["order_offsets"][1]], expected)
+    # pfl_job's φ, θ and entropy ranking pick the rows the app's functions picked at export
+    names = json.loads(str(job["init_names"]))
+    whole = pfl_job.LeNet5(in_channels=1, num_classes=4)
+    whole.load_state_dict({name: torch.from_numpy(job[f"init_{i}"]) for i, name in enumerate(names)})
+    upper = pfl_job.Upper(whole, "mid")
+    assert [n for n, _ in upper.named_parameters()] == [
+        "stages.0.0.weight",
+        "stages.0.0.bias",
+        "stages.0.2.weight",
+        "stages.0.2.bias",
+        "stages.1.weight",
+        "stages.1.bias",
+    ]
+    at = job["first_selection_offsets"]
+    for slot, pid in enumerate(cohorts[0].tolist()):
+        local = positions[offsets[pid] : offsets[pid + 1]]
+        x = pfl_job.normalise(job["train_images"][local], job["mean"], job["std"], bool(job["pad_to_32"]))
+        h = pfl_job.lower_features(whole, "mid", x, 64).to(torch.float16)
+        chosen = pfl_job.entropy_selection(upper, h, size, 0.1, 64)
+        assert chosen.tolist() == job["first_selections"][at[slot] : at[slot + 1]].tolist()
+    # and they are the highest-entropy rows: the top entropy beats every row left out
+    logits = upper(h.float()).detach()
+    entropy = pfl_job.hardened_entropy(logits, 0.1)
+    left_out = torch.ones(len(h), dtype=torch.bool)
+    left_out[chosen] = False
+    assert entropy[chosen].min() >= entropy[left_out].max()
+
+
+def test_the_export_refuses_a_job_it_cannot_hand_to_pfl(tmp_path: Path) -> None:
+    overrides = {**job_for(20, "fedft-eds"), "dataset": "synthetic", "data-cache-dir": "", "pretrain": "none"}
+    with pytest.raises(ValueError, match="one local epoch of FedAvg on all local data or of FedFT-EDS"):
+        export(tmp_path / "job.npz", {**overrides, "method": "fedft-rds"}, 20)
