@@ -6,19 +6,26 @@ generator), the strategy's own state (FedFSC's few-shot classifier, a custom-siz
 results so far. Everything else a round uses is derived from the seed and the round number (cohorts of random
 selection, each client's data selection and SGD order), so a resumed run repeats an uninterrupted one. It is
 written to a temporary file and renamed over the old one: a kill mid-write leaves the previous checkpoint intact.
+During a run, ``CheckpointWriter`` writes them in a background thread, so the next round does not wait for the disk.
 """
 
 from __future__ import annotations
 
+import io
+import threading
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from logging import WARNING
 from pathlib import Path
 from typing import Any
 
 import torch
+from flwr.common.logger import log
 
 from run_config import ConfigError, RunConfig
 from run_config.schema import recorded_value
 from server_app.atomic_write import replace_file
+from server_app.background import Background
 from server_app.torch_files import load_torch_file
 
 CHECKPOINT_FILE = "checkpoint.pt"
@@ -66,6 +73,54 @@ class Checkpoint:
 def save_checkpoint(path: Path, checkpoint: Checkpoint) -> None:
     """Write ``checkpoint`` atomically: to a temporary file first, then renamed over ``path``."""
     replace_file(path, lambda handle: torch.save(asdict(checkpoint), handle))
+
+
+class CheckpointWriter:
+    """A run's checkpoints written to ``path`` off the round's critical path: the file's flush to disk takes
+    milliseconds on an SSD and up to a second on an SD card, and a round need not wait for it.
+
+    ``save`` serialises the checkpoint at once (what changes afterwards does not leak in), waits for the previous
+    write (checkpoints land in order, one at a time, and a failed write is raised there), then a background thread
+    writes the bytes as ``save_checkpoint`` does (a temporary file, flushed, renamed over ``path``) and calls
+    ``saved``. ``wait`` waits for the write in flight and raises what it raised; ``settle`` waits without raising, for
+    a run that is stopping and must record the rounds its checkpoint on disk holds."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._writing: Background[None] | None = None
+
+    def save(self, checkpoint: Checkpoint, saved: Callable[[], None]) -> None:
+        self.wait()
+        buffer = io.BytesIO()
+        torch.save(asdict(checkpoint), buffer)
+        data = buffer.getvalue()
+
+        def write(_stop: threading.Event) -> None:
+            replace_file(self.path, lambda handle: handle.write(data))
+            saved()
+
+        self._writing = Background(write, "checkpoint")
+
+    def wait(self) -> None:
+        writing = self._writing
+        if writing is None:
+            return
+        try:
+            writing.result()
+        finally:  # cleared once it has ended, so that a stop waiting at the same time cannot pass it by
+            self._writing = None
+
+    def settle(self) -> None:
+        try:
+            self.wait()
+        except Exception as err:  # the previous checkpoint stays on disk, and the stop records its rounds
+            log(
+                WARNING,
+                "the last checkpoint could not be written (%s: %s); %s keeps the one before",
+                type(err).__name__,
+                err,
+                self.path,
+            )
 
 
 def load_checkpoint(path: Path) -> Checkpoint:

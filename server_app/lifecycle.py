@@ -44,7 +44,7 @@ from run_config.catalogue import Catalogue
 from run_config.data_check import check_data
 from run_config.parsing import check_method
 from server_app.background import Background
-from server_app.checkpoint import CHECKPOINT_FILE, Checkpoint, CheckpointError, resume_point, save_checkpoint
+from server_app.checkpoint import CHECKPOINT_FILE, Checkpoint, CheckpointError, CheckpointWriter, resume_point
 from server_app.pretraining import check_source, initial_state, pretraining_report
 from server_app.result_files import ResultFile
 from server_app.results import RunRecorder, run_directory
@@ -198,6 +198,7 @@ class FederatedRun:
     order: list[str]  # the model's state-dict keys
     first_round: int  # 1, or the round after the checkpoint's
     strategy_state: dict[str, Any]  # what the checkpoint kept of the strategy (empty when starting afresh)
+    checkpoints: CheckpointWriter  # writes each round's checkpoint in the background
 
     @classmethod
     def start(cls, grid: Grid, context: Context, held: ExitStack, methods: RunMethods) -> FederatedRun:
@@ -256,6 +257,8 @@ class FederatedRun:
                 files=method.result_files,
             )
             record_stop.take_over(recorder)
+            checkpoints = CheckpointWriter(directory / CHECKPOINT_FILE)
+            recorder.settle_checkpoint = checkpoints.settle
             frozen, trained = split_state(state, build_model_for(config).upper_state_keys(config.freeze))
             label_counts = LabelCountRegistry(split.info.num_classes, noisy=config.label_dp_epsilon > 0)
             select = cohort_policy(config, label_counts, population.expected)
@@ -310,6 +313,7 @@ class FederatedRun:
             list(state),
             done + 1,
             checkpoint.strategy if checkpoint else {},
+            checkpoints,
         )
 
     def cohort_arguments(self) -> dict[str, Any]:
@@ -400,19 +404,19 @@ class FederatedRun:
         return MetricRecord({"loss": loss, "accuracy": accuracy}) if accuracy is not None and loss is not None else None
 
     def checkpoint(self, server_round: int, theta: ArrayRecord, strategy_state: dict[str, Any]) -> None:
-        """Everything the next rounds depend on, after ``server_round``, written atomically: the arrays the
-        strategy carries on (``theta``), the selection's and the strategy's state, the results so far."""
+        """Everything the next rounds depend on, after ``server_round``, written atomically in the background: the
+        arrays the strategy carries on (``theta``), the selection's and the strategy's state, the results so far."""
         model = merge_state(self.frozen, theta.to_torch_state_dict(), self.order)
         state_dict = getattr(self.select, "state_dict", None)
         selection = state_dict() if state_dict else {}
         results = self.recorder.state()
         checkpoint = Checkpoint(server_round, model, selection, results, self.config.to_dict(), strategy_state)
-        save_checkpoint(self.directory / CHECKPOINT_FILE, checkpoint)
-        self.recorder.checkpointed(results)
+        self.checkpoints.save(checkpoint, lambda: self.recorder.checkpointed(results))
 
     def finish(self, theta: ArrayRecord) -> dict[str, Any]:
         """Step 3: results, summary, plot; a run that trained nothing raises ``RunFailedError``."""
         with span(FINISH):
+            self.checkpoints.wait()
             summary = self._finish(theta)
         if summary["status"] == "failed":
             raise RunFailedError(f"no round aggregated an update: {summary['failure']}")

@@ -130,8 +130,12 @@ class RunRecorder:
         #: Held while a round is being recorded and checkpointed, and by ``stopped``: in Flower's simulation engine a
         #: stopped run's exit handler runs in another thread than the ServerApp's, which must not record on after it.
         self.writing = threading.RLock()
-        #: The results as of the last checkpoint (a resumed run starts from its checkpoint's): what a stop keeps.
+        #: The results as of the last checkpoint on disk (a resumed run starts from its checkpoint's): what a stop
+        #: keeps.
         self.at_checkpoint = self.state()
+        #: Waits for a checkpoint still being written (``CheckpointWriter.settle``), so that a stop records the rounds
+        #: of the checkpoint on disk; the run sets it when it writes checkpoints in the background.
+        self.settle_checkpoint: Callable[[], None] = lambda: None
         #: The last summary.json written (what ``finish`` returns once the run was stopped).
         self.written_summary: dict[str, Any] = {}
         self.method_summaries: list[SummaryFields] = []
@@ -156,7 +160,7 @@ class RunRecorder:
         }
 
     def checkpointed(self, state: dict[str, Any]) -> None:
-        """``state`` (a ``state()``) is now saved in the run's checkpoint."""
+        """``state`` (a ``state()``) is now saved in the run's checkpoint (called by the thread that wrote it)."""
         self.at_checkpoint = state
 
     def report(self, file: ResultFile, fields: Row) -> None:
@@ -354,6 +358,7 @@ class RunRecorder:
             if self.finished:
                 return None
             self.finished = True
+            self.settle_checkpoint()
             self.rounds = list(self.at_checkpoint["rounds"])
             kept = self.at_checkpoint.get("files", {})
             self.rows = {f.name: list(kept.get(f.name, [])) for f in self.files}

@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import pickle
+import threading
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import pytest
 import torch
 
 from run_config import ConfigError
+from server_app import checkpoint as checkpoint_module
 from server_app.checkpoint import (
     CHECKPOINT_FILE,
     Checkpoint,
     CheckpointError,
+    CheckpointWriter,
     check_resumable,
     load_checkpoint,
     resume_point,
@@ -135,3 +140,48 @@ def test_a_strategy_state_round_trips_and_older_checkpoints_hold_none(tmp_path: 
     older = {k: v for k, v in vars(a_checkpoint()).items() if k != "strategy"}  # written before the field existed
     torch.save(older, path)
     assert load_checkpoint(path).strategy == {}
+
+
+def test_the_writer_writes_in_the_background_in_order_and_reports_each_write_once_on_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / CHECKPOINT_FILE
+    writer = CheckpointWriter(path)
+    release = threading.Event()
+    real_replace = checkpoint_module.replace_file
+
+    def held_replace(target: Path, write: Callable[[BinaryIO], object]) -> None:
+        assert release.wait(10)  # the disk is slow until the test lets it go on
+        real_replace(target, write)
+
+    monkeypatch.setattr(checkpoint_module, "replace_file", held_replace)
+    on_disk: list[Checkpoint] = []
+    first = a_checkpoint(server_round=1)
+    writer.save(first, lambda: on_disk.append(load_checkpoint(path)))
+    first.results["rounds"].append({"round": 2})  # changed after the save: not in the file
+    assert on_disk == [] and not path.exists()  # save returned while the write waits for the disk
+    release.set()
+    writer.save(a_checkpoint(server_round=2), lambda: on_disk.append(load_checkpoint(path)))
+    assert [c.server_round for c in on_disk] == [1]  # the second save waited for the first write
+    assert on_disk[0].results == a_checkpoint(server_round=1).results
+    writer.wait()
+    assert [c.server_round for c in on_disk] == [1, 2] and load_checkpoint(path).server_round == 2
+
+
+def test_a_failed_background_write_is_raised_by_the_next_wait_and_only_logged_by_settle(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / CHECKPOINT_FILE
+    writer = CheckpointWriter(path)
+    writer.save(a_checkpoint(server_round=1), lambda: None)
+    writer.wait()
+    saved: list[int] = []
+    writer.path = tmp_path / "gone" / CHECKPOINT_FILE  # its folder does not exist: the write fails
+    writer.save(a_checkpoint(server_round=2), lambda: saved.append(2))
+    with pytest.raises(FileNotFoundError):
+        writer.wait()
+    assert saved == [] and load_checkpoint(path).server_round == 1
+    writer.wait()  # the failure was reported once
+    writer.save(a_checkpoint(server_round=3), lambda: saved.append(3))
+    writer.settle()
+    assert saved == [] and "the last checkpoint could not be written (FileNotFoundError" in caplog.text

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import io
 import json
 import math
+import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pytest
 import torch
 
+from server_app import checkpoint as checkpoint_module
 from server_app import lifecycle
 from server_app.background import Background
-from server_app.checkpoint import CHECKPOINT_FILE, Checkpoint, load_checkpoint
+from server_app.checkpoint import CHECKPOINT_FILE, Checkpoint, CheckpointWriter, load_checkpoint
+from server_app.results import RunRecorder
 from server_app.run_errors import RunFailedError, RunSetupError, RunStopped
 from tests.in_process import ServerKilled, flower_stop, run_in_process, small_run_config
 
@@ -212,14 +217,14 @@ def test_ctrl_c_between_a_rounds_record_and_its_checkpoint_leaves_the_files_agre
 ) -> None:
     """KeyboardInterrupt in the ServerApp's own thread while round 2's checkpoint is being saved (Ctrl-C in an
     in-process cell): summary.json, rounds.jsonl and the checkpoint all end at round 1."""
-    saved = lifecycle.save_checkpoint
+    save = CheckpointWriter.save
 
-    def interrupted_at_round_2(path: Path, checkpoint: Checkpoint) -> None:
+    def interrupted_at_round_2(writer: CheckpointWriter, checkpoint: Checkpoint, saved: Callable[[], None]) -> None:
         if checkpoint.server_round == 2:
             raise KeyboardInterrupt
-        saved(path, checkpoint)
+        save(writer, checkpoint, saved)
 
-    monkeypatch.setattr(lifecycle, "save_checkpoint", interrupted_at_round_2)
+    monkeypatch.setattr(CheckpointWriter, "save", interrupted_at_round_2)
     with pytest.raises(KeyboardInterrupt):
         run_in_process(fedentopt_config(tmp_path, "ctrl-c"))
     results = tmp_path / "results"
@@ -227,6 +232,42 @@ def test_ctrl_c_between_a_rounds_record_and_its_checkpoint_leaves_the_files_agre
     assert summary["status"] == "interrupted" and summary["rounds"] == 1
     assert [r["round"] for r in rounds_of(results, "ctrl-c")] == [1]
     assert load_checkpoint(results / "ctrl-c" / CHECKPOINT_FILE).server_round == 1
+
+
+def test_a_stop_while_a_checkpoint_is_still_being_written_waits_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checkpoints are written in the background: a stop that comes while round 2's is still on its way to a
+    slow disk (here: held until round 3's training has started and the stop has come) records the rounds of the
+    checkpoint that lands, in summary.json and rounds.jsonl alike."""
+    stopped = threading.Event()
+    replace = checkpoint_module.replace_file
+
+    def slow_disk(path: Path, write: Callable[[BinaryIO], object]) -> None:
+        if load_round(write) == 2:
+            assert stopped.wait(30)
+        replace(path, write)
+
+    def load_round(write: Callable[[BinaryIO], object]) -> int:
+        buffer = io.BytesIO()
+        write(buffer)
+        buffer.seek(0)
+        return int(torch.load(buffer, weights_only=False)["server_round"])
+
+    monkeypatch.setattr(checkpoint_module, "replace_file", slow_disk)
+    settle = RunRecorder.stopped
+
+    def stop_seen(recorder: RunRecorder, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
+        stopped.set()  # the disk goes on only now: the stop must wait for round 2's write
+        return settle(recorder, *args, **kwargs)
+
+    monkeypatch.setattr(RunRecorder, "stopped", stop_seen)
+    run_in_process(fedentopt_config(tmp_path, "slow-disk"), stop_at_round=3)
+    folder = tmp_path / "results" / "slow-disk"
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["rounds"] == 2
+    assert [r["round"] for r in rounds_of(tmp_path / "results", "slow-disk")] == [1, 2]
+    assert load_checkpoint(folder / CHECKPOINT_FILE).server_round == 2
 
 
 def test_failing_hanging_and_garbage_clients_are_left_out(tmp_path: Path) -> None:
