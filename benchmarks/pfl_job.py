@@ -205,7 +205,7 @@ def run(job_file: Path, out: Path, local_evaluation: bool = False) -> dict[str, 
             if pid not in features:
                 x = normalise(train_images[local], mean, std, pad)
                 features[pid] = lower_features(model, level, x, eval_batch).to(torch.float16)
-            return Dataset((features[pid], y), user_id=f"{r}:{slot}:{pid}")
+            return Dataset((features[pid].float(), y), user_id=f"{r}:{slot}:{pid}")  # float16 values, as float32
         order = batch_order(r, slot)
         x = normalise(train_images[local], mean, std, pad)[order]  # the app's batches: its order, cut in batch_size
         return Dataset((x, y[order]), user_id=f"{r}:{slot}:{pid}")
@@ -283,7 +283,7 @@ def run(job_file: Path, out: Path, local_evaluation: bool = False) -> dict[str, 
             if r == 0:
                 selections.append((slot, pid, chosen.tolist()))
             rows = chosen[batch_order(r, slot)]
-            selected = Dataset((x[rows].float(), y[rows]), user_id=user_dataset.user_id)
+            selected = Dataset((x[rows], y[rows]), user_id=user_dataset.user_id)
             return super().train_one_user(initial_model_state, model, selected, central_context)
 
     algorithm = FedFTEDS() if fedft else FedAvgWithoutLocalEvaluation()

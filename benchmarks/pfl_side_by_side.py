@@ -48,6 +48,8 @@ import numpy as np
 import torch
 
 from benchmarks import RESULTS_DIR
+from data.catalog import DatasetInfo
+from run_config import RunConfig
 from run_config.text import format_overrides
 
 #: The job, in the app's run-config keys.
@@ -119,6 +121,8 @@ def export(out: Path, overrides: dict[str, object] = JOB, clients: int = CLIENTS
     fedft_eds = config.data_selection == "entropy" and config.freeze != "none" and config.objective == "plain"
     if config.local_epochs != 1 or not (fedavg or fedft_eds):
         raise ValueError("the export covers one local epoch of FedAvg on all local data or of FedFT-EDS")
+    if fedft_eds and (config.augment or not config.feature_cache or config.feature_cache_dtype != "float16"):
+        raise ValueError("pfl_job.py runs FedFT-EDS on φ(x) cached once in float16, without augmentation")
     split, cache = federated_split(config), data_cache(config)
     data = shared_dataset(config.dataset, config.data_dir, cache)
     table = split_table(split, clients, cache)
@@ -183,7 +187,7 @@ def export(out: Path, overrides: dict[str, object] = JOB, clients: int = CLIENTS
         **{f"init_{i}": state[name].detach().cpu().numpy() for i, name in enumerate(names)},
     }
     if fedft_eds:
-        chosen = first_round_selections(config, state, data.train.images, parts, cohorts[0], info)
+        chosen = first_round_selections(config, state, np.asarray(data.train.images), parts, cohorts[0], info)
         arrays["first_selections"] = np.concatenate(chosen).astype(np.int64)
         arrays["first_selection_offsets"] = np.concatenate([[0], np.cumsum([len(c) for c in chosen])]).astype(np.int64)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -198,7 +202,12 @@ def export(out: Path, overrides: dict[str, object] = JOB, clients: int = CLIENTS
 
 
 def first_round_selections(
-    config: Any, state: dict[str, torch.Tensor], images: Any, parts: list[np.ndarray], cohort: np.ndarray, info: Any
+    config: RunConfig,
+    state: dict[str, torch.Tensor],
+    images: np.ndarray,
+    parts: list[np.ndarray],
+    cohort: np.ndarray,
+    info: DatasetInfo,
 ) -> list[np.ndarray]:
     """Each round-1 client's FedFT-EDS selection, by the app's own functions from the initial model: φ(x) in eval mode
     a batch at a time, stored as the feature cache stores it, θ's logits, hardened entropy, the top share."""
@@ -214,7 +223,7 @@ def first_round_selections(
     chosen = []
     with torch.no_grad():
         for pid in cohort:
-            x = normalise(torch.as_tensor(np.asarray(images)[parts[pid]]), info)
+            x = normalise(torch.as_tensor(images[parts[pid]]), info)
             h = torch.cat([model.forward_to(c, level) for c in x.split(batch)]).to(
                 CACHE_DTYPES[config.feature_cache_dtype]
             )

@@ -76,14 +76,12 @@ def save_checkpoint(path: Path, checkpoint: Checkpoint) -> None:
 
 
 class CheckpointWriter:
-    """A run's checkpoints written to ``path`` off the round's critical path: the file's flush to disk takes
-    milliseconds on an SSD and up to a second on an SD card, and a round need not wait for it.
+    """A run's checkpoints written to ``path`` in a background thread, so a round does not wait for the disk.
 
-    ``save`` serialises the checkpoint at once (what changes afterwards does not leak in), waits for the previous
-    write (checkpoints land in order, one at a time, and a failed write is raised there), then a background thread
-    writes the bytes as ``save_checkpoint`` does (a temporary file, flushed, renamed over ``path``) and calls
-    ``saved``. ``wait`` waits for the write in flight and raises what it raised; ``settle`` waits without raising, for
-    a run that is stopping and must record the rounds its checkpoint on disk holds."""
+    ``save`` serialises the checkpoint at once (later changes do not leak in) and waits for the previous write
+    (in order, one at a time; a failed write is raised there) before handing the bytes to the thread, which writes
+    them as ``save_checkpoint`` does and then calls ``saved``. ``wait`` waits for the write in flight and raises what
+    it raised; ``settle`` waits without raising (a stopping run records the rounds of the checkpoint on disk)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -107,8 +105,9 @@ class CheckpointWriter:
             return
         try:
             writing.result()
-        finally:  # cleared once it has ended, so that a stop waiting at the same time cannot pass it by
-            self._writing = None
+        finally:  # cleared only once it has ended: a wait cut short (Ctrl-C) leaves it for the stop to wait for
+            if writing.done():
+                self._writing = None
 
     def settle(self) -> None:
         try:

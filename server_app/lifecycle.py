@@ -416,7 +416,11 @@ class FederatedRun:
     def finish(self, theta: ArrayRecord) -> dict[str, Any]:
         """Step 3: results, summary, plot; a run that trained nothing raises ``RunFailedError``."""
         with span(FINISH):
-            self.checkpoints.wait()
+            try:
+                self.checkpoints.wait()
+            except Exception as err:  # the last round's checkpoint failed: recorded as a failed run, as in a round
+                self.recorder.stopped("failed", failure=f"{type(err).__name__}: {err}")
+                raise
             summary = self._finish(theta)
         if summary["status"] == "failed":
             raise RunFailedError(f"no round aggregated an update: {summary['failure']}")

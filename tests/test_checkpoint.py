@@ -15,6 +15,7 @@ import torch
 
 from run_config import ConfigError
 from server_app import checkpoint as checkpoint_module
+from server_app.background import Background
 from server_app.checkpoint import (
     CHECKPOINT_FILE,
     Checkpoint,
@@ -185,3 +186,33 @@ def test_a_failed_background_write_is_raised_by_the_next_wait_and_only_logged_by
     writer.save(a_checkpoint(server_round=3), lambda: saved.append(3))
     writer.settle()
     assert saved == [] and "the last checkpoint could not be written (FileNotFoundError" in caplog.text
+
+
+def test_a_wait_cut_short_leaves_the_write_for_settle_to_wait_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C while a save waits for the previous write: the stop's ``settle`` must still wait for that write."""
+    path = tmp_path / CHECKPOINT_FILE
+    release = threading.Event()
+    real_replace = checkpoint_module.replace_file
+
+    def held_replace(target: Path, write: Callable[[BinaryIO], object]) -> None:
+        assert release.wait(10)
+        real_replace(target, write)
+
+    monkeypatch.setattr(checkpoint_module, "replace_file", held_replace)
+    writer = CheckpointWriter(path)
+    events: list[str] = []
+    writer.save(a_checkpoint(server_round=1), lambda: events.append("written"))
+    monkeypatch.setattr(Background, "result", lambda self: (_ for _ in ()).throw(KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):
+        writer.wait()
+    monkeypatch.undo()  # the real Background.result and replace_file again; the write is still held
+    monkeypatch.setattr(checkpoint_module, "replace_file", held_replace)
+    stop = threading.Thread(target=lambda: (writer.settle(), events.append("settled")))
+    stop.start()
+    stop.join(0.5)
+    assert stop.is_alive() and events == []  # settle waits for the held write
+    release.set()
+    stop.join(10)
+    assert events == ["written", "settled"] and load_checkpoint(path).server_round == 1

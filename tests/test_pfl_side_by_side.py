@@ -103,3 +103,5 @@ def test_the_export_refuses_a_job_it_cannot_hand_to_pfl(tmp_path: Path) -> None:
     overrides = {**job_for(20, "fedft-eds"), "dataset": "synthetic", "data-cache-dir": "", "pretrain": "none"}
     with pytest.raises(ValueError, match="one local epoch of FedAvg on all local data or of FedFT-EDS"):
         export(tmp_path / "job.npz", {**overrides, "method": "fedft-rds"}, 20)
+    with pytest.raises(ValueError, match="cached once in float16, without augmentation"):
+        export(tmp_path / "job.npz", {**overrides, "feature-cache-dtype": "float32"}, 20)

@@ -255,11 +255,11 @@ def test_a_stop_while_a_checkpoint_is_still_being_written_waits_for_it(
         return int(torch.load(buffer, weights_only=False)["server_round"])
 
     monkeypatch.setattr(checkpoint_module, "replace_file", slow_disk)
-    settle = RunRecorder.stopped
+    real_stopped = RunRecorder.stopped
 
     def stop_seen(recorder: RunRecorder, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
         stopped.set()  # the disk goes on only now: the stop must wait for round 2's write
-        return settle(recorder, *args, **kwargs)
+        return real_stopped(recorder, *args, **kwargs)
 
     monkeypatch.setattr(RunRecorder, "stopped", stop_seen)
     run_in_process(fedentopt_config(tmp_path, "slow-disk"), stop_at_round=3)
@@ -268,6 +268,32 @@ def test_a_stop_while_a_checkpoint_is_still_being_written_waits_for_it(
     assert summary["status"] == "interrupted" and summary["rounds"] == 2
     assert [r["round"] for r in rounds_of(tmp_path / "results", "slow-disk")] == [1, 2]
     assert load_checkpoint(folder / CHECKPOINT_FILE).server_round == 2
+
+
+def test_a_failed_write_of_the_last_checkpoint_records_a_failed_run_at_the_checkpoint_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The last round's checkpoint cannot be written (a full disk): the run fails, and summary.json, rounds.jsonl
+    and the checkpoint on disk hold the rounds before it."""
+    replace = checkpoint_module.replace_file
+
+    def full_disk_at_round_4(path: Path, write: Callable[[BinaryIO], object]) -> None:
+        buffer = io.BytesIO()
+        write(buffer)
+        buffer.seek(0)
+        if torch.load(buffer, weights_only=False)["server_round"] == 4:
+            raise OSError(28, "No space left on device")
+        replace(path, write)
+
+    monkeypatch.setattr(checkpoint_module, "replace_file", full_disk_at_round_4)
+    with pytest.raises(OSError, match="No space left"):
+        run_in_process(fedentopt_config(tmp_path, "full-disk"))
+    folder = tmp_path / "results" / "full-disk"
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["status"] == "failed" and summary["rounds"] == 3 and "No space left" in summary["failure"]
+    assert [r["round"] for r in rounds_of(tmp_path / "results", "full-disk")] == [1, 2, 3]
+    assert load_checkpoint(folder / CHECKPOINT_FILE).server_round == 3
+    assert not (folder / "model.pt").exists()
 
 
 def test_failing_hanging_and_garbage_clients_are_left_out(tmp_path: Path) -> None:
