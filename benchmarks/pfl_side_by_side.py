@@ -527,7 +527,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS)
     parser.add_argument("--clients", type=int, default=CLIENTS, help=f"population, {PER_ROUND} of them a round")
     parser.add_argument("--method", choices=sorted(JOBS), default="fedavg", help="the job's method (JOBS)")
-    parser.add_argument("--out", type=Path, default=None, help="default: pfl_side_by_side[_<clients>].json")
+    parser.add_argument("--out", type=Path, default=None, help="default: pfl_side_by_side[_<clients>][_<method>].json")
     parser.add_argument("--append", action="store_true", help="add the pairs to those --out already holds")
     parser.add_argument("--work", type=Path, default=None, help="folder for the runs' files (default: a temporary one)")
     args = parser.parse_args(argv)

@@ -70,18 +70,14 @@ class Checkpoint:
     strategy: dict[str, Any] = field(default_factory=dict)  # the strategy's own state (FedFSC: θ_fs); {} before
 
 
-def save_checkpoint(path: Path, checkpoint: Checkpoint) -> None:
-    """Write ``checkpoint`` atomically: to a temporary file first, then renamed over ``path``."""
-    replace_file(path, lambda handle: torch.save(asdict(checkpoint), handle))
-
-
 class CheckpointWriter:
     """A run's checkpoints written to ``path`` in a background thread, so a round does not wait for the disk.
 
     ``save`` serialises the checkpoint at once (later changes do not leak in) and waits for the previous write
     (in order, one at a time; a failed write is raised there) before handing the bytes to the thread, which writes
-    them as ``save_checkpoint`` does and then calls ``saved``. ``wait`` waits for the write in flight and raises what
-    it raised; ``settle`` waits without raising (a stopping run records the rounds of the checkpoint on disk)."""
+    them atomically (a temporary file, flushed, renamed over ``path``) and then calls ``saved``. ``wait`` waits for
+    the write in flight and raises what it raised; ``settle`` waits without raising (a stopping run records the
+    rounds of the checkpoint on disk)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -123,7 +119,7 @@ class CheckpointWriter:
 
 
 def load_checkpoint(path: Path) -> Checkpoint:
-    """Read a checkpoint written by ``save_checkpoint``; raise ``CheckpointError`` if it is unusable."""
+    """Read a checkpoint written by ``CheckpointWriter``; raise ``CheckpointError`` if it is unusable."""
     try:
         fields = load_torch_file(path)
         return Checkpoint(**fields)

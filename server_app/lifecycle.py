@@ -366,6 +366,7 @@ class FederatedRun:
                 train_config=ConfigRecord(),
                 evaluate_fn=lambda flower_round, theta: self.end_of_round(flower_round, theta, evaluate, strategy),
             )
+            self.checkpoints.wait()  # the last round's checkpoint on disk (a failed write fails the run here)
         except Exception as err:
             self.recorder.stopped("failed", failure=f"{type(err).__name__}: {err}")
             raise
@@ -416,11 +417,6 @@ class FederatedRun:
     def finish(self, theta: ArrayRecord) -> dict[str, Any]:
         """Step 3: results, summary, plot; a run that trained nothing raises ``RunFailedError``."""
         with span(FINISH):
-            try:
-                self.checkpoints.wait()
-            except Exception as err:  # the last round's checkpoint failed: recorded as a failed run, as in a round
-                self.recorder.stopped("failed", failure=f"{type(err).__name__}: {err}")
-                raise
             summary = self._finish(theta)
         if summary["status"] == "failed":
             raise RunFailedError(f"no round aggregated an update: {summary['failure']}")

@@ -24,10 +24,16 @@ from server_app.checkpoint import (
     check_resumable,
     load_checkpoint,
     resume_point,
-    save_checkpoint,
 )
 from strategies.fedentopt_selection import FedEntOptSelector
 from tests.conftest import make_config
+
+
+def save_checkpoint(path: Path, checkpoint: Checkpoint) -> None:
+    """``checkpoint`` written as a run writes it (``CheckpointWriter``), waited for."""
+    writer = CheckpointWriter(path)
+    writer.save(checkpoint, lambda: None)
+    writer.wait()
 
 
 def a_checkpoint(server_round: int = 3, **config) -> Checkpoint:
