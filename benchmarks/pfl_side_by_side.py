@@ -187,7 +187,9 @@ def export(out: Path, overrides: dict[str, object] = JOB, clients: int = CLIENTS
         **{f"init_{i}": state[name].detach().cpu().numpy() for i, name in enumerate(names)},
     }
     if fedft_eds:
-        chosen = first_round_selections(config, state, np.asarray(data.train.images), parts, cohorts[0], info)
+        chosen = first_round_selections(
+            config, state, np.asarray(data.train.images), np.asarray(data.train.labels), parts, cohorts[0], info
+        )
         arrays["first_selections"] = np.concatenate(chosen).astype(np.int64)
         arrays["first_selection_offsets"] = np.concatenate([[0], np.cumsum([len(c) for c in chosen])]).astype(np.int64)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -205,32 +207,29 @@ def first_round_selections(
     config: RunConfig,
     state: dict[str, torch.Tensor],
     images: np.ndarray,
+    labels: np.ndarray,
     parts: list[np.ndarray],
     cohort: np.ndarray,
     info: DatasetInfo,
 ) -> list[np.ndarray]:
-    """Each round-1 client's FedFT-EDS selection, by the app's own functions from the initial model: φ(x) in eval mode
-    a batch at a time, stored as the feature cache stores it, θ's logits, hardened entropy, the top share."""
-    from client_app.data_selection import hardened_entropy, select_samples
-    from client_app.local_update import CACHE_DTYPES
-    from data.transforms import normalise
+    """Each round-1 client's FedFT-EDS selection, by the app's own functions from the initial model: φ(x) as the
+    feature cache holds it (``frozen_features``), the entropy pass (``sample_entropies``), the top share."""
+    from client_app.data_selection import select_samples
+    from client_app.feature_sources import InMemory
+    from client_app.local_data import LocalData
+    from client_app.local_update import CACHE_DTYPES, frozen_features, sample_entropies
     from run_config import build_model_for
 
     model = build_model_for(config)
     model.load_state_dict(state)
-    model.eval()
-    level, batch = config.freeze, config.eval_batch_size
+    model.set_frozen(config.freeze)  # φ in eval mode, as local_update reads it
+    level, batch, cpu = config.freeze, config.eval_batch_size, torch.device("cpu")
     chosen = []
-    with torch.no_grad():
-        for pid in cohort:
-            x = normalise(torch.as_tensor(images[parts[pid]]), info)
-            h = torch.cat([model.forward_to(c, level) for c in x.split(batch)]).to(
-                CACHE_DTYPES[config.feature_cache_dtype]
-            )
-            logits = torch.cat([model.forward_from(c.float(), level) for c in h.split(batch)])
-            entropies = hardened_entropy(logits, config.temperature)
-            picked = select_samples("entropy", entropies, config.selection_fraction, torch.Generator())
-            chosen.append(picked.numpy())
+    for pid in cohort:
+        data = LocalData(torch.as_tensor(images[parts[pid]]), torch.as_tensor(labels[parts[pid]]), info)
+        features = InMemory(frozen_features(model, data, level, batch, cpu, CACHE_DTYPES[config.feature_cache_dtype]))
+        entropies = sample_entropies(model, features, level, batch, cpu, config.temperature)
+        chosen.append(select_samples("entropy", entropies, config.selection_fraction, torch.Generator()).numpy())
     return chosen
 
 

@@ -99,6 +99,17 @@ def local_features(
     return (built, time.perf_counter() - tick) if built is not None else (computed, 0.0)
 
 
+@torch.no_grad()
+def sample_entropies(
+    model: SplitModel, features: Features, level: str, batch_size: int, device: torch.device, temperature: float
+) -> torch.Tensor:
+    """The entropy pass: each local sample's hardened entropy (temperature ρ) under ``model`` in eval mode, θ run on
+    φ(x) a chunk at a time (stored in the cache's dtype, computed in float32)."""
+    model.eval()
+    logits = torch.cat([model.forward_from(chunk.to(device).float(), level) for chunk in features.chunks(batch_size)])
+    return hardened_entropy(logits, temperature)
+
+
 def local_update(
     model: SplitModel,
     data: LocalData,
@@ -138,15 +149,7 @@ def local_update(
     tick = time.perf_counter()
     entropy: EntropySummary | None = None
     if config.data_selection == "entropy" or config.entropy_metrics:
-        model.eval()
-        with torch.no_grad():
-            logits = torch.cat(
-                [
-                    model.forward_from(chunk.to(device).float(), level)
-                    for chunk in features.chunks(config.eval_batch_size)
-                ]
-            )
-        entropies = hardened_entropy(logits, config.temperature)
+        entropies = sample_entropies(model, features, level, config.eval_batch_size, device, config.temperature)
         chosen = select_samples(config.data_selection, entropies, config.selection_fraction, generator)
         entropy = EntropySummary(float(entropies[chosen].mean()), float(entropies.mean()))
     else:

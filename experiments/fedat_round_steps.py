@@ -1,6 +1,6 @@
 """FedAT's first round in the Table 5.7 setting, one server step at a time (a diagnostic, on the CPU):
 
-    python -m experiments.fedat_round_steps CELL_DIR [--set KEY=VALUE ...] [--out FILE.jsonl]
+    python -m experiments.fedat_round_steps CELL_DIR [--set KEY=VALUE ...] [--classes 0,5,8] [--out FILE.jsonl]
 
 ``CELL_DIR`` is a recorded FedAT cell (its ``config.json`` gives the run config; keys added since take their
 defaults). The global model is the run's initial model (``server_app.pretraining.initial_state``, its cache
@@ -12,7 +12,8 @@ steps 1, 2 and 3 in order (test accuracy after each), and controls: step 1 with 
 2 alone, also scored after θ's BatchNorm statistics are re-estimated on D_g through the global φ (no weight changes: can
 θ's weights, trained on the client's maps, read φ_g's once its statistics are those of φ_g's maps?); and step 2 alone on
 the *global* model's maps of the same samples. Last, the size-weighted mean of the three-step copies (the round's
-new global model, before the client refinement). One JSON line per result.
+new global model, before the client refinement). One JSON line per result; with ``--classes``, each accuracy also
+per listed class (key ``<result>_classes``: Table 5.8 asks which step the classes absent from D_g are lost in).
 """
 
 from __future__ import annotations
@@ -43,12 +44,17 @@ from methods.registry import parse_config, recorded_config
 from models import SplitModel
 from models.batchnorm import settle_batchnorm
 from models.outputs import extract_in_batches
-from models.training import cross_entropy_of, evaluate, train_epochs
+from models.training import accuracy_per_class, cross_entropy_of, logit_scores, predict_logits, train_epochs
 from run_config import federated_split
 from run_config.defaults import load_defaults
 from server_app.pretraining import initial_state
 
 CPU = torch.device("cpu")
+
+
+def parse_classes(text: str) -> tuple[int, ...]:
+    """``"0,5,8"`` -> ``(0, 5, 8)``."""
+    return tuple(int(part) for part in text.split(","))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=5, help="the cell's number of clients")
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a run-config entry (JSON value)"
+    )
+    parser.add_argument(
+        "--classes", type=parse_classes, default=(), help="also score these classes one by one, e.g. 0,5,8"
     )
     parser.add_argument("--out", type=Path, help="also write the JSON lines here")
     args = parser.parse_args(argv)
@@ -68,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         raw[key] = json.loads(value)
     config = parse_config(raw)
     info, split = DATASETS[config.dataset], federated_split(config)
+    if any(not 0 <= c < info.num_classes for c in args.classes):
+        parser.error(f"--classes: {config.dataset} has classes 0-{info.num_classes - 1}")
     level = config.settings(MetadataLevelSettings).metadata_level
     server = config.settings(ServerTrainingSettings)
     fedat = config.settings(FedATSettings)
@@ -104,9 +115,16 @@ def main(argv: list[str] | None = None) -> int:
     tx, ty = to_model_input(test.images, info), torch.from_numpy(test.labels)
     lines: list[dict[str, Any]] = []
 
-    def accuracy(model: SplitModel) -> float:
+    def score(line: dict[str, Any], key: str, model: SplitModel) -> None:
+        """``line[key]``: test accuracy (%); with ``--classes``, ``line[key + "_classes"]``: each listed class's."""
         model.eval()
-        return round(100 * evaluate(model, tx, ty, config.eval_batch_size)[1], 1)
+        logits = predict_logits(model, tx, config.eval_batch_size)
+        line[key] = round(100 * logit_scores(logits, ty)[1], 1)
+        if args.classes:
+            per_class = accuracy_per_class(logits.argmax(dim=1), ty, info.num_classes)
+            line[key + "_classes"] = {
+                str(c): None if (value := per_class[c]) is None else round(100 * value, 1) for c in args.classes
+            }
 
     def emit(line: dict[str, Any]) -> None:
         lines.append(line)
@@ -114,7 +132,9 @@ def main(argv: list[str] | None = None) -> int:
 
     global_model = build_architecture(config, config.model)
     global_model.load_state_dict(initial_state(config))
-    emit({"global model": "pretrained", "accuracy": accuracy(global_model)})
+    start: dict[str, Any] = {"global model": "pretrained"}
+    score(start, "accuracy", global_model)
+    emit(start)
     generic = load_generic_data(split, config.settings(GenericDataSettings))
     gx, gy = generic.inputs, generic.labels
     copies, sizes = [], []
@@ -146,31 +166,33 @@ def main(argv: list[str] | None = None) -> int:
             "architecture": architecture_of(config, pid),
             "label_counts": np.bincount(y.numpy(), minlength=info.num_classes).tolist(),
             "client_train_loss": round(float(loss), 3),
-            "client_accuracy": accuracy(client),
         }
+        score(row, "client_accuracy", client)
         model = global_copy(global_model)
         step(model, 1, gx, gy, gen, client)
-        row["after_step1"] = accuracy(model)
+        score(row, "after_step1", model)
         step(model, 2, maps, y, gen)
-        row["after_step2"] = accuracy(model)
+        score(row, "after_step2", model)
         step(model, 3, gx, gy, gen, client)
-        row["after_step3"] = accuracy(model)
+        score(row, "after_step3", model)
         copies.append({k: v.clone() for k, v in model.state_dict().items()})
         sizes.append(len(y))
         control = global_copy(global_model)
         step(control, 1, gx, gy, gen, client, beta=0.0)
-        row["step1_beta0_only"] = accuracy(control)
+        score(row, "step1_beta0_only", control)
         control = global_copy(global_model)
         step(control, 2, maps, y, gen)
-        row["step2_only"] = accuracy(control)
+        score(row, "step2_only", control)
         settle_batchnorm(control, gx, within=control.upper_stages(level), batch_size=server.server_batch_size)
-        row["step2_only_statistics_on_d_g"] = accuracy(control)
+        score(row, "step2_only_statistics_on_d_g", control)
         control = global_copy(global_model)
         step(control, 2, own_maps, y, gen)
-        row["step2_only_global_maps"] = accuracy(control)
+        score(row, "step2_only_global_maps", control)
         emit(row)
     global_model.load_state_dict(aggregate_global_copies(copies, sizes))
-    emit({"global model": "size-weighted mean of the three-step copies", "accuracy": accuracy(global_model)})
+    mean: dict[str, Any] = {"global model": "size-weighted mean of the three-step copies"}
+    score(mean, "accuracy", global_model)
+    emit(mean)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text("".join(json.dumps(line) + "\n" for line in lines))

@@ -40,20 +40,25 @@ def absent_final(cell: Path) -> float:
 
 
 def paired_rows(folder: Path, method: str, baseline: str) -> list[str]:
-    """Markdown rows: per seed both cells' final mean on classes 0, 5, 8 and the difference; then mean ± std."""
-    lines, differences = [], []
+    """Markdown rows: per grid point and seed both cells' final mean on classes 0, 5, 8 and the difference; then,
+    per grid point with more than one seed, mean ± std (seeds of one setting, never across settings)."""
+    lines: list[str] = []
+    by_setting: dict[str, list[float]] = {}
     for cell in sorted((folder / "cells").glob(f"{method}__*")):
         other = cell.with_name(baseline + cell.name[len(method) :])
         if not ((cell / "summary.json").exists() and (other / "summary.json").exists()):
             continue
         ours, theirs = absent_final(cell), absent_final(other)
-        differences.append(ours - theirs)
-        seed = cell.name.rsplit("__", 1)[-1]
-        lines.append(f"| {method} − {baseline} | {seed} | {ours:.1f} | {theirs:.1f} | {ours - theirs:+.1f} |")
-    if len(differences) > 1:
-        mean, std = statistics.mean(differences), statistics.stdev(differences)
-        ahead = f"{sum(d > 0 for d in differences)}/{len(differences)} ahead"
-        lines.append(f"| {method} − {baseline} | mean | | | {mean:+.1f} ± {std:.1f} ({ahead}) |")
+        setting, _, seed = cell.name[len(method) + 2 :].rpartition("__")
+        by_setting.setdefault(setting, []).append(ours - theirs)
+        where = f"{setting}, {seed}" if setting else seed
+        lines.append(f"| {method} − {baseline} | {where} | {ours:.1f} | {theirs:.1f} | {ours - theirs:+.1f} |")
+    for setting, differences in by_setting.items():
+        if len(differences) > 1:
+            mean, std = statistics.mean(differences), statistics.stdev(differences)
+            ahead = f"{sum(d > 0 for d in differences)}/{len(differences)} ahead"
+            where = f"{setting}, mean" if setting else "mean"
+            lines.append(f"| {method} − {baseline} | {where} | | | {mean:+.1f} ± {std:.1f} ({ahead}) |")
     return lines
 
 
@@ -70,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
             if (cell / "summary.json").exists():
                 print("\n".join(rows(cell)))
     if args.compare:
-        print("\n| method − baseline | seed | method: final acc. 0/5/8 (%) | baseline (%) | difference (pts) |")
+        print("\n| method − baseline | setting, seed | method: final 0/5/8 (%) | baseline (%) | difference (pts) |")
         print("|---|---|---|---|---|")
         for pair in args.compare:
             method, _, baseline = pair.partition("=")

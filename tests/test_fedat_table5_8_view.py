@@ -44,3 +44,15 @@ def test_paired_rows_difference_the_final_absent_class_means_seed_by_seed(tmp_pa
         "| fedat − fedavg-60 | seed1 | 30.0 | 40.0 | -10.0 |",
         "| fedat − fedavg-60 | mean | | | +15.0 ± 35.4 (1/2 ahead) |",
     ]
+
+
+def test_paired_rows_average_seeds_within_a_setting_never_across_settings(tmp_path: Path) -> None:
+    for alpha, seed, ours, theirs in [(0.1, 0, 0.6, 0.2), (0.1, 1, 0.4, 0.2), (0.5, 0, 0.1, 0.9)]:
+        _cell(tmp_path, f"fedat__dirichlet-alpha={alpha}__seed{seed}", ours)
+        _cell(tmp_path, f"fedavg-0__dirichlet-alpha={alpha}__seed{seed}", theirs)
+    assert paired_rows(tmp_path, "fedat", "fedavg-0") == [
+        "| fedat − fedavg-0 | dirichlet-alpha=0.1, seed0 | 60.0 | 20.0 | +40.0 |",
+        "| fedat − fedavg-0 | dirichlet-alpha=0.1, seed1 | 40.0 | 20.0 | +20.0 |",
+        "| fedat − fedavg-0 | dirichlet-alpha=0.5, seed0 | 10.0 | 90.0 | -80.0 |",
+        "| fedat − fedavg-0 | dirichlet-alpha=0.1, mean | | | +30.0 ± 14.1 (2/2 ahead) |",
+    ]
