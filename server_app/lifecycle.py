@@ -249,16 +249,16 @@ class FederatedRun:
             )
             if (check_run := method.check_run) is not None:
                 check_run(config, population.expected)
+            checkpoints = CheckpointWriter(directory / CHECKPOINT_FILE)
             recorder = RunRecorder(
                 directory,
                 config,
                 resume_from=checkpoint.results if checkpoint else None,
                 machine=compute_description(device),
                 files=method.result_files,
+                settle_checkpoint=checkpoints.settle,
             )
             record_stop.take_over(recorder)
-            checkpoints = CheckpointWriter(directory / CHECKPOINT_FILE)
-            recorder.settle_checkpoint = checkpoints.settle
             frozen, trained = split_state(state, build_model_for(config).upper_state_keys(config.freeze))
             label_counts = LabelCountRegistry(split.info.num_classes, noisy=config.label_dp_epsilon > 0)
             select = cohort_policy(config, label_counts, population.expected)

@@ -99,11 +99,13 @@ class RunRecorder:
         resume_from: dict[str, Any] | None = None,
         machine: dict[str, Any] | None = None,
         files: Sequence[ResultFile] = (),
+        settle_checkpoint: Callable[[], None] = lambda: None,
     ) -> None:
         """Start the results files; ``resume_from`` (a ``state()``) carries on a run, rewriting the rounds (and the
         rows of the method's ``files``) it had finished, so rounds a killed run recorded after its last checkpoint
         are dropped. ``machine`` (see ``models.device.compute_description``) is what the server computes on, written
-        into the summary."""
+        into the summary. ``settle_checkpoint`` waits for a checkpoint still being written
+        (``CheckpointWriter.settle``), so that a stop records the rounds of the checkpoint on disk."""
         self.directory = directory
         self.config = config
         self.method = method or config.method
@@ -133,9 +135,7 @@ class RunRecorder:
         #: The results as of the last checkpoint on disk (a resumed run starts from its checkpoint's): what a stop
         #: keeps.
         self.at_checkpoint = self.state()
-        #: Waits for a checkpoint still being written (``CheckpointWriter.settle``), so that a stop records the rounds
-        #: of the checkpoint on disk; the run sets it when it writes checkpoints in the background.
-        self.settle_checkpoint: Callable[[], None] = lambda: None
+        self.settle_checkpoint = settle_checkpoint
         #: The last summary.json written (what ``finish`` returns once the run was stopped).
         self.written_summary: dict[str, Any] = {}
         self.method_summaries: list[SummaryFields] = []

@@ -154,11 +154,11 @@ def test_the_writer_writes_in_the_background_in_order_and_reports_each_write_onc
 ) -> None:
     path = tmp_path / CHECKPOINT_FILE
     writer = CheckpointWriter(path)
-    release = threading.Event()
+    release = threading.Semaphore(0)  # one write let through per release
     real_replace = checkpoint_module.replace_file
 
     def held_replace(target: Path, write: Callable[[BinaryIO], object]) -> None:
-        assert release.wait(10)  # the disk is slow until the test lets it go on
+        assert release.acquire(timeout=10)  # the disk is slow until the test lets each write go on
         real_replace(target, write)
 
     monkeypatch.setattr(checkpoint_module, "replace_file", held_replace)
@@ -167,10 +167,11 @@ def test_the_writer_writes_in_the_background_in_order_and_reports_each_write_onc
     writer.save(first, lambda: on_disk.append(load_checkpoint(path)))
     first.results["rounds"].append({"round": 2})  # changed after the save: not in the file
     assert on_disk == [] and not path.exists()  # save returned while the write waits for the disk
-    release.set()
+    release.release()
     writer.save(a_checkpoint(server_round=2), lambda: on_disk.append(load_checkpoint(path)))
-    assert [c.server_round for c in on_disk] == [1]  # the second save waited for the first write
+    assert [c.server_round for c in on_disk] == [1]  # the second save waited for the first write, not the second
     assert on_disk[0].results == a_checkpoint(server_round=1).results
+    release.release()
     writer.wait()
     assert [c.server_round for c in on_disk] == [1, 2] and load_checkpoint(path).server_round == 2
 
