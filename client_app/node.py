@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from flwr.app import ConfigRecord, Context, Message, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, RecordDict
 
 from client_app.fault_injection import POISONED_LABELS, flipped_labels
 from client_app.feature_cache import fingerprint
@@ -39,6 +39,31 @@ FROZEN_INFO, FINGERPRINT = "frozen-info", "fingerprint"
 
 class MissingFrozenPartError(RuntimeError):
     """θ arrived but this node holds no φ; the server resends φ after this error."""
+
+
+class DecodedFrozenParts:
+    """φ as tensors, decoded from a node's ``context.state`` once per φ (by its fingerprint) and process.
+
+    Every node of a run holds the same φ, and a simulation runs many nodes in one process (the in-process runner, a
+    Ray actor), so decoding each node's copy at each of its messages repeats the same work; the tensors are only read
+    (``load_state_dict`` copies them into the model). A few entries: a new φ (a new run) replaces the oldest."""
+
+    def __init__(self, size: int = 2) -> None:
+        self.size = size
+        self._decoded: dict[str, dict[str, torch.Tensor]] = {}
+
+    def get(self, fingerprint: str, held: ArrayRecord) -> dict[str, torch.Tensor]:
+        decoded = self._decoded.get(fingerprint)
+        if decoded is None:
+            decoded = held.to_torch_state_dict()
+            if len(self._decoded) >= self.size:
+                self._decoded.pop(next(iter(self._decoded)))
+            self._decoded[fingerprint] = decoded
+        return decoded
+
+
+#: This process's decoded φ (``Node.global_model``).
+DECODED_FROZEN = DecodedFrozenParts()
 
 
 @functools.lru_cache(maxsize=4)
@@ -116,9 +141,10 @@ class Node:
             return model, ""
         if FROZEN not in self.state.array_records:
             raise MissingFrozenPartError("this node holds no frozen part φ; it will be sent with the next request")
-        held = self.state.array_records[FROZEN].to_torch_state_dict()
+        phi_fingerprint = str(self.state.config_records[FROZEN_INFO][FINGERPRINT])
+        held = DECODED_FROZEN.get(phi_fingerprint, self.state.array_records[FROZEN])
         model.load_state_dict(merge_state(held, trained, model.state_dict().keys()))
-        return model, str(self.state.config_records[FROZEN_INFO][FINGERPRINT])
+        return model, phi_fingerprint
 
     @staticmethod
     def round_of(msg: Message) -> tuple[int, float]:
