@@ -31,7 +31,7 @@ from data.catalog import DATASETS
 from data.loading import load_dataset
 from data.transforms import to_model_input
 from methods.common.client_models import ServerTrainingSettings, architecture_of, build_architecture
-from methods.common.generic_data import GenericDataSettings, load_generic_data
+from methods.common.generic_data import GenericDataSettings, load_generic_data, parse_classes
 from methods.common.metadata_level import MetadataLevelSettings
 from methods.fedat.attention_transfer import (
     aggregate_global_copies,
@@ -50,11 +50,6 @@ from run_config.defaults import load_defaults
 from server_app.pretraining import initial_state
 
 CPU = torch.device("cpu")
-
-
-def parse_classes(text: str) -> tuple[int, ...]:
-    """``"0,5,8"`` -> ``(0, 5, 8)``."""
-    return tuple(int(part) for part in text.split(","))
 
 
 def main(argv: list[str] | None = None) -> int:
