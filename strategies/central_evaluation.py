@@ -6,6 +6,9 @@ set moves there once and stays for the whole run).
 bit for bit, at the cost of θ alone (a quarter of WRN-16-1's forward pass at ``freeze = mid``). Features larger than
 ``MAX_CACHED_FEATURES_BYTES`` are not kept: the whole model then runs every round.
 
+The evaluator's model keeps the layout it scores fastest in on its device (``models.memory_layout``): every
+round, the start included, is scored by the same model in the same layout.
+
 Each round's record also holds the accuracy on each class of the test set (``with_classes``: from the same logits,
 counted on the evaluation device), ``None`` for a class the test set lacks.
 """
@@ -21,6 +24,7 @@ from flwr.app import ArrayRecord
 from data.federated import load_test_set
 from data.transforms import to_model_input
 from models import NO_FREEZE
+from models.memory_layout import scoring_layout
 from models.outputs import penultimate_features
 from models.training import accuracy_per_class, evaluate, logit_scores, predict_logits
 from run_config import RunConfig, build_model_for, data_cache, federated_split
@@ -45,7 +49,7 @@ class CentralEvaluation:
         self.inputs = to_model_input(test.images, split.info).to(device)
         self.labels = torch.from_numpy(test.labels).to(device)
         self.num_classes = split.info.num_classes
-        self.model = build_model_for(config).to(device)
+        self.model = scoring_layout(build_model_for(config).to(device), device)
         self.order = list(self.model.state_dict())
         self.frozen, self.batch_size = frozen, config.eval_batch_size
         self.level = config.freeze

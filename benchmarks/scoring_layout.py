@@ -1,0 +1,116 @@
+"""Forward-only scoring in the default (NCHW) layout against channels-last, for the app's CNNs.
+
+    python -m benchmarks.scoring_layout [--device cpu] [--images 4000] [--repeats 7] [--threads 1]
+
+For each model (LeNet-5 on 1-channel input, as Fashion-MNIST; ResNet-8 and WRN-16-1 on 1 and 3 channels) the same
+weights score the same random 32×32 images in batches of 64 (the app's default ``eval-batch-size``) in both
+layouts, in alternating order, ``--repeats`` times; reported are the median seconds of each, their ratio, the
+largest difference between the two layouts' logits and the share of equal predictions. This is the measurement
+behind ``models.memory_layout``. Writes ``measurements/benchmarks/scoring_layout[_<device>].json`` and prints a
+Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from benchmarks import RESULTS_DIR
+from models.device import compute_description, resolve_device, synchronize
+from models.memory_layout import to_channels_last
+from models.registry import build_model
+from models.training import predict_logits
+
+MODELS = (("lenet5", 1), ("lenet5", 3), ("resnet8", 1), ("resnet8", 3), ("wrn-16-1", 1), ("wrn-16-1", 3))
+BATCH_SIZE = 64
+
+
+def _seconds(model: torch.nn.Module, images: torch.Tensor, device: torch.device) -> float:
+    start = time.perf_counter()
+    predict_logits(model, images, BATCH_SIZE)
+    synchronize(device)
+    return time.perf_counter() - start
+
+
+def measure(name: str, channels: int, device: torch.device, images: int, repeats: int) -> dict[str, object]:
+    """One model's medians in both layouts, alternating, and how far apart their logits are."""
+    torch.manual_seed(0)
+    plain = build_model(name, channels, 10).to(device).eval()
+    channels_last = to_channels_last(copy.deepcopy(plain))
+    inputs = torch.randn(images, channels, 32, 32, device=device)
+    expected, got = predict_logits(plain, inputs, BATCH_SIZE), predict_logits(channels_last, inputs, BATCH_SIZE)
+    times: dict[str, list[float]] = {"nchw": [], "channels_last": []}
+    for repeat in range(repeats):
+        order = ("nchw", "channels_last") if repeat % 2 == 0 else ("channels_last", "nchw")
+        for layout in order:
+            model = plain if layout == "nchw" else channels_last
+            times[layout].append(_seconds(model, inputs, device))
+    nchw, last = statistics.median(times["nchw"]), statistics.median(times["channels_last"])
+    return {
+        "model": name,
+        "channels": channels,
+        "images": images,
+        "nchw_seconds": times["nchw"],
+        "channels_last_seconds": times["channels_last"],
+        "nchw_median": nchw,
+        "channels_last_median": last,
+        "ratio": last / nchw,
+        "max_logit_difference": float((got - expected).abs().max()),
+        "equal_predictions": float((got.argmax(1) == expected.argmax(1)).float().mean()),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--images", type=int, default=4000)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    device = resolve_device(args.device)
+    load = os.getloadavg()[0]
+    rows = [measure(name, channels, device, args.images, args.repeats) for name, channels in MODELS]
+    result = {
+        "command": "python -m benchmarks.scoring_layout " + f"--device {args.device} --images {args.images} "
+        f"--repeats {args.repeats} --threads {args.threads}",
+        "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": compute_description(device),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "load_before": load,
+        "load_after": os.getloadavg()[0],
+        "models": rows,
+    }
+    suffix = "" if device.type == "cpu" else f"_{device.type}"
+    out = Path(RESULTS_DIR) / f"scoring_layout{suffix}.json"
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    columns = (
+        "model",
+        "input channels",
+        "NCHW (s)",
+        "channels-last (s)",
+        "ratio",
+        "max logit difference",
+        "equal predictions",
+    )
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
+    for row in rows:
+        print(
+            f"| {row['model']} | {row['channels']} | {row['nchw_median']:.3f} | {row['channels_last_median']:.3f} | "
+            f"{row['ratio']:.2f}× | {row['max_logit_difference']:.1e} | {row['equal_predictions']:.4f} |"
+        )
+    print(f"\n{args.images} images, batches of {BATCH_SIZE}, {args.threads} thread(s), load {load:.2f}; wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
