@@ -1,13 +1,13 @@
 """Forward-only scoring in the default (NCHW) layout against channels-last, for the app's CNNs.
 
-    python -m benchmarks.scoring_layout [--device cpu] [--images 4000] [--repeats 7] [--threads 1]
+    python -m benchmarks.scoring_layout [--device cpu] [--images 4000] [--repeats 7] [--threads 1] [--out FILE]
 
 For each model (LeNet-5 on 1-channel input, as Fashion-MNIST; ResNet-8 and WRN-16-1 on 1 and 3 channels) the same
 weights score the same random 32×32 images in batches of 64 (the app's default ``eval-batch-size``) in both
 layouts, in alternating order, ``--repeats`` times; reported are the median seconds of each, their ratio, the
 largest difference between the two layouts' logits and the share of equal predictions. This is the measurement
-behind ``models.memory_layout``. Writes ``measurements/benchmarks/scoring_layout[_<device>].json`` and prints a
-Markdown table.
+behind ``models.memory_layout``. Writes ``--out`` (default ``measurements/benchmarks/scoring_layout[_<device>].json``)
+and prints a Markdown table.
 """
 
 from __future__ import annotations
@@ -74,6 +74,7 @@ def main() -> None:
     parser.add_argument("--images", type=int, default=4000)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=None, help="default: scoring_layout[_<device type>].json")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
@@ -91,7 +92,7 @@ def main() -> None:
         "models": rows,
     }
     suffix = "" if device.type == "cpu" else f"_{device.type}"
-    out = Path(RESULTS_DIR) / f"scoring_layout{suffix}.json"
+    out = args.out or Path(RESULTS_DIR) / f"scoring_layout{suffix}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     columns = (
         "model",
