@@ -26,6 +26,11 @@ class PartitioningError(ValueError):
     """The requested split cannot be made from this data."""
 
 
+class SplitDrawError(PartitioningError):
+    """The partitioner's draws did not meet its constraints (Dirichlet: every client at least ``min-partition-size``
+    samples) within its attempts, though the settings are not impossible on their face."""
+
+
 def split_public(labels: np.ndarray, public_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Hold out a stratified ``public_fraction`` of the indices for the server.
 
@@ -101,7 +106,7 @@ def _prepared_partitioner(
 
 
 def _split_error(labels: np.ndarray, num_partitions: int, scheme: str, alpha: float, min_size: int, err: Exception):
-    return PartitioningError(
+    return SplitDrawError(
         f"cannot split {len(labels)} samples over {num_partitions} clients with {scheme} "
         f"(dirichlet-alpha = {alpha}, min-partition-size = {min_size}): {err}"
     )

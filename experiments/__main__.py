@@ -3,7 +3,8 @@
 
 run     runs every unfinished cell of the experiment file (resumable), then writes its tables and figures
 report  writes the tables and figures from the cells finished so far
-check   validates the file and lists its cells, running nothing
+check   validates the file and lists its cells, running nothing; fails when a cell's dataset is missing or its
+        training set cannot be split over the clients (which ``run`` also checks before running any cell)
 cka     linear CKA between client-updated models (the FedFT-EDS paper's Fig. 2-4)
 
 --in-process  runs the cells in this process, without Ray or a SuperLink (small experiments, busy machines)
@@ -22,6 +23,7 @@ from pathlib import Path
 
 from experiments.batched_cohorts import refusal
 from experiments.in_process import run_cell_in_process
+from experiments.preflight import cell_problems
 from experiments.report import write_report
 from experiments.runner import (
     StaleResultsError,
@@ -47,11 +49,16 @@ def _experiment_command(args: argparse.Namespace) -> int:
         print(f"error: {args.file}: {err}", file=sys.stderr)
         return 2
     results_dir = args.results_dir or default_results_dir(experiment)
+    problems = cell_problems(selected, experiment.clients, results_dir) if args.command != "report" else []
+    for problem in problems:
+        print(f"error: {args.file}: {problem}", file=sys.stderr)
     if args.command == "check":
         print(f"{args.file}: {len(selected)} cells, {experiment.clients} clients each; cost: {experiment.cost}")
         for cell in selected:
             print(f"  {cell.name}")
-        return 0
+        return 2 if problems else 0
+    if problems:
+        return 2
     if args.batched_cohorts:
         if not args.in_process:
             print("error: --batched-cohorts needs --in-process (simulated clients in one process)", file=sys.stderr)

@@ -1,10 +1,16 @@
 """The datasets a run reads, checked at its start: by the launcher before Flower's engine starts, and by the
 ServerApp before it waits for nodes. A missing folder or dataset is one line naming the key; a found one is named
-with where it is read from, so the log says which folder each dataset came from."""
+with where it is read from, so the log says which folder each dataset came from. Where the number of clients is
+known before the start (the launcher, an experiment's cells), the split of the training set over them is drawn
+too: a split that cannot be made is one line naming its keys, not a refusal from every node once they have started.
+"""
 
 from __future__ import annotations
 
+from data.federated import partition_sizes
 from data.loading import DataNotFoundError, data_dir_problem, where_from
+from data.partitioning import PartitioningError, SplitDrawError
+from run_config.derived import data_cache, federated_split
 from run_config.schema import ConfigError, RunConfig
 
 
@@ -32,3 +38,17 @@ def check_data(config: RunConfig, generic_dataset: str | None = None) -> list[st
         except DataNotFoundError as err:
             raise ConfigError(f"run config {key!r} = {name!r}: {err}") from None
     return lines
+
+
+def check_split(config: RunConfig, num_clients: int) -> None:
+    """``ConfigError`` when the training set cannot be split over ``num_clients`` clients as configured (a Dirichlet
+    draw no attempt satisfies, a ``min-partition-size`` beyond the data). The split drawn here is the one the run
+    uses: it is kept in ``data-cache-dir``, so that the server and the clients read it rather than draw it
+    again."""
+    try:
+        partition_sizes(federated_split(config), num_clients, data_cache(config))
+    except SplitDrawError as err:
+        hint = " (lower 'min-partition-size' or raise 'dirichlet-alpha')" if config.partitioner == "dirichlet" else ""
+        raise ConfigError(f"run config: {err}{hint}") from None
+    except PartitioningError as err:
+        raise ConfigError(f"run config: {err}") from None

@@ -1,9 +1,10 @@
 """``python -m simulation [--num-supernodes N] [--run-config "key=value ..."]``: one simulated run.
 
 The run configuration is checked here, before Flower sees it, so a misspelt key or a bad value ends with one line
-naming the key (and, for an unknown key, the closest known ones) and exit code 2. So does a population or cohort
-whose estimated peak memory exceeds what the machine has available (``simulation.memory_check``; not checked on an
-existing Ray cluster, whose memory is elsewhere).
+naming the key (and, for an unknown key, the closest known ones) and exit code 2. So do a split of the training set
+that cannot be drawn over the SuperNodes, and a population or cohort whose estimated peak memory exceeds what the
+machine has available (``simulation.memory_check``; not checked on an existing Ray cluster, whose memory is
+elsewhere).
 
 The checks need the app's settings, models and datasets, and with them torch. Once they pass, the command replaces
 itself (``exec``: the same process, terminal and signals) with ``python -m simulation --checked``, which only
@@ -30,13 +31,14 @@ def check(args: argparse.Namespace) -> None:
     """Raise ``ConfigError`` for a bad run config, population or memory need."""
     # Imported here, not above: they import torch, which the supervising process does without.
     from methods.registry import config_with_overrides, generic_dataset, method
-    from run_config.data_check import check_data
+    from run_config.data_check import check_data, check_split
     from server_app.pretraining import check_source
     from simulation.memory_check import check_memory
     from strategies.population_check import check_population
 
     config = config_with_overrides(args.run_config)
     check_data(config, generic_dataset(config))
+    check_split(config, args.num_supernodes)
     check_source(config)
     check_population(config, args.num_supernodes)
     if (check_run := method(config.method).check_run) is not None:  # e.g. a generic set larger than its source

@@ -40,6 +40,49 @@ def test_check_only_lists_the_matching_cells(capsys: pytest.CaptureFixture) -> N
     assert lines[1:] == ["  fedft-rds__dirichlet-alpha=0.1__seed0"]
 
 
+def _unsplittable(tmp_path: Path) -> Path:
+    """Two cells whose Dir(0.1) split of the synthetic set's 640 samples over 40 clients, at least 10 each, is never
+    drawn; a third that can be."""
+    path = tmp_path / "unsplittable.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "description": "d",
+                "cost": "c",
+                "clients": 40,
+                "base": {"dataset": "synthetic", "dirichlet-alpha": 0.1},
+                "methods": {"fedavg": {"method": "fedavg"}},
+                "grid": {"min-partition-size": [10, 11, 0]},
+            }
+        )
+    )
+    return path
+
+
+def test_check_fails_naming_the_cells_whose_split_cannot_be_drawn(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    path = _unsplittable(tmp_path)
+    assert main(["check", str(path)]) == 2
+    captured = capsys.readouterr()
+    errors = captured.err.splitlines()
+    assert len(errors) == 2 and all(e.startswith(f"error: {path}: cell fedavg__min-partition-size=1") for e in errors)
+    assert errors[0].startswith(
+        f"error: {path}: cell fedavg__min-partition-size=10__seed0: run config: cannot split 640 samples over 40 "
+        "clients with dirichlet (dirichlet-alpha = 0.1, min-partition-size = 10): "
+    )
+    assert len(captured.out.splitlines()) == 4  # the cells are still listed
+
+
+def test_run_with_a_cell_whose_split_cannot_be_drawn_runs_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    path = _unsplittable(tmp_path)
+    assert main(["run", str(path), "--in-process", "--results-dir", str(tmp_path / "out")]) == 2
+    assert "min-partition-size = 11" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 def test_run_only_with_a_pattern_that_matches_nothing_runs_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:

@@ -31,6 +31,10 @@ CASES = [
     ),
     ("dataset=cifar10", "error: run config 'dataset' = 'cifar10': dataset 'cifar10' not found. Looked for"),
     (
+        "min-partition-size=100000",
+        "error: run config: min-partition-size = 100000 is impossible: 10 clients x 100000 >",
+    ),
+    (
         "method=fedkad common.generic-size=5000",
         "error: run config 'common.generic-size' = 5000 asks for more images than the generic source holds: 1200",
     ),

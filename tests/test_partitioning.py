@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from data.partitioning import PartitioningError, partition_indices, split_public
+from data.partitioning import PartitioningError, SplitDrawError, partition_indices, split_public
 
 LABELS = np.repeat(np.arange(10), 300)  # 3,000 samples, 10 balanced classes
 
@@ -82,6 +82,14 @@ def test_deterministic_for_a_seed(scheme: str) -> None:
 def test_impossible_minimum_size_names_the_key() -> None:
     with pytest.raises(PartitioningError, match="min-partition-size = 400"):
         partition_indices(LABELS, 10, "dirichlet", min_size=400)
+
+
+def test_a_dirichlet_draw_that_never_meets_the_minimum_is_a_draw_error() -> None:
+    """100 x 25 <= 3,000 samples is possible on its face, but Dir(0.1) leaves some client below 25 in every attempt."""
+    with pytest.raises(
+        SplitDrawError, match=r"cannot split 3000 samples over 100 clients with dirichlet \(dirichlet-alpha"
+    ):
+        partition_indices(LABELS, 100, "dirichlet", alpha=0.1, min_size=25, seed=0)
 
 
 def test_more_classes_per_client_than_labels_is_refused() -> None:
