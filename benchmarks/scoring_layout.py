@@ -2,12 +2,12 @@
 
     python -m benchmarks.scoring_layout [--device cpu] [--images 4000] [--repeats 7] [--threads 1] [--out FILE]
 
-For each model (LeNet-5 on 1-channel input, as Fashion-MNIST; ResNet-8 and WRN-16-1 on 1 and 3 channels) the same
-weights score the same random 32×32 images in batches of 64 (the app's default ``eval-batch-size``) in both
-layouts, in alternating order, ``--repeats`` times; reported are the median seconds of each, their ratio, the
-largest difference between the two layouts' logits and the share of equal predictions. This is the measurement
-behind ``models.memory_layout``. Writes ``--out`` (default ``measurements/benchmarks/scoring_layout[_<device>].json``)
-and prints a Markdown table.
+For each model (LeNet-5, ResNet-8 and WRN-16-1, each on 1-channel input as Fashion-MNIST's and on 3-channel input
+as CIFAR's) the same weights score the same random 32×32 images in batches of 64 (the app's default
+``eval-batch-size``) in both layouts, in alternating order, ``--repeats`` times; reported are the median seconds of
+each, their ratio, the largest difference between the two layouts' logits and the share of equal predictions.
+This is the measurement behind ``models.memory_layout``. Writes ``--out`` (default
+``measurements/benchmarks/scoring_layout[_<device>].json``) and prints a Markdown table.
 """
 
 from __future__ import annotations

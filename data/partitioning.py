@@ -105,8 +105,12 @@ def _prepared_partitioner(
     return partitioner, order
 
 
-def _split_error(labels: np.ndarray, num_partitions: int, scheme: str, alpha: float, min_size: int, err: Exception):
-    return SplitDrawError(
+def _split_error(
+    labels: np.ndarray, num_partitions: int, scheme: str, alpha: float, min_size: int, err: Exception
+) -> PartitioningError:
+    """The partitioner's refusal: a ``SplitDrawError`` where Dirichlet draws missed ``min_size``."""
+    error = SplitDrawError if scheme == "dirichlet" else PartitioningError
+    return error(
         f"cannot split {len(labels)} samples over {num_partitions} clients with {scheme} "
         f"(dirichlet-alpha = {alpha}, min-partition-size = {min_size}): {err}"
     )

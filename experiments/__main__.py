@@ -3,8 +3,9 @@
 
 run     runs every unfinished cell of the experiment file (resumable), then writes its tables and figures
 report  writes the tables and figures from the cells finished so far
-check   validates the file and lists its cells, running nothing; fails when a cell's dataset is missing or its
-        training set cannot be split over the clients (which ``run`` also checks before running any cell)
+check   validates the file and lists its cells, running nothing; loads each cell's datasets and draws its split, and
+        fails when a dataset is missing or a split cannot be drawn over the clients (``run`` checks its unfinished
+        cells so before running any)
 cka     linear CKA between client-updated models (the FedFT-EDS paper's Fig. 2-4)
 
 --in-process  runs the cells in this process, without Ray or a SuperLink (small experiments, busy machines)
@@ -31,6 +32,7 @@ from experiments.runner import (
     default_results_dir,
     run_experiment,
     simulate_cell,
+    unfinished_cells,
 )
 from experiments.spec import ExperimentFileError, load_experiment, select_cells
 from run_config.defaults import load_defaults
@@ -49,7 +51,8 @@ def _experiment_command(args: argparse.Namespace) -> int:
         print(f"error: {args.file}: {err}", file=sys.stderr)
         return 2
     results_dir = args.results_dir or default_results_dir(experiment)
-    problems = cell_problems(selected, experiment.clients, results_dir) if args.command != "report" else []
+    checked = {"check": selected, "run": unfinished_cells(selected, results_dir), "report": ()}[args.command]
+    problems = cell_problems(checked, experiment.clients, results_dir)
     for problem in problems:
         print(f"error: {args.file}: {problem}", file=sys.stderr)
     if args.command == "check":

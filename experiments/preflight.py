@@ -1,6 +1,7 @@
 """What an experiment's cells need before any of them runs: their datasets found and their training sets splittable
-over the experiment's clients. ``check`` reports it and ``run`` starts nothing without it, so a file whose split
-cannot be drawn fails in seconds, naming the cell, rather than after its first cells have run for an hour."""
+over the experiment's clients. ``check`` reports it for every cell and ``run`` for the cells it will run, starting
+nothing without it, so a file whose split cannot be drawn fails in seconds, naming the cells, rather than after its
+first cells have run for an hour."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from run_config.schema import ConfigError
 
 def cell_problems(cells: Sequence[Cell], clients: int, results_dir: Path) -> list[str]:
     """One line per problem (a missing dataset, a split over ``clients`` that cannot be drawn), naming the cells it
-    stops. Cells sharing a split are drawn once (``partition_sizes`` keeps it)."""
+    stops. Each cell's split is drawn, or read from ``data-cache-dir`` where an earlier check or run left it."""
     defaults = load_defaults()
     stopped: dict[str, list[str]] = {}
     for cell in cells:

@@ -118,6 +118,11 @@ def check_finished_cells(experiment: Experiment, results_dir: Path) -> None:
         )
 
 
+def unfinished_cells(cells: tuple[Cell, ...], results_dir: Path) -> tuple[Cell, ...]:
+    """The cells with no finished run in ``results_dir``: those ``run`` will run."""
+    return tuple(c for c in cells if not is_finished(results_dir / CELLS_DIR / c.name))
+
+
 def run_experiment(
     experiment: Experiment,
     results_dir: Path,
@@ -137,8 +142,8 @@ def run_experiment(
     (results_dir / LOGS_DIR).mkdir(exist_ok=True)
     defaults = load_defaults()
     rounds_of = {c: int({**defaults, **c.overrides}["num-server-rounds"]) for c in cells}
-    skipped = [c for c in cells if is_finished(results_dir / CELLS_DIR / c.name)]
-    todo = [c for c in cells if c not in skipped]
+    todo = unfinished_cells(cells, results_dir)
+    skipped = [c for c in cells if c not in todo]
     if skipped:
         echo(f"{len(skipped)} of {len(cells)} cells already finished in {results_dir}; skipping them")
     rounds_total = sum(rounds_of[c] for c in todo)

@@ -42,13 +42,12 @@ def check_data(config: RunConfig, generic_dataset: str | None = None) -> list[st
 
 def check_split(config: RunConfig, num_clients: int) -> None:
     """``ConfigError`` when the training set cannot be split over ``num_clients`` clients as configured (a Dirichlet
-    draw no attempt satisfies, a ``min-partition-size`` beyond the data). The split drawn here is the one the run
-    uses: it is kept in ``data-cache-dir``, so that the server and the clients read it rather than draw it
-    again."""
+    draw no attempt satisfies, a ``min-partition-size`` beyond the data). The draw is seeded, so it is the run's own
+    split; with a ``data-cache-dir`` its processes on this machine share, they read it from there rather than draw
+    it again (processes elsewhere, or without that folder, draw the same split themselves)."""
     try:
         partition_sizes(federated_split(config), num_clients, data_cache(config))
     except SplitDrawError as err:
-        hint = " (lower 'min-partition-size' or raise 'dirichlet-alpha')" if config.partitioner == "dirichlet" else ""
-        raise ConfigError(f"run config: {err}{hint}") from None
+        raise ConfigError(f"run config: {err} Lower 'min-partition-size' or raise 'dirichlet-alpha'.") from None
     except PartitioningError as err:
         raise ConfigError(f"run config: {err}") from None

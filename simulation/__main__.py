@@ -28,7 +28,8 @@ CHECKED = "--checked"
 
 
 def check(args: argparse.Namespace) -> None:
-    """Raise ``ConfigError`` for a bad run config, population or memory need."""
+    """Raise ``ConfigError`` for a bad run config, a split that cannot be drawn over the SuperNodes, a population that
+    cannot run or a memory need beyond the machine."""
     # Imported here, not above: they import torch, which the supervising process does without.
     from methods.registry import config_with_overrides, generic_dataset, method
     from run_config.data_check import check_data, check_split

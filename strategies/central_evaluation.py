@@ -24,7 +24,7 @@ from flwr.app import ArrayRecord
 from data.federated import load_test_set
 from data.transforms import to_model_input
 from models import NO_FREEZE
-from models.memory_layout import scoring_layout
+from models.memory_layout import to_scoring_layout
 from models.outputs import penultimate_features
 from models.training import accuracy_per_class, evaluate, logit_scores, predict_logits
 from run_config import RunConfig, build_model_for, data_cache, federated_split
@@ -49,7 +49,7 @@ class CentralEvaluation:
         self.inputs = to_model_input(test.images, split.info).to(device)
         self.labels = torch.from_numpy(test.labels).to(device)
         self.num_classes = split.info.num_classes
-        self.model = scoring_layout(build_model_for(config).to(device), device)
+        self.model = to_scoring_layout(build_model_for(config).to(device), device)
         self.order = list(self.model.state_dict())
         self.frozen, self.batch_size = frozen, config.eval_batch_size
         self.level = config.freeze

@@ -32,7 +32,7 @@ def test_a_dirichlet_draw_no_attempt_satisfies_names_the_keys_and_what_to_change
         "run config: cannot split 640 samples over 40 clients with dirichlet (dirichlet-alpha = 0.1, "
         "min-partition-size = 10): "
     )
-    assert message.endswith("(lower 'min-partition-size' or raise 'dirichlet-alpha')")
+    assert message.endswith("try again. Lower 'min-partition-size' or raise 'dirichlet-alpha'.")
 
 
 def test_an_impossible_minimum_says_so_without_the_alpha_hint() -> None:

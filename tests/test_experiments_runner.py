@@ -11,7 +11,7 @@ import yaml
 
 from experiments.cell_results import config_differences, read_cell, read_rounds
 from experiments.report import write_report
-from experiments.runner import CELLS_DIR, StaleResultsError, cell_run_config, run_experiment
+from experiments.runner import CELLS_DIR, StaleResultsError, cell_run_config, run_experiment, unfinished_cells
 from experiments.spec import load_experiment
 from simulation.local_run import Resources
 from tests.in_process import ServerKilled, run_in_process, small_run_config
@@ -97,6 +97,15 @@ def test_only_the_given_cells_run_and_the_count_is_theirs(tmp_path: Path) -> Non
     outcome = run_experiment(experiment, tmp_path / "out", run_cell=cells, echo=lines.append, cells=chosen)
     assert cells.ran == ["fedft-rds__seed0"] and outcome.finished == list(chosen)
     assert lines[-1].startswith("[0/1 cells] fedft-rds__seed0: round 3/3, accuracy ")
+
+
+def test_unfinished_cells_leave_out_those_whose_summary_says_completed(tmp_path: Path) -> None:
+    experiment = load_experiment(write_experiment(tmp_path))
+    first, second, *rest = experiment.cells
+    for cell, status in ((first, "completed"), (second, "interrupted")):
+        (tmp_path / CELLS_DIR / cell.name).mkdir(parents=True)
+        (tmp_path / CELLS_DIR / cell.name / "summary.json").write_text(json.dumps({"status": status}))
+    assert unfinished_cells(experiment.cells, tmp_path) == (second, *rest)
 
 
 def test_cell_run_config_sets_seed_folder_name_and_resume(tmp_path: Path) -> None:
