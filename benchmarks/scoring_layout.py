@@ -6,7 +6,8 @@ For each model (LeNet-5, ResNet-8 and WRN-16-1, each on 1-channel input as Fashi
 as CIFAR's) the same weights score the same random 32×32 images in batches of 64 (the app's default
 ``eval-batch-size``) in both layouts, in alternating order, ``--repeats`` times; reported are the median seconds of
 each, their ratio, the largest difference between the two layouts' logits and the share of equal predictions.
-This is the measurement behind ``models.memory_layout``. Writes ``--out`` (default
+Then the app's central evaluator on the pfl side-by-side job, in its layout and in NCHW. This is the measurement
+behind ``models.memory_layout``. Writes ``--out`` (default
 ``measurements/benchmarks/scoring_layout[_<device>].json``) and prints a Markdown table.
 """
 
@@ -22,12 +23,18 @@ import time
 from pathlib import Path
 
 import torch
+from flwr.app import ArrayRecord
 
 from benchmarks import RESULTS_DIR
+from benchmarks.pfl_side_by_side import CLIENTS, job_for
+from methods.registry import parse_config
 from models.device import compute_description, resolve_device, synchronize
 from models.memory_layout import to_channels_last
 from models.registry import build_model
 from models.training import predict_logits
+from run_config import build_model_for
+from run_config.defaults import load_defaults
+from strategies.central_evaluation import CentralEvaluation
 
 MODELS = (("lenet5", 1), ("lenet5", 3), ("resnet8", 1), ("resnet8", 3), ("wrn-16-1", 1), ("wrn-16-1", 3))
 BATCH_SIZE = 64
@@ -68,6 +75,40 @@ def measure(name: str, channels: int, device: torch.device, images: int, repeats
     }
 
 
+def measure_evaluator(device: torch.device, repeats: int) -> dict[str, object]:
+    """The app's central evaluator on the pfl side-by-side job (LeNet-5 from its seeded weights, the 10,000
+    Fashion-MNIST test images, batches of 64): one scoring (``with_classes``) in the evaluator's layout against the
+    same evaluator with its weights put back to NCHW, alternating."""
+    config = parse_config({**load_defaults(), **job_for(CLIENTS, "fedavg")})
+    evaluation = CentralEvaluation(config, {}, device)
+    theta = ArrayRecord(build_model_for(config).state_dict())
+    scoring_layout = {name: p.data for name, p in evaluation.model.named_parameters()}
+    nchw = {name: t.to(memory_format=torch.contiguous_format) for name, t in scoring_layout.items()}
+    times: dict[str, list[float]] = {"nchw": [], "channels_last": []}
+    results: dict[str, tuple[float, float]] = {}
+    for repeat in range(repeats):
+        order = ("nchw", "channels_last") if repeat % 2 == 0 else ("channels_last", "nchw")
+        for layout in order:
+            weights = nchw if layout == "nchw" else scoring_layout
+            for name, parameter in evaluation.model.named_parameters():
+                parameter.data = weights[name]
+            start = time.perf_counter()
+            loss, accuracy, _ = evaluation.with_classes(theta)
+            synchronize(device)
+            times[layout].append(time.perf_counter() - start)
+            results[layout] = (loss, accuracy)
+    plain, last = statistics.median(times["nchw"]), statistics.median(times["channels_last"])
+    return {
+        "what": "CentralEvaluation.with_classes, pfl job (LeNet-5, Fashion-MNIST test set, eval-batch-size 64)",
+        "nchw_seconds": times["nchw"],
+        "channels_last_seconds": times["channels_last"],
+        "nchw_median": plain,
+        "channels_last_median": last,
+        "ratio": last / plain,
+        "loss_and_accuracy": results,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
@@ -80,6 +121,7 @@ def main() -> None:
     device = resolve_device(args.device)
     load = os.getloadavg()[0]
     rows = [measure(name, channels, device, args.images, args.repeats) for name, channels in MODELS]
+    evaluator = measure_evaluator(device, args.repeats)
     result = {
         "command": "python -m benchmarks.scoring_layout " + f"--device {args.device} --images {args.images} "
         f"--repeats {args.repeats} --threads {args.threads}",
@@ -90,6 +132,7 @@ def main() -> None:
         "load_before": load,
         "load_after": os.getloadavg()[0],
         "models": rows,
+        "evaluator": evaluator,
     }
     suffix = "" if device.type == "cpu" else f"_{device.type}"
     out = args.out or Path(RESULTS_DIR) / f"scoring_layout{suffix}.json"
@@ -110,6 +153,11 @@ def main() -> None:
             f"| {row['model']} | {row['channels']} | {row['nchw_median']:.3f} | {row['channels_last_median']:.3f} | "
             f"{row['ratio']:.2f}× | {row['max_logit_difference']:.1e} | {row['equal_predictions']:.4f} |"
         )
+    print(
+        f"\nThe app's evaluator on the pfl job: {evaluator['nchw_median']:.3f} s NCHW, "
+        f"{evaluator['channels_last_median']:.3f} s in its layout ({evaluator['ratio']:.2f}×); "
+        f"loss and accuracy {evaluator['loss_and_accuracy']}"
+    )
     print(f"\n{args.images} images, batches of {BATCH_SIZE}, {args.threads} thread(s), load {load:.2f}; wrote {out}")
 
 
