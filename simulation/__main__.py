@@ -39,13 +39,13 @@ def check(args: argparse.Namespace) -> None:
 
     config = config_with_overrides(args.run_config)
     check_data(config, generic_dataset(config))
-    check_split(config, args.num_supernodes)
     check_source(config)
     check_population(config, args.num_supernodes)
     if (check_run := method(config.method).check_run) is not None:  # e.g. a generic set larger than its source
         check_run(config, args.num_supernodes)
     if not args.ray_address:
         check_memory(config, args.num_supernodes, args.cpus_per_client, args.gpus_per_client)
+    check_split(config, args.num_supernodes)  # last: the one check that may decode the dataset (seconds)
 
 
 def main(argv: list[str] | None = None) -> int:
