@@ -56,10 +56,14 @@ class DecodedFrozenParts:
         decoded = self._decoded.get(fingerprint)
         if decoded is None:
             decoded = held.to_torch_state_dict()
-            if len(self._decoded) >= self.size:
-                self._decoded.pop(next(iter(self._decoded)))
-            self._decoded[fingerprint] = decoded
+            self.keep(fingerprint, decoded)
         return decoded
+
+    def keep(self, fingerprint: str, decoded: dict[str, torch.Tensor]) -> None:
+        """Hold a φ decoded elsewhere (on its arrival, for its fingerprint), so that ``get`` need not decode it."""
+        if fingerprint not in self._decoded and len(self._decoded) >= self.size:
+            self._decoded.pop(next(iter(self._decoded)))
+        self._decoded[fingerprint] = decoded
 
 
 #: This process's decoded φ (``Node.global_model``).
@@ -134,7 +138,10 @@ class Node:
         if FROZEN in msg.content.array_records:
             frozen = msg.content.array_records[FROZEN]
             self.state[FROZEN] = frozen
-            self.state[FROZEN_INFO] = ConfigRecord({FINGERPRINT: fingerprint(frozen.to_torch_state_dict())})
+            decoded = frozen.to_torch_state_dict()
+            arrived = fingerprint(decoded)
+            DECODED_FROZEN.keep(arrived, decoded)  # decoded once: for its fingerprint and for the messages to come
+            self.state[FROZEN_INFO] = ConfigRecord({FINGERPRINT: arrived})
         trained = msg.content.array_records[ARRAYS].to_torch_state_dict()
         if self.config.freeze == NO_FREEZE:
             model.load_state_dict(trained)

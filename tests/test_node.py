@@ -65,9 +65,9 @@ def test_a_node_builds_phi_it_holds_and_theta_it_receives_and_decodes_phi_once_f
             state = model.state_dict()
             assert fingerprint and all(torch.equal(state[k], v) for k, v in phi.items())
             assert all(torch.equal(state[k], v) for k, v in round_theta.items())
-    # each arriving φ decoded for its fingerprint (2), each message's θ (2 + 4), and the held φ once for both nodes
-    # and all three rounds (1)
-    assert len(calls) == 2 + 6 + 1
+    # each arriving φ decoded once, for its fingerprint and the cache (2), each message's θ (2 + 4); the held φ is
+    # never decoded again, for either node in any round
+    assert len(calls) == 2 + 6
 
 
 def test_a_new_phi_is_decoded_again_not_taken_from_the_old_one() -> None:
