@@ -19,6 +19,7 @@ from flwr.clientapp.typing import ClientAppCallable, Mod
 from client_app.fault_injection import inject_faults
 from client_app.label_counts import label_count_vector, privatise
 from client_app.node import Node
+from client_app.pretraining_round import is_pretraining_round, pretraining_round_train
 from client_app.train_step import shared_train
 from data.catalog import DATASETS
 from methods.registry import CATALOGUE, OBJECTIVES, QUERIES, method
@@ -92,9 +93,12 @@ TRAIN_MODS: list[Mod] = [inject_faults]
 
 @app.train(mods=TRAIN_MODS)
 def train(msg: Message, context: Context) -> Message:
-    """The round's local work, by the configured method's client step."""
+    """The round's local work, by the configured method's client step (the pretraining round's, when the message
+    asks for it: client_app/pretraining_round.py)."""
     with span(CLIENT_MESSAGE, type=TRAIN, round=msg.content[CONFIG][SERVER_ROUND]):
         node = node_of(context)
+        if is_pretraining_round(msg):
+            return Message(pretraining_round_train(node, msg), reply_to=msg)
         step = method(node.config.method).client_train or shared_train
         return Message(step(node, msg), reply_to=msg)
 

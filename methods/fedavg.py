@@ -8,11 +8,11 @@ from methods.base import Method
 FEDAVG = Method(
     "fedavg",
     'FedAvg: the whole model, all local data (with `pretrain = "none"`: FedAvg w/o pretraining).',
-    presets={"freeze": "none", "data-selection": "all", "selection-fraction": 1.0},
+    presets={"pretrain-round": True, "freeze": "none", "data-selection": "all", "selection-fraction": 1.0},
 )
 FEDAVG_RDS = Method(
     "fedavg-rds",
     "FedAvg on a random 10% of the local data, redrawn every round.",
-    presets={"freeze": "none", "data-selection": "random", "selection-fraction": 0.1},
+    presets={"pretrain-round": True, "freeze": "none", "data-selection": "random", "selection-fraction": 0.1},
 )
 METHODS = (FEDAVG, FEDAVG_RDS)

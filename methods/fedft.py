@@ -11,17 +11,17 @@ from methods.base import Method
 FEDFT_ALL = Method(
     "fedft-all",
     "FedFT on all local data.",
-    presets={"freeze": "mid", "data-selection": "all", "selection-fraction": 1.0},
+    presets={"pretrain-round": True, "freeze": "mid", "data-selection": "all", "selection-fraction": 1.0},
 )
 FEDFT_RDS = Method(
     "fedft-rds",
     "FedFT on a random 10% of the local data, redrawn every round.",
-    presets={"freeze": "mid", "data-selection": "random", "selection-fraction": 0.1},
+    presets={"pretrain-round": True, "freeze": "mid", "data-selection": "random", "selection-fraction": 0.1},
 )
 FEDFT_EDS = Method(
     "fedft-eds",
     "FedFT on the 10% of local samples with the highest hardened-softmax entropy (ρ = `temperature`).",
-    presets={"freeze": "mid", "data-selection": "entropy", "selection-fraction": 0.1},
+    presets={"pretrain-round": True, "freeze": "mid", "data-selection": "entropy", "selection-fraction": 0.1},
     paper="FedFT-EDS, Algorithm 1",
 )
 METHODS = (FEDFT_ALL, FEDFT_RDS, FEDFT_EDS)

@@ -49,13 +49,13 @@ class Proximal(CrossEntropy):
 FEDPROX = Method(
     "fedprox",
     "FedProx: FedAvg with the proximal term (μ = `fedprox.proximal-mu`).",
-    presets={"freeze": "none", "data-selection": "all", "objective": "proximal"},
+    presets={"pretrain-round": True, "freeze": "none", "data-selection": "all", "objective": "proximal"},
     settings=(FedProxSettings,),
     objectives={"proximal": Proximal},
 )
 FEDPROX_RDS = Method(
     "fedprox-rds",
     "FedProx on a random 10% of the local data, redrawn every round.",
-    presets={"freeze": "none", "data-selection": "random", "selection-fraction": 0.1, "objective": "proximal"},
+    presets={"pretrain-round": True, "freeze": "none", "data-selection": "random", "selection-fraction": 0.1, "objective": "proximal"},
 )
 METHODS = (FEDPROX, FEDPROX_RDS)

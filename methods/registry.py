@@ -98,6 +98,7 @@ AXIS_DEFAULTS: Mapping[str, SettingValue] = {
     "selection-fraction": 1.0,
     "objective": "plain",
     "pretrain": "dataset",
+    "pretrain-round": False,
     "model": "wrn-16-1",
     "fraction-train": 1.0,
 }

@@ -123,3 +123,15 @@ METADATA = "metadata"
 PROTOTYPES = "prototypes"
 CLASS_MAPS = "maps"
 CLASS_PRESENT = "present"
+
+# The pretraining round (thesis §6.4.1, step 2 of the pretraining phase; server_app/pretraining_round.py): a ``train``
+# message whose ``config`` holds ``pretraining-round`` = true. ``arrays`` holds the whole model (no ``frozen``);
+# ``config`` adds ``tolerance`` and ``max-epochs``, the convergence rule. Every client trains every array on all its
+# data until its mean epoch loss stops improving by ``tolerance``, at most ``max-epochs`` epochs, and replies with the
+# whole model and ``PRETRAINING_ROUND_METRICS``: the training numbers (``num-examples`` = every local sample) and
+# ``epochs``, how many it ran (1 to ``max-epochs``).
+PRETRAINING_ROUND = "pretraining-round"
+TOLERANCE = "tolerance"
+MAX_EPOCHS = "max-epochs"
+EPOCHS = "epochs"
+PRETRAINING_ROUND_METRICS = (*TRAIN_METRICS, Number(EPOCHS, int, 1))

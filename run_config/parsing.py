@@ -70,6 +70,8 @@ def parse_run_config(run_config: Mapping[str, Any], catalogue: Catalogue) -> Run
     if (problem := _one_of_names(method, catalogue.methods)) is not None:
         raise ConfigError(f"run config 'method' = {method!r} is invalid: it {problem}")
     axes = resolved_axes(run_config, catalogue)
+    if run_config.get("pretrain-round", AUTO) == AUTO and axes["pretrain"] == "none":
+        axes["pretrain_round"] = False  # FedAvg w/o pretraining: neither step of the pretraining phase
     for spec in core:  # the axes' resolved values are checked like any other
         if spec.auto:
             axes[spec.attribute] = coerce(spec, axes[spec.attribute])

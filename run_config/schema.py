@@ -130,6 +130,25 @@ class RunConfig:
         "decay; momentum 0.9, weight decay 5e-4, batch `pretrain-batch-size`).",
         positive,
     )
+    pretrain_round: bool = setting(
+        AUTO,
+        "Step 2 of the pretraining phase (thesis §6.4.1, Alg. 6 line 1): a one-round FL in which every client trains "
+        "the whole pretrained model on all its local data until its training loss stops improving "
+        "(`pretrain-round-tolerance`, at most `pretrain-round-max-epochs`), with no deadline, and the server "
+        "averages them by sample count into the model FL starts from (φ is frozen from it). `auto`: the method's "
+        "(on for the FedFT family and its paper's baselines FedAvg, FedProx and their RDS variants, off for the "
+        'others), always off with `pretrain = "none"` (FedAvg w/o pretraining has neither step).',
+        auto=True,
+    )
+    pretrain_round_tolerance: float = setting(
+        0.01,
+        "The pretraining round's convergence rule: a client stops after the first epoch whose mean training loss is "
+        "not at least this much (in nats) below the lowest of its earlier epochs.",
+        positive,
+    )
+    pretrain_round_max_epochs: int = setting(
+        20, "The pretraining round's cap on each client's epochs (it stops there even if its loss still falls).", positive
+    )
     pretrain_cache_dir: str = setting(
         "",
         "Where pretrained weights are cached: any folder without control "

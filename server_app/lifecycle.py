@@ -3,7 +3,9 @@
 1. ``FederatedRun.start``: validate the settings, lock the run folder, wait for the clients (pretraining or reading
    the checkpoint meanwhile, in the background), check the settings against them (and the method's own ``check``
    and ``check_run``), split the model into φ (frozen) and θ (trained).
-2. ``FederatedRun.rounds``: the method's strategy (``Method.strategy``, by default ``PartialModelFedAvg``) runs the
+2. ``FederatedRun.rounds``: first, where the run has one (``pretrain-round``) and has not done it yet, the
+   pretraining round (``server_app/pretraining_round.py``: step 2 of the pretraining phase), whose output is split
+   into φ and θ anew, recorded as round 0 and checkpointed; then the method's strategy (``Method.strategy``, by default ``PartialModelFedAvg``) runs the
    rounds with Flower's ``Strategy.start``. In each round it *selects* a cohort and *configures* the clients'
    messages (``configure_train``), *collects and validates* their replies and *aggregates* the sound ones
    (``aggregate_train``); then Flower calls ``end_of_round``, which *evaluates* the new global model, *records* the
@@ -46,6 +48,7 @@ from run_config.parsing import check_method
 from server_app.background import Background
 from server_app.checkpoint import CHECKPOINT_FILE, Checkpoint, CheckpointError, CheckpointWriter, resume_point
 from server_app.pretraining import check_source, initial_state, pretraining_report
+from server_app.pretraining_round import ROUND, PretrainingRoundError, run_pretraining_round
 from server_app.result_files import ResultFile
 from server_app.results import RunRecorder, run_directory
 from server_app.run_errors import RunFailedError, RunSetupError, RunStopped
@@ -199,6 +202,7 @@ class FederatedRun:
     first_round: int  # 1, or the round after the checkpoint's
     strategy_state: dict[str, Any]  # what the checkpoint kept of the strategy (empty when starting afresh)
     checkpoints: CheckpointWriter  # writes each round's checkpoint in the background
+    pretraining_round_due: bool  # the run has a pretraining round and has not done it (a resumed run has)
 
     @classmethod
     def start(cls, grid: Grid, context: Context, held: ExitStack, methods: RunMethods) -> FederatedRun:
@@ -291,6 +295,8 @@ class FederatedRun:
             len(state),
         )
         done = checkpoint.server_round if checkpoint else 0
+        if checkpoint and not done:
+            log(INFO, "resuming after the pretraining round from %s", directory / CHECKPOINT_FILE)
         if done:
             log(
                 INFO,
@@ -314,6 +320,7 @@ class FederatedRun:
             done + 1,
             checkpoint.strategy if checkpoint else {},
             checkpoints,
+            config.pretrain_round and checkpoint is None,
         )
 
     def cohort_arguments(self) -> dict[str, Any]:
@@ -347,8 +354,39 @@ class FederatedRun:
         factory = self.method.strategy
         return factory(self) if factory is not None else PartialModelFedAvg(**self.strategy_arguments())
 
+    def pretraining_round(self, grid: Grid) -> None:
+        """Step 2 of the pretraining phase, before the federated rounds: its output becomes φ and θ, its record
+        rounds.jsonl's round 0, and it is checkpointed (a run stopped after it resumes after it). A round that got no
+        update fails the run, in one line."""
+        start = merge_state(self.frozen, self.trained, self.order)
+        try:
+            with span(PRETRAINING):
+                state, record = run_pretraining_round(
+                    grid, self.config, start, self.population, self.label_counts, self.device
+                )
+        except PretrainingRoundError as err:
+            log(ERROR, "%s", err)
+            self.recorder.stopped("failed", failure=str(err))
+            raise RunFailedError(str(err)) from None
+        except Exception as err:
+            self.recorder.stopped("failed", failure=f"{type(err).__name__}: {err}")
+            raise
+        except BaseException:
+            self.recorder.stopped("interrupted")
+            raise
+        self.frozen, self.trained = split_state(state, build_model_for(self.config).upper_state_keys(self.config.freeze))
+        with self.recorder.writing:
+            if self.recorder.finished:  # stopped meanwhile (a signal)
+                raise RunStopped("the run was stopped in its pretraining round")
+            self.recorder.pretraining_round_done(record)
+            self.checkpoint(ROUND, ArrayRecord(self.trained), {})
+        self.pretraining_round_due = False
+
     def rounds(self, grid: Grid) -> ArrayRecord:
-        """Step 2: the remaining rounds; returns the global θ after the last one (unchanged when none aggregated)."""
+        """Step 2: the pretraining round where it is due, then the remaining rounds; returns the global θ after the
+        last one (unchanged when none aggregated)."""
+        if self.pretraining_round_due:
+            self.pretraining_round(grid)
         arrays = ArrayRecord(self.trained)
         strategy = self.strategy()
         strategy.load_state_dict(self.strategy_state)

@@ -112,6 +112,9 @@ class RunRecorder:
         self.classes = DATASETS[config.dataset].num_classes  # chance level is 1 / classes
         self.machine = machine
         self.rounds: list[dict[str, Any]] = list(resume_from["rounds"]) if resume_from else []
+        #: The pretraining round's record (``server_app/pretraining_round.py``), rounds.jsonl's first line; None
+        #: when the run has none.
+        self.pretraining_round: dict[str, Any] | None = resume_from.get("pretraining_round") if resume_from else None
         self.initial_accuracy: float | None = resume_from["initial_accuracy"] if resume_from else None
         self.initial_class_accuracy: list[float | None] | None = (
             resume_from.get("initial_class_accuracy") if resume_from else None
@@ -140,11 +143,37 @@ class RunRecorder:
         self.written_summary: dict[str, Any] = {}
         self.method_summaries: list[SummaryFields] = []
         directory.mkdir(parents=True, exist_ok=True)
-        replace_text(directory / ROUNDS_FILE, "".join(_json_line(r) for r in self.rounds))
+        self._write_rounds()
         replace_text(directory / CONFIG_FILE, json.dumps(config.to_dict(), indent=2) + "\n")
         for file in self.files:
             if self.rows[file.name]:
                 replace_text(directory / file.file_name, "".join(_json_line(row) for row in self.rows[file.name]))
+
+    def _write_rounds(self) -> None:
+        """rounds.jsonl anew: the pretraining round's record, if any, then the rounds."""
+        records = ([self.pretraining_round] if self.pretraining_round else []) + self.rounds
+        replace_text(self.directory / ROUNDS_FILE, "".join(_json_line(r) for r in records))
+
+    def pretraining_round_done(self, record: dict[str, Any]) -> None:
+        """The pretraining round's record (round 0, before the federated rounds): rounds.jsonl's first line, and the
+        summary's ``pretraining_round``."""
+        self.pretraining_round = record
+        self._write_rounds()
+        epochs = sorted(record["epochs"].values())
+        log(
+            INFO,
+            "pretraining round%s: %d clients trained %s epochs (%.1f s in all); accuracy %.4f after pretraining, "
+            "%.4f after the round (the start of the federated rounds)",
+            " (from the cache)" if record.get("cached") else "",
+            len(record["epochs"]),
+            f"{epochs[0]}-{epochs[-1]}" if epochs[0] != epochs[-1] else epochs[0],
+            record["client_train_seconds"],
+            record["pretrained_accuracy"],
+            record["accuracy"],
+        )
+        for kind in ("failed", "rejected"):
+            for item in record.get(kind) or []:
+                log(WARNING, "pretraining round: client %d %s: %s", item["partition_id"], kind, item["reason"])
 
     def add_summary(self, fields: SummaryFields) -> None:
         """Have summary.json also hold ``fields(rounds)`` (a method reporting more than the global model)."""
@@ -154,6 +183,7 @@ class RunRecorder:
         """What a checkpoint keeps of the results so far."""
         return {
             "rounds": list(self.rounds),
+            "pretraining_round": self.pretraining_round,
             "initial_accuracy": self.initial_accuracy,
             "initial_class_accuracy": self.initial_class_accuracy,
             "files": {name: list(rows) for name, rows in self.rows.items()},
@@ -293,6 +323,7 @@ class RunRecorder:
             "final_accuracy": scored[-1]["accuracy"] if scored else None,
             "total_client_train_seconds": total_seconds,
             "learning_efficiency": learning_efficiency(best["accuracy"], total_seconds) if best else None,
+            **self._pretraining_round_summary(best["accuracy"] if best else None, total_seconds),
             "total_bytes_down": sum(r["bytes_down"] for r in self.rounds),
             "total_bytes_up": sum(r["bytes_up"] for r in self.rounds),
             "mean_cohort_label_entropy": _mean(r.get("cohort_label_entropy") for r in self.rounds),
@@ -311,6 +342,32 @@ class RunRecorder:
                 default=None,
             ),
             **({"machine": self.machine} if self.machine else {}),
+        }
+
+    def _pretraining_round_summary(self, best: float | None, rounds_seconds: float) -> dict[str, Any]:
+        """The pretraining round in the summary (without its per-client numbers, which rounds.jsonl holds), and the
+        learning efficiency counting its client seconds too: ``learning_efficiency`` counts the federated rounds'
+        alone, as the FedFT-EDS paper's §IV-D measure."""
+        phase = self.pretraining_round
+        if phase is None:
+            return {"pretraining_round": None}
+        with_phase = rounds_seconds + phase["client_train_seconds"]
+        kept = ("pretrained_accuracy", "accuracy", "client_train_seconds", "epochs", "bytes_down", "bytes_up")
+        return {
+            "pretraining_round": {
+                **{k: phase[k] for k in kept},
+                "clients": len(phase["epochs"]),
+                "failed": len(phase.get("failed") or []),
+                "rejected": len(phase.get("rejected") or []),
+                "timed_out": len(phase.get("timed_out") or []),
+                "tolerance": phase["tolerance"],
+                "max_epochs": phase["max_epochs"],
+                "cached": phase["cached"],
+            },
+            "total_client_train_seconds_with_pretraining_round": with_phase,
+            "learning_efficiency_with_pretraining_round": (
+                learning_efficiency(best, with_phase) if best is not None else None
+            ),
         }
 
     def write_label_counts(self, counts: dict[str, list[float]]) -> None:
@@ -360,9 +417,10 @@ class RunRecorder:
             self.finished = True
             self.settle_checkpoint()
             self.rounds = list(self.at_checkpoint["rounds"])
+            self.pretraining_round = self.at_checkpoint.get("pretraining_round")
             kept = self.at_checkpoint.get("files", {})
             self.rows = {f.name: list(kept.get(f.name, [])) for f in self.files}
-            replace_text(self.directory / ROUNDS_FILE, "".join(_json_line(r) for r in self.rounds))
+            self._write_rounds()
             for file in self.files:
                 rows, path = self.rows[file.name], self.directory / file.file_name
                 if rows or path.exists():
@@ -389,7 +447,7 @@ def run_title(config: RunConfig, method: str) -> str:
         "dataset": f"pretrained on {config.pretrain_dataset}",
         "checkpoint": "from a checkpoint",
         "none": "from random weights",
-    }[config.pretrain]
+    }[config.pretrain] + (", then a pretraining round" if config.pretrain_round else "")
     selection = ", FedEntOpt selection" if config.client_selection == "fedentopt" else ""
     return f"{method} on {config.dataset}, {split_label(config)} split{selection}; {config.model} {start}"
 
@@ -421,6 +479,17 @@ def readable_summary(summary: dict[str, Any]) -> list[str]:
             else ""
         )
     )
+    if phase := summary.get("pretraining_round"):
+        lines.append(
+            f"pretraining round: accuracy {_percent(phase['pretrained_accuracy'])} -> {_percent(phase['accuracy'])}, "
+            f"its clients trained {phase['client_train_seconds']:.1f} s"
+            + (" (when it ran; cached)" if phase["cached"] else "")
+            + (
+                f"; learning efficiency counting it {summary['learning_efficiency_with_pretraining_round']:.3f} %/s"
+                if learned and summary.get("learning_efficiency_with_pretraining_round") is not None
+                else ""
+            )
+        )
     lines.extend(f"warning: {warning}" for warning in summary.get("warnings") or [])
     if machine := summary.get("machine"):
         lines.append(f"server computed on {machine['device']}: {describe_machine(machine)}")
