@@ -56,6 +56,12 @@ FEDPROX = Method(
 FEDPROX_RDS = Method(
     "fedprox-rds",
     "FedProx on a random 10% of the local data, redrawn every round.",
-    presets={"pretrain-round": True, "freeze": "none", "data-selection": "random", "selection-fraction": 0.1, "objective": "proximal"},
+    presets={
+        "pretrain-round": True,
+        "freeze": "none",
+        "data-selection": "random",
+        "selection-fraction": 0.1,
+        "objective": "proximal",
+    },
 )
 METHODS = (FEDPROX, FEDPROX_RDS)

@@ -147,7 +147,9 @@ class RunConfig:
         positive,
     )
     pretrain_round_max_epochs: int = setting(
-        20, "The pretraining round's cap on each client's epochs (it stops there even if its loss still falls).", positive
+        20,
+        "The pretraining round's cap on each client's epochs (it stops there even if its loss still falls).",
+        positive,
     )
     pretrain_cache_dir: str = setting(
         "",

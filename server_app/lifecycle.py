@@ -374,7 +374,9 @@ class FederatedRun:
         except BaseException:
             self.recorder.stopped("interrupted")
             raise
-        self.frozen, self.trained = split_state(state, build_model_for(self.config).upper_state_keys(self.config.freeze))
+        self.frozen, self.trained = split_state(
+            state, build_model_for(self.config).upper_state_keys(self.config.freeze)
+        )
         with self.recorder.writing:
             if self.recorder.finished:  # stopped meanwhile (a signal)
                 raise RunStopped("the run was stopped in its pretraining round")

@@ -166,6 +166,30 @@ def _write_atomically(path: Path, write) -> None:
     partial.replace(path)
 
 
+def round_strategy(
+    config: RunConfig, population: ClientPopulation, label_counts: LabelCountRegistry, observer: RoundReport
+) -> PretrainingRoundStrategy:
+    """The round's strategy: every connected client, the whole model, the convergence rule in the message, all local
+    samples expected, the ``mean`` rule (Flower's sample-count FedAvg mean), run round 0."""
+    return PretrainingRoundStrategy(
+        max_epochs=config.pretrain_round_max_epochs,
+        population=population,
+        label_counts=label_counts,
+        select=lambda available, server_round: sorted(available),
+        observer=observer,
+        round_config=lambda server_round: {
+            LEARNING_RATE: config.learning_rate,
+            PRETRAINING_ROUND: True,
+            TOLERANCE_KEY: config.pretrain_round_tolerance,
+            MAX_EPOCHS: config.pretrain_round_max_epochs,
+        },
+        seed=config.seed,
+        aggregation=AggregationSettings(rule=MEAN),
+        expected_examples=lambda num_local: num_local,
+        first_round=ROUND,
+    )
+
+
 def run_pretraining_round(
     grid: Grid,
     config: RunConfig,
@@ -202,23 +226,7 @@ def run_pretraining_round(
         accuracies[flower_round] = loss, accuracy
         return MetricRecord({"loss": loss, "accuracy": accuracy})
 
-    strategy = PretrainingRoundStrategy(
-        max_epochs=config.pretrain_round_max_epochs,
-        population=population,
-        label_counts=label_counts,
-        select=lambda available, server_round: sorted(available),
-        observer=report,
-        round_config=lambda server_round: {
-            LEARNING_RATE: config.learning_rate,
-            PRETRAINING_ROUND: True,
-            TOLERANCE_KEY: config.pretrain_round_tolerance,
-            MAX_EPOCHS: config.pretrain_round_max_epochs,
-        },
-        seed=config.seed,
-        aggregation=AggregationSettings(rule=MEAN),
-        expected_examples=lambda num_local: num_local,
-        first_round=ROUND,
-    )
+    strategy = round_strategy(config, population, label_counts, report)
     tick = time.perf_counter()
     result = strategy.start(
         grid=grid,
@@ -229,8 +237,11 @@ def run_pretraining_round(
         evaluate_fn=central,
     )
     if not report.aggregated:
-        problems = [f"client {p['partition_id']} {kind}: {p['reason']}" for kind in ("failed", "rejected") for p in
-                    report.record.get(kind, [])]
+        problems = [
+            f"client {p['partition_id']} {kind}: {p['reason']}"
+            for kind in ("failed", "rejected")
+            for p in report.record.get(kind, [])
+        ]
         if report.record.get("timed_out"):
             problems.append(f"no reply within round-timeout from clients {report.record['timed_out']}")
         raise PretrainingRoundError(

@@ -100,6 +100,9 @@ def small_run_config(tmp_path: Path, **overrides: Any) -> dict[str, Any]:
             "pretrain-cache-dir": str(tmp_path / "pretrained"),
             "feature-cache-dir": str(tmp_path / "features"),
             "client-threads": 1,
+            # the pretraining round (a method's preset) is tested on its own (tests/test_pretraining_round_server.py);
+            # the rest of the suite's small runs start from the server's pretraining alone
+            "pretrain-round": False,
         }
     )
     config.update(overrides)

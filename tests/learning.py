@@ -57,7 +57,8 @@ def run_method(tmp_path: Path, pretrained: Path, clients: int = 4, **overrides: 
     run_in_process(config, clients)
     folder = Path(config["results-dir"]) / config["run-name"]
     summary = json.loads((folder / "summary.json").read_text())
-    rounds = [json.loads(line) for line in (folder / "rounds.jsonl").read_text().splitlines()]
+    records = [json.loads(line) for line in (folder / "rounds.jsonl").read_text().splitlines()]
+    rounds = [r for r in records if "phase" not in r]  # the pretraining round's record, where the run has one
     return Outcome(summary["initial_accuracy"], [r["accuracy"] for r in rounds], summary)
 
 
