@@ -23,7 +23,7 @@ class CellResult:
 
 
 def read_rounds(directory: Path) -> list[dict[str, Any]]:
-    """The rounds recorded so far (a line still being written is skipped)."""
+    """The federated rounds recorded so far (a line still being written is skipped)."""
     rounds: list[dict[str, Any]] = []
     try:
         lines = (directory / ROUNDS_FILE).read_text().splitlines()
@@ -31,9 +31,11 @@ def read_rounds(directory: Path) -> list[dict[str, Any]]:
         return rounds
     for line in lines:
         try:
-            rounds.append(json.loads(line))
+            record = json.loads(line)
         except json.JSONDecodeError:
             break
+        if "phase" not in record:  # the pretraining round's record, round 0, is the summary's pretraining_round
+            rounds.append(record)
     return rounds
 
 

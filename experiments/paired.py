@@ -104,3 +104,52 @@ def paired_section(experiment: Experiment, results: Mapping[Cell, CellResult]) -
         paired_table(experiment, rows),
         "",
     ]
+
+
+@dataclass(frozen=True)
+class PairedCurve:
+    """One method against its baseline at one grid point, round by round: the per-seed differences of the test
+    accuracy after each round (method − baseline, fractions), over the rounds every paired seed scored."""
+
+    point: tuple[tuple[str, object], ...]
+    method: str
+    baseline: str
+    seeds: tuple[int, ...]
+    rounds: tuple[int, ...]
+    differences: tuple[tuple[float, ...], ...]  # per seed, per round
+
+    def mean_std(self) -> tuple[list[float], list[float | None]]:
+        """Per round: the mean over seeds and the sample std (None with one seed)."""
+        means, stds = [], []
+        for values in zip(*self.differences, strict=True):
+            mean, std = mean_std(values)
+            means.append(mean)
+            stds.append(std)
+        return means, stds
+
+
+def _accuracy_by_round(result: CellResult) -> dict[int, float]:
+    return {int(r["round"]): float(r["accuracy"]) for r in result.rounds if r.get("accuracy") is not None}
+
+
+def paired_curves(experiment: Experiment, results: Mapping[Cell, CellResult]) -> list[PairedCurve]:
+    """Every ``compare`` pair at every grid point, round by round, over the seeds both finished (the paper's
+    question of when a method's gain shows: FedFT-EDS §IV-F, most in the first rounds)."""
+    by_key = {(c.point, c.method, c.seed): results[c] for c in experiment.cells if c in results}
+    points = list(dict.fromkeys(c.point for c in experiment.cells))
+    curves = []
+    for point in points:
+        for method, baseline in experiment.compare.items():
+            seeds = tuple(
+                s for s in experiment.seeds if (point, method, s) in by_key and (point, baseline, s) in by_key
+            )
+            pairs = [
+                (_accuracy_by_round(by_key[(point, method, s)]), _accuracy_by_round(by_key[(point, baseline, s)]))
+                for s in seeds
+            ]
+            rounds = sorted(set.intersection(*(set(a) & set(b) for a, b in pairs))) if pairs else []
+            if not rounds:
+                continue
+            differences = tuple(tuple(a[r] - b[r] for r in rounds) for a, b in pairs)
+            curves.append(PairedCurve(point, method, baseline, seeds, tuple(rounds), differences))
+    return curves

@@ -31,7 +31,8 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from experiments.cell_results import CellResult  # noqa: E402
 from experiments.method_styles import MethodStyle, method_styles  # noqa: E402
-from experiments.spec import Cell, Experiment  # noqa: E402
+from experiments.paired import PairedCurve  # noqa: E402
+from experiments.spec import Cell, Experiment, point_label  # noqa: E402
 from experiments.summary import SummaryRow  # noqa: E402
 from methods.registry import parse_config
 from run_config.defaults import load_defaults  # noqa: E402
@@ -302,6 +303,7 @@ def _accuracy_panel(
     for method in plan.methods:
         if method in methods:
             _draw_accuracy(ax, method, methods[method], styles[method], seconds is not None)
+    _name_starts(ax, methods)
     ax.set_ylabel("test accuracy (%)")
     ax.grid(alpha=0.3)
     if seconds is not None:
@@ -311,6 +313,13 @@ def _accuracy_panel(
     else:
         ax.set_xlabel("round (0 = initial model)")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=6))
+
+
+def _name_starts(ax, methods: Mapping[str, Curve]) -> None:
+    """Each distinct start's accuracy (the mean over seeds of the initial model, one decimal) written beside it."""
+    starts = sorted({round(100 * c.initial_accuracy, 1) for c in methods.values() if math.isfinite(c.initial_accuracy)})
+    for value in starts:
+        ax.annotate(f"start {value:.1f}%", (0, value), xytext=(6, -3), textcoords="offset points", fontsize=8, va="top")
 
 
 def accuracy_figure(curves: Mapping[str, Mapping[str, Curve]], plan: Planned, against_seconds: bool = False) -> Figure:
@@ -339,7 +348,7 @@ def accuracy_figure(curves: Mapping[str, Mapping[str, Curve]], plan: Planned, ag
         markersize=7,
         markerfacecolor="white",
         markeredgecolor="black",
-        label="initial model\n(round 0, 0 s)",
+        label="initial model\n(round 0, 0 s; after the\npretraining round where\nthe run has one)",
     )
     composed = [
         Line2D([], [], color="black", linestyle="--", marker="o", markerfacecolor="white", label=COMPOSED_LABEL)
@@ -361,6 +370,39 @@ def plot_accuracy(
 ) -> Path:
     """``accuracy_figure`` as a PNG at ``path``."""
     return _save(accuracy_figure(curves, plan, against_seconds), path)
+
+
+def paired_rounds_figure(curves: Sequence[PairedCurve], plan: Planned) -> Figure:
+    """Each ``compare`` pair's accuracy difference after every round (method − baseline, percentage points; mean over
+    the paired seeds, ± std shaded), one panel per grid point, with the zero line: when a method's gain shows."""
+    styles = method_styles(plan.methods)
+    figure, (axes,) = _panels(len(plan.points))
+    _suptitle(figure, plan)
+    for ax, point in zip(axes, plan.points):
+        drawn = [c for c in curves if point_label(c.point) == point]
+        for curve in drawn:
+            means, stds = curve.mean_std()
+            mean = 100 * np.array(means)
+            spread = 100 * np.array([0.0 if s is None else s for s in stds])
+            colour = styles[curve.method].colour
+            label = f"{curve.method} − {curve.baseline} ({len(curve.seeds)} seeds)"
+            ax.plot(curve.rounds, mean, color=colour, marker=styles[curve.method].marker, markersize=3.5, label=label)
+            ax.fill_between(curve.rounds, mean - spread, mean + spread, color=colour, alpha=0.15, linewidth=0)
+        ax.axhline(0.0, color="black", linewidth=0.8)
+        ax.set_title(point or "all cells", fontsize=10)
+        ax.set_xlabel("round")
+        ax.set_ylabel("accuracy difference (points)")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=6))
+        ax.grid(alpha=0.3)
+        if drawn:
+            ax.legend(fontsize=7)
+        else:
+            ax.text(0.5, 0.5, NOT_RUN, transform=ax.transAxes, ha="center", va="center", color=NOT_RUN_COLOUR)
+    return figure
+
+
+def plot_paired_rounds(curves: Sequence[PairedCurve], plan: Planned, path: Path) -> Path:
+    return _save(paired_rounds_figure(curves, plan), path)
 
 
 def _bar_label(ax, x: float, mean: float, std: float, seeds: int, planned_seeds: int) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from experiments.cell_results import CellResult
-from experiments.paired import paired_rows, paired_section
+from experiments.paired import paired_curves, paired_rows, paired_section
 from experiments.spec import ExperimentFileError, parse_experiment
 
 
@@ -68,3 +68,31 @@ def test_a_model_both_methods_add_is_compared_too():
     (row,) = paired_rows(exp, with_composed)
     assert row.differences["best_composed_accuracy"] == pytest.approx((-0.10,))
     assert "best composed acc. per seed (pts)" in "\n".join(paired_section(exp, with_composed))
+
+
+def rounds_result(accuracies: list[float | None]) -> CellResult:
+    rounds = [{"round": r, "accuracy": a} for r, a in enumerate(accuracies, start=1)]
+    return CellResult({}, rounds, {})
+
+
+def test_round_by_round_differences_over_the_rounds_every_paired_seed_scored():
+    """Seed 0: 3 rounds each; seed 1: the method's round 2 unscored (evaluate-every), the baseline stopped after 2;
+    seed 2: no baseline. With seeds 0 and 1 only round 1 is scored in every pair; with seed 0 alone, all three."""
+    exp = experiment(compare={"fedft-eds": "fedavg"})
+    by_name = {c.name: c for c in exp.cells}
+    results = {
+        by_name["fedft-eds__seed0"]: rounds_result([0.50, 0.60, 0.70]),
+        by_name["fedavg__seed0"]: rounds_result([0.40, 0.65, 0.60]),
+        by_name["fedft-eds__seed1"]: rounds_result([0.30, None, 0.50]),
+        by_name["fedavg__seed1"]: rounds_result([0.35, 0.45]),
+        by_name["fedft-eds__seed2"]: rounds_result([0.9, 0.9, 0.9]),
+    }
+    (curve,) = paired_curves(exp, results)
+    assert curve.seeds == (0, 1) and curve.rounds == (1,)
+    assert [list(d) for d in curve.differences] == [pytest.approx([0.10]), pytest.approx([-0.05])]
+    means, stds = curve.mean_std()
+    assert means == pytest.approx([0.025]) and stds[0] == pytest.approx(0.10606601717798213)
+    del results[by_name["fedft-eds__seed1"]]
+    (curve,) = paired_curves(exp, results)
+    assert curve.rounds == (1, 2, 3) and [list(d) for d in curve.differences] == [pytest.approx([0.10, -0.05, 0.10])]
+    assert curve.mean_std()[1] == [None, None, None]
