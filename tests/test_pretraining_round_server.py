@@ -204,8 +204,9 @@ def test_a_bad_rule_is_refused_naming_its_key(key, value):
 
 def test_fedft_eds_learns_from_the_two_step_start(tmp_path, pretrained):
     """The learns-task (tests/learning.py) with FedFT-EDS's default start: the server's MNIST pretraining, then the
-    pretraining round; FL must end above the round's output. Seeds 0/1/2: start (after the round) 0.633 / 0.? / 0.?,
-    final ?."""
+    pretraining round; FL must end above the round's output and well above chance. Seeds 0/1/2 (measured with
+    3 local epochs): after the server's pretraining 8.9 / 10.0 / 4.1%, after the round 63.5 / 52.5 / 61.5%, final
+    73.8 / 72.5 / 81.1% (from the server's pretraining alone: 60.1 / 52.3 / 48.6%)."""
     outcome = run_method(tmp_path, pretrained, method="fedft-eds", **{"pretrain-round": "auto", "local-epochs": 3})
     assert outcome.summary["pretraining_round"] is not None
-    assert_learns(outcome, at_least=0.45)
+    assert_learns(outcome, at_least=0.6)
