@@ -26,6 +26,7 @@ def test_defaults_parse_to_fedft_eds(defaults: dict) -> None:
         "selection-fraction": 0.1,
         "objective": "plain",
         "pretrain": "dataset",
+        "pretrain-round": True,
         "model": "wrn-16-1",
         "fraction-train": 1.0,
     }
