@@ -69,7 +69,10 @@ def test_the_figure_is_titled_with_method_dataset_split_and_start() -> None:
 
     config = make_config(method="fedft-eds", pretrain="dataset", pretrain_dataset="mnist", dirichlet_alpha=0.1)
     title = run_title(config, config.method)
-    assert title == "fedft-eds on fashion-mnist-mini, Dir(0.1) split; wrn-16-1 pretrained on mnist"
+    assert (
+        title
+        == "fedft-eds on fashion-mnist-mini, Dir(0.1) split; wrn-16-1 pretrained on mnist, then a pretraining round"
+    )
     figure = run_plot_figure(records([2.0], [0.5]), 0.4, title)
     assert figure.get_suptitle() == title
     iid = make_config(partitioner="iid", client_selection="fedentopt", fraction_train=0.3, pretrain="none")
