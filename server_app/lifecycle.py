@@ -5,11 +5,11 @@
    and ``check_run``), split the model into φ (frozen) and θ (trained).
 2. ``FederatedRun.rounds``: first, where the run has one (``pretrain-round``) and has not done it yet, the
    pretraining round (``server_app/pretraining_round.py``: step 2 of the pretraining phase), whose output is split
-   into φ and θ anew, recorded as round 0 and checkpointed; then the method's strategy (``Method.strategy``, by default ``PartialModelFedAvg``) runs the
-   rounds with Flower's ``Strategy.start``. In each round it *selects* a cohort and *configures* the clients'
-   messages (``configure_train``), *collects and validates* their replies and *aggregates* the sound ones
-   (``aggregate_train``); then Flower calls ``end_of_round``, which *evaluates* the new global model, *records* the
-   round and *checkpoints* the run, in that order.
+   into φ and θ anew, recorded as round 0 and checkpointed; then the method's strategy (``Method.strategy``, by
+   default ``PartialModelFedAvg``) runs the rounds with Flower's ``Strategy.start``. In each round it *selects* a
+   cohort and *configures* the clients' messages (``configure_train``), *collects and validates* their replies and
+   *aggregates* the sound ones (``aggregate_train``); then Flower calls ``end_of_round``, which *evaluates* the new
+   global model, *records* the round and *checkpoints* the run, in that order.
 3. ``FederatedRun.finish``: write the summary (its status: ``completed``, or ``failed`` when no round aggregated),
    the final model and the plot; a failed run raises so that its exit status says so.
 
