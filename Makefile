@@ -59,7 +59,7 @@ test: setup
 # The documentation site (mkdocs.yml) into .site/: --strict fails on a broken link, a missing anchor or a page left
 # out of the nav. Never --quiet: MkDocs then drops the warnings before --strict counts them, and the build passes
 # whatever the links (tests/test_docs_build.py runs this target on a copy of the project with broken links planted).
-docs:
+docs: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir .site
 
 # A new lock from the registry: a fresh environment resolved with only the deliberate pins ($(PINS): torch's CPU

@@ -33,11 +33,14 @@ def project_copy(target: Path) -> None:
 
 
 def make_docs(project: Path) -> subprocess.CompletedProcess[str]:
-    """``make docs`` in ``project`` with this environment's mkdocs; the output of both streams together. The make
-    that runs the tests (``make test``) leaves its own flags in the environment; the inner make gets none of them."""
+    """``make docs`` in ``project`` with this environment's mkdocs, its setup taken as done (the stamp file named
+    and marked old, so make never installs); the output of both streams together. The make that runs the tests
+    (``make test``) leaves its own flags in the environment; the inner make gets none of them."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("MAKE") and k != "MFLAGS"}
+    stamp = "set-up-by-the-test"
     return subprocess.run(
-        ["make", "--no-print-directory", "-C", str(project), "docs", f"BIN={BIN}"],
+        ["make", "--no-print-directory", "-C", str(project), f"--old-file={stamp}", "docs", f"STAMP={stamp}",
+         f"BIN={BIN}"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environment, timeout=300,
     )  # fmt: skip
 
