@@ -11,8 +11,11 @@ from pathlib import Path
 
 import pytest
 import tomllib
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from simulation.local_run import PROJECT_DIR
+from tests.test_dependency_lock import locked_versions
 
 #: Packages only simulation, experiments or development need; a device must not have to install or import them.
 NOT_ON_A_NODE = ("ray", "pandas", "pyarrow", "datasets", "flwr-datasets", "matplotlib", "scipy", "scikit-learn")
@@ -49,16 +52,26 @@ def test_pip_resolves_the_plain_install_without_the_simulation_stack(tmp_path: P
         "--report",
         str(report),
         "-c",
-        str(PROJECT_DIR / "constraints-cpu.txt"),
+        str(PROJECT_DIR / "constraints-lock.txt"),
         str(PROJECT_DIR),
     ]
     done = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=300)
     if done.returncode and any(s in done.stderr for s in ("ConnectionError", "NewConnectionError", "Max retries")):
         pytest.skip(f"the package registry is unreachable: {done.stderr.strip().splitlines()[-1]}")
     assert done.returncode == 0, done.stderr
-    resolved = {_canonical(item["metadata"]["name"]) for item in json.loads(report.read_text())["install"]}
+    versions = {
+        canonicalize_name(item["metadata"]["name"]): Version(item["metadata"]["version"])
+        for item in json.loads(report.read_text())["install"]
+    }
+    resolved = set(versions)
     assert {"flwr", "torch", "numpy", "pyyaml", "fedft-eds"} <= resolved
     assert not resolved & set(NOT_ON_A_NODE), sorted(resolved & set(NOT_ON_A_NODE))
+    # the lock holds every package of the lean install (torch==2.13.0 is the resolved 2.13.0+cpu)
+    locked = locked_versions((PROJECT_DIR / "constraints-lock.txt").read_text())
+    off_lock = {
+        name: str(v) for name, v in versions.items() if name != "fedft-eds" and locked.get(name) != Version(v.public)
+    }
+    assert not off_lock, off_lock
 
 
 #: Their import names.
