@@ -55,3 +55,11 @@ def prose(*sentences: str, width: int = 120) -> str:
     """Sentences joined into one paragraph wrapped at ``width`` columns, as the docs' hand-written text is (a word
     longer than the width, such as a link, stands on its own line)."""
     return textwrap.fill(" ".join(s.strip() for s in sentences), width, break_long_words=False, break_on_hyphens=False)
+
+
+def bullet(*sentences: str, width: int = 120) -> str:
+    """A list item of ``prose``, its continuation lines indented by two spaces."""
+    text = " ".join(s.strip() for s in sentences)
+    return textwrap.fill(
+        text, width, initial_indent="- ", subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
+    )

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from experiments.doc_tables import overview
 from experiments.doc_tables.blocks import Block
 
-BLOCKS: dict[str, Block] = {}
+BLOCKS: dict[str, Block] = {
+    "overview": overview.overview,
+    "against-papers": overview.against_papers,
+}
