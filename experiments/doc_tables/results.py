@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
-from experiments.doc_tables import overview
+from experiments.doc_tables import fedft, overview
 from experiments.doc_tables.blocks import Block
 
 BLOCKS: dict[str, Block] = {
     "overview": overview.overview,
     "against-papers": overview.against_papers,
+    "fedft-table2-mini": fedft.table2_mini,
+    "fedft-table2-mini-05": fedft.table2_mini_05,
+    "fedft-table2-full": fedft.table2_full,
+    "fedft-table2-full-wrn": fedft.table2_full_wrn,
+    "fedft-table3": fedft.table3,
+    "fedft-temperature": fedft.temperature,
+    "fedft-freeze": fedft.freeze,
+    "fedft-alpha": fedft.alpha,
+    "fedft-cka": fedft.cka,
 }
