@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from experiments.doc_tables import fedft, overview
+from experiments.doc_tables import fedentopt, fedft, overview
 from experiments.doc_tables.blocks import Block
 
 BLOCKS: dict[str, Block] = {
@@ -17,4 +17,7 @@ BLOCKS: dict[str, Block] = {
     "fedft-freeze": fedft.freeze,
     "fedft-alpha": fedft.alpha,
     "fedft-cka": fedft.cka,
+    "fedentopt-table1": fedentopt.table1,
+    "fedentopt-participation": fedentopt.participation,
+    "fedentopt-table2": fedentopt.table2,
 }
