@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from experiments.doc_tables import fedentopt, fedft, overview
+from experiments.doc_tables import fedentopt, fedft, kafal, overview
 from experiments.doc_tables.blocks import Block
 
 BLOCKS: dict[str, Block] = {
@@ -20,4 +20,7 @@ BLOCKS: dict[str, Block] = {
     "fedentopt-table1": fedentopt.table1,
     "fedentopt-participation": fedentopt.participation,
     "fedentopt-table2": fedentopt.table2,
+    "kafal-fig14": kafal.fig14,
+    "kafal-fig4": kafal.fig4,
+    "kafal-table1": kafal.table1,
 }
