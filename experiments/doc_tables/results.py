@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from experiments.doc_tables import fedentopt, fedft, kafal, overview
+from experiments.doc_tables import fedentopt, fedft, kafal, overview, thesis
 from experiments.doc_tables.blocks import Block
 
 BLOCKS: dict[str, Block] = {
@@ -23,4 +23,12 @@ BLOCKS: dict[str, Block] = {
     "kafal-fig14": kafal.fig14,
     "kafal-fig4": kafal.fig4,
     "kafal-table1": kafal.table1,
+    "fedfsc-table43": thesis.fedfsc_table43,
+    "fedfsc-dampening": thesis.fedfsc_dampening,
+    "fedfsc-table45": thesis.fedfsc_table45,
+    "fedsplit": thesis.fedsplit,
+    "fedat-table57": thesis.fedat_table57,
+    "fedat-table58": thesis.fedat_table58,
+    "fedat-single": thesis.fedat_single,
+    "fedkad-table511": thesis.fedkad_table511,
 }
