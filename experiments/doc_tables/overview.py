@@ -543,8 +543,8 @@ def _rounded(values: Mapping[int, float]) -> str:
 
 def _scaffold_rows() -> list[list[str]]:
     four, ten = (
-        load_json("../benchmarks/scaffold_gap.json")["paired"],
-        load_json("../benchmarks/scaffold_gap_10x2.json")["paired"],
+        load_json("scaffold_gap.json")["paired"],
+        load_json("scaffold_gap_10x2.json")["paired"],
     )
     link_md = "[scaffold_gap.md](../measurements/benchmarks/scaffold_gap.md)"
     return [
