@@ -7,7 +7,7 @@ import math
 
 from experiments.doc_tables.blocks import bullet, prose
 from experiments.doc_tables.markdown import bold_largest, table
-from experiments.doc_tables.recorded import RecordedExperiment, load, number, pct, signed, span
+from experiments.doc_tables.recorded import RecordedExperiment, load, pct, signed, span
 
 LAST10, BEST = "mean_last10_accuracy", "best_accuracy"
 SPLITS = {"dirichlet": "Dir(0.1)", "pathological": "#C=2"}
@@ -45,10 +45,22 @@ def table1() -> str:
                     dir01 if split == "dirichlet" else c2,
                 ]
             )
-    header = ["split", "method", "last-10 mean here (%)", "best here (%)", "mean cohort entropy (bits)", "paper, CIFAR-10 (%)"]
+    header = [
+        "split",
+        "method",
+        "last-10 mean here (%)",
+        "best here (%)",
+        "mean cohort entropy (bits)",
+        "paper, CIFAR-10 (%)",
+    ]
     gains = {s: [_gain(run, f"{b}+fedentopt", b, s) for b in ("fedavg", "fedprox")] for s in SPLITS}
     dp = [_gain(run, "fedavg+fedentopt-dp0.5", "fedavg+fedentopt", s) for s in SPLITS]
-    entropy = [run.one(m, "mean_cohort_label_entropy", {"partitioner": s}) for s in SPLITS for m, *_ in TABLE1 if "fedentopt" in m]
+    entropy = [
+        run.one(m, "mean_cohort_label_entropy", {"partitioner": s})
+        for s in SPLITS
+        for m, *_ in TABLE1
+        if "fedentopt" in m
+    ]
     random = [run.one("fedavg", "mean_cohort_label_entropy", {"partitioner": s}) for s in SPLITS]
     bound = math.log2(10 - 1)
     best_moves = [_gain(run, f"{b}+fedentopt", b, s, BEST) for s in SPLITS for b in ("fedavg", "fedprox")]
@@ -56,7 +68,8 @@ def table1() -> str:
         bullet(
             "**Agrees:** FedEntOpt raises the last-10 mean over random selection by "
             f"{' and '.join(signed(g) for g in gains['dirichlet'])} points under Dir(0.1) with FedAvg and FedProx (the "
-            f"paper: +6.2 on CIFAR-10), and by {' and '.join(signed(g) for g in gains['pathological'])} under #C=2 (the "
+            f"paper: +6.2 on CIFAR-10), and by {' and '.join(signed(g) for g in gains['pathological'])} under #C=2 "
+            "(the "
             "paper: +2.0)."
         ),
         bullet(
@@ -82,7 +95,8 @@ def participation() -> str:
     """FedEntOpt's gain as fewer clients take part (the Table I setting under Dir(0.1))."""
     run = load("fedentopt-participation")
     rows, gains, kept = [], [], []
-    for fraction in run.grid["fraction-train"]:
+    fractions = [float(str(f)) for f in run.grid["fraction-train"]]
+    for fraction in fractions:
         at = {"fraction-train": fraction}
         random = (run.one("fedavg", LAST10, at), run.one("fedavg", BEST, at))
         chosen = (run.one("fedavg+fedentopt", LAST10, at), run.one("fedavg+fedentopt", BEST, at))
@@ -103,7 +117,7 @@ def participation() -> str:
         "FedEntOpt gain, last-10 (points)",
     ]
     monotone = all(a >= b for a, b in zip(gains, gains[1:], strict=False))
-    smallest = round(100 * run.grid["fraction-train"][0])
+    smallest = round(100 * fractions[0])
     bullets = [
         bullet(
             (
@@ -111,7 +125,7 @@ def participation() -> str:
                 if monotone
                 else "**Mostly agrees:** FedEntOpt adds more when fewer clients take part, though not at every step"
             )
-            + f" ({signed(gains[-1])} at {round(100 * run.grid['fraction-train'][-1])} clients, {signed(gains[0])} at "
+            + f" ({signed(gains[-1])} at {round(100 * fractions[-1])} clients, {signed(gains[0])} at "
             f"{smallest}): a small random cohort often misses labels, while FedEntOpt keeps the last-10 mean at "
             f"{span(kept, decimals=0)}% all the way down to {smallest} clients per round."
         ),
@@ -150,14 +164,34 @@ def table2() -> str:
                 ]
             )
     rows.sort(key=lambda r: (r[1] != "FedProx", r[0] != "Dir(0.1)"))
-    header = ["split", "method", "random: last-10 / best (%)", "FedEntOpt: last-10 / best (%)", "FedEntOpt gain, last-10 (points)"]
+    header = [
+        "split",
+        "method",
+        "random: last-10 / best (%)",
+        "FedEntOpt: last-10 / best (%)",
+        "FedEntOpt gain, last-10 (points)",
+    ]
     prox = [gains[(s, "fedprox")] for s in SPLITS]
     eds = [gains[(s, "fedft-eds")] for s in SPLITS]
     entropy = [run.one("fedft-eds+fedentopt", "mean_cohort_label_entropy", {"partitioner": s}) for s in SPLITS]
-    efficiency = [run.one(m, "learning_efficiency", {"partitioner": s}) for s in SPLITS for m in ("fedft-eds", "fedft-eds+fedentopt")]
-    prox_eff = [run.one(m, "learning_efficiency", {"partitioner": s}) for s in SPLITS for m in ("fedprox", "fedprox+fedentopt")]
-    eds_s = [run.one(m, "total_client_train_seconds", {"partitioner": s}) for s in SPLITS for m in ("fedft-eds", "fedft-eds+fedentopt")]
-    prox_s = [run.one(m, "total_client_train_seconds", {"partitioner": s}) for s in SPLITS for m in ("fedprox", "fedprox+fedentopt")]
+    efficiency = [
+        run.one(m, "learning_efficiency", {"partitioner": s})
+        for s in SPLITS
+        for m in ("fedft-eds", "fedft-eds+fedentopt")
+    ]
+    prox_eff = [
+        run.one(m, "learning_efficiency", {"partitioner": s}) for s in SPLITS for m in ("fedprox", "fedprox+fedentopt")
+    ]
+    eds_s = [
+        run.one(m, "total_client_train_seconds", {"partitioner": s})
+        for s in SPLITS
+        for m in ("fedft-eds", "fedft-eds+fedentopt")
+    ]
+    prox_s = [
+        run.one(m, "total_client_train_seconds", {"partitioner": s})
+        for s in SPLITS
+        for m in ("fedprox", "fedprox+fedentopt")
+    ]
     helps = all(g > 0 for g in prox + eds)
     bullets = [
         bullet(
@@ -166,7 +200,8 @@ def table2() -> str:
             "(Dir(0.1), #C=2; the paper: up to +41 points over its baselines on CIFAR)."
         ),
         bullet(
-            f"FedFT-EDS's gain is small where its pretrained start is already at {pct(start, 0)}%: little is left to lose "
+            f"FedFT-EDS's gain is small where its pretrained start is already at {pct(start, 0)}%: little is left to "
+            "lose "
             "to a cohort that misses labels. Its cohorts have the same label entropy as FedAvg's "
             f"({' and '.join(f'{e:.2f}' for e in entropy)} bits under Dir(0.1) and #C=2), since selection does not "
             "depend on the local method."

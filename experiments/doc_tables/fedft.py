@@ -100,7 +100,8 @@ def table2_mini() -> str:
     agrees = bullet(
         f"**Agrees:** pretraining, even on another domain, is worth {_points(pretrain_best)} points of best accuracy "
         f"to FedAvg ({pct(one('fedavg'))} against {pct(one('fedavg-no-pretraining'))}) and {_points(pretrain_last)} "
-        f"of the mean over the rounds. Fine-tuning θ on all data (FedFT-ALL) is {_points(one('fedft-all') - one('fedavg'))} "
+        "of the mean over the rounds. Fine-tuning θ on all data (FedFT-ALL) is "
+        f"{_points(one('fedft-all') - one('fedavg'))} "
         f"points from FedAvg in best accuracy ({pct(one('fedft-all'))} against {pct(one('fedavg'))}) and sends "
         f"{100 * bytes_saved:.0f}% fewer bytes up (θ each round, φ once)."
     )
@@ -263,7 +264,8 @@ def table2_full() -> str:
         bullet(
             f"**Agrees:** the client work. FedFT-EDS clients spend {min(ratio('fedft-eds')):.0f}–"
             f"{max(ratio('fedft-eds')):.0f}× less time than FedAvg's on every seed and α "
-            f"({number(min(eds_seconds))}–{number(max(eds_seconds))} client seconds for the {run.rounds} rounds against "
+            f"({number(min(eds_seconds))}–{number(max(eds_seconds))} client seconds for the {run.rounds} rounds "
+            "against "
             f"{number(min(avg_seconds), 0)}–{number(max(avg_seconds), 0)}), FedFT-RDS {min(ratio('fedft-rds')):.0f}–"
             f"{max(ratio('fedft-rds')):.0f}× less."
         ),
@@ -334,6 +336,7 @@ def table2_full_wrn() -> str:
         for at in (A01, A05)
     ]
     peaks = {m: (run.one(m, "best_round", A01), run.one(m, "rounds", A01)) for _, m in methods}
+    lenet = load("fedft-table2-full-2026-11-27")
     setting = prose(
         f"WRN-16-1 pretrained on the 6,000 MNIST images (new head; {_start(run)}% on Fashion-MNIST), the split and "
         "rounds above; 4 cells ([summary](../measurements/experiments/fedft-table2-full-wrn-2026-11-27/summary.md)):"
@@ -341,7 +344,8 @@ def table2_full_wrn() -> str:
     rds_leads = all(d > 0 for d in diffs[BEST] + diffs[LAST10])
     bullets = [
         bullet(
-            f"**{'Differs' if rds_leads else 'Mixed'}, as with LeNet-5:** FedFT-RDS − FedFT-EDS at Dir(0.1) and Dir(0.5): "
+            f"**{'Differs' if rds_leads else 'Mixed'}, as with LeNet-5:** FedFT-RDS − FedFT-EDS at Dir(0.1) and "
+            "Dir(0.5): "
             f"best {' and '.join(signed(100 * d) for d in diffs[BEST])}, mean over the rounds "
             f"{' and '.join(signed(100 * d) for d in diffs[LAST10])} (one seed); FedFT-RDS costs "
             f"{number(min(seconds_ratio), 2)}–{number(max(seconds_ratio), 2)} of FedFT-EDS's client seconds (EDS "
@@ -355,7 +359,7 @@ def table2_full_wrn() -> str:
             f"φ reaches {number(100 * min(run.one(m, BEST, at) for _, m in methods for at in (A01, A05)), 0)}–"
             f"{number(100 * max(run.one(m, BEST, at) for _, m in methods for at in (A01, A05)), 0)}% in "
             f"{run.rounds} rounds, below LeNet-5's FedAvg above "
-            f"({' / '.join(pct(mean_of(load('fedft-table2-full-2026-11-27').values('fedavg', BEST, at))) for at in (A01, A05))})."
+            f"({' / '.join(pct(mean_of(lenet.values('fedavg', BEST, at))) for at in (A01, A05))})."
         ),
     ]
     return "\n".join([setting, "", table(header, rows), "", *bullets])
@@ -426,8 +430,8 @@ def table3() -> str:
     for method, base in TABLE3_PAIRS:
         cells = []
         for field in (BEST, LAST10):
-            d = run.paired(method, base, field, A01)
-            cells.append(f"{per_seed(d)}: {paired_text(d)}")
+            difference = run.paired(method, base, field, A01)
+            cells.append(f"{per_seed(difference)}: {paired_text(difference)}")
         pair_rows.append([f"{label[method]} − {label[base]}", *cells, signed(paper[method] - paper[base], 2)])
     title = "mean of all 10 rounds" if run.rounds <= 10 else "last-10 mean"
     pairs = table(["method − baseline", "best acc.", title, "paper, CIFAR-10 α = 0.1"], pair_rows)
@@ -567,7 +571,8 @@ def temperature() -> str:
         bullet(
             "**Reproduces in direction, more sharply than the thesis:** the hardened settings (ρ ≤ 0.1) end "
             f"{number(100 * (low_hard - best_soft))}–{number(100 * (max(hard) - min(soft)))} points above ρ ≥ 0.5 in "
-            f"the mean over the rounds ({span(hard)} against {span(soft)}), where the thesis has 3.7–4.2 points between "
+            f"the mean over the rounds ({span(hard)} against {span(soft)}), where the thesis has 3.7–4.2 points "
+            "between "
             "ρ ≤ 0.1 and ρ = 1. The 3-seed paired ↳ row of the first table (ρ = 1 against 0.1) says the same."
         ),
         bullet(
@@ -613,7 +618,9 @@ def freeze() -> str:
         return run.one(method, field, {"freeze": level})
 
     best_level = max(levels, key=lambda level: v("fedft-eds", str(level)))
-    seconds = [v("fedft-eds", str(level), "total_client_train_seconds") for level in levels]
+    seconds = "total_client_train_seconds"
+    seconds_ratio = v("fedft-eds", str(best_level), seconds) / v("fedft-eds", "mid", seconds)
+    level_seconds = [v("fedft-eds", str(level), "total_client_train_seconds") for level in levels]
     mb = [v("fedft-eds", str(level), "total_bytes_up") / 1e6 for level in levels]
     gap = load("fedft-fedavg-gap")
     setting = prose(
@@ -626,13 +633,13 @@ def freeze() -> str:
             "**Differs from the paper:** the paper finds the classifier alone best, pretraining on a domain close to "
             f"the target. From MNIST, another domain, `{best_level}` is best here "
             f"({pct(v('fedft-eds', str(best_level)))} / {pct(v('fedft-rds', str(best_level)))} best), at "
-            f"{v('fedft-eds', str(best_level), 'total_client_train_seconds') / v('fedft-eds', 'mid', 'total_client_train_seconds'):.1f}× "
+            f"{seconds_ratio:.1f}× "
             "`mid`'s client seconds (one seed). The 3-seed split in the first table measures what freezing at `mid` "
             f"costs with all data: {paired_text(gap.paired('fedft-all', 'fedavg', LAST10), seeds=False)}."
         ),
         bullet(
-            f"**Agrees:** the client's work falls steeply with the frozen share: {number(max(seconds))} → "
-            f"{number(min(seconds))} client seconds, {number(max(mb))} → {number(min(mb))} MB up."
+            f"**Agrees:** the client's work falls steeply with the frozen share: {number(max(level_seconds))} → "
+            f"{number(min(level_seconds))} client seconds, {number(max(mb))} → {number(min(mb))} MB up."
         ),
     ]
     return "\n".join([setting, "", table(header, rows), "", *bullets])

@@ -4,6 +4,7 @@ Fashion-MNIST mini set."""
 from __future__ import annotations
 
 import statistics
+
 from experiments.active_learning import rounds_to_reach
 from experiments.doc_tables.blocks import bullet, prose
 from experiments.doc_tables.markdown import table
@@ -56,7 +57,9 @@ def _dips(cell: RecordedCell) -> dict[int, tuple[float, float, float]]:
 def _shares(run: RecordedExperiment) -> list[float]:
     """The mean labelled share each cycle trained on."""
     cells = [c for c in run.cells if c.cycles]
-    return [mean_of([float(c.cycles[i]["trained_labelled_fraction"]) for c in cells]) for i in range(len(cells[0].cycles))]
+    return [
+        mean_of([float(c.cycles[i]["trained_labelled_fraction"]) for c in cells]) for i in range(len(cells[0].cycles))
+    ]
 
 
 def fig14() -> str:
@@ -76,9 +79,7 @@ def fig14() -> str:
     per_seed_rows = [
         [STRATEGIES[m].split(" ")[0]]
         + [
-            " / ".join(
-                pct(ends[m][s][i], 2) + ("*" if i in dips[m][s] else "") for i in range(1, len(shares))
-            )
+            " / ".join(pct(ends[m][s][i], 2) + ("*" if i in dips[m][s] else "") for i in range(1, len(shares)))
             for s in seeds
         ]
         for m in STRATEGIES
@@ -101,10 +102,17 @@ def fig14() -> str:
         gap = 100 * (mean_at["kafal"] - mean_at[best_other])
         kafal_gap.append(gap)
         rank_rows.append(
-            [share_names[i], f"{order.index('kafal') + 1} of {len(order)}", f"{signed(gap, 2)} ({STRATEGIES[best_other]})"]
+            [
+                share_names[i],
+                f"{order.index('kafal') + 1} of {len(order)}",
+                f"{signed(gap, 2)} ({STRATEGIES[best_other]})",
+            ]
         )
     margin_rows = [
-        [f"seed {s}", " / ".join(signed(100 * (ends["kafal"][s][i] - ends["margin"][s][i]), 2) for i in range(1, len(shares)))]
+        [
+            f"seed {s}",
+            " / ".join(signed(100 * (ends["kafal"][s][i] - ends["margin"][s][i]), 2) for i in range(1, len(shares))),
+        ]
         for s in seeds
     ]
     random_last = all(
@@ -128,7 +136,10 @@ def fig14() -> str:
         if all(ends["kafal"][s][i] > ends[m][s][i] for m in STRATEGIES if m != "kafal")
     ]
     query = [
-        [STRATEGIES[m].split(" ")[0], *(number(sum(float(c["query_seconds"]) for c in cells[m][s].cycles)) for s in seeds)]
+        [
+            STRATEGIES[m].split(" ")[0],
+            *(number(sum(float(c["query_seconds"]) for c in cells[m][s].cycles)) for s in seeds),
+        ]
         for m in STRATEGIES
     ]
     stds_clean = [
@@ -158,7 +169,8 @@ def fig14() -> str:
         "",
         prose(
             f"**Single-round dips.** Each cycle-end value comes from one round. There are {dip_count} cycle-end values "
-            f"more than {100 * DIP:.1f} points below the better of the cycle's two rounds before its last (the * values "
+            f"more than {100 * DIP:.1f} points below the better of the cycle's two rounds before its last (the * "
+            "values "
             f"above; by seed: {', '.join(f'{by_seed_count[s]} in seed {s}' for s in seeds)}):"
         ),
         "",
@@ -259,7 +271,9 @@ def fig4() -> str:
             if len(methods) == 1 or all(v == values[0] for v in values):
                 cells.append(mean_pm(values[0], decimals=1))
             else:
-                cells.append(" / ".join(mean_pm(v, decimals=1) if len(methods) < 3 else pct(mean_of(v)) for v in values))
+                cells.append(
+                    " / ".join(mean_pm(v, decimals=1) if len(methods) < 3 else pct(mean_of(v)) for v in values)
+                )
         difference = ""
         if kind is not None:
             difference = f"{kind}: " + " / ".join(paired_text(_fig4_difference(run, m, kind)) for m in methods)
@@ -270,11 +284,16 @@ def fig4() -> str:
         return _paired_end(run, method, base)
 
     plain = (d("kafal-plain-ce", "kafal"), d("random-plain-ce", "random"))
-    above_kafal = [m for m in ("random", "entropy", "margin", "coreset", "badge", "alfa-mix", "ll4al", "qbc") if all(v < 0 for v in d("kafal", m).values())]
+    above_kafal = [
+        m
+        for m in ("random", "entropy", "margin", "coreset", "badge", "alfa-mix", "ll4al", "qbc")
+        if all(v < 0 for v in d("kafal", m).values())
+    ]
     bullets = [
         bullet(
             f"**Balanced loss (f):** without it KAFAL moves by {paired_text(plain[0])} and random by "
-            f"{paired_text(plain[1])} points. Mixing (`kcfu-no-mix` − KAFAL): {paired_text(d('kcfu-no-mix', 'kafal'))}. "
+            f"{paired_text(plain[1])} points. Mixing (`kcfu-no-mix` − KAFAL): "
+            f"{paired_text(d('kcfu-no-mix', 'kafal'))}. "
             "Sampling BADGE's gradients with the global model instead of the client's (c): "
             f"{paired_text(d('badge-global', 'badge'))}; the paper has it lower."
         ),
@@ -282,11 +301,7 @@ def fig4() -> str:
             "**KAFAL's query first (the paper's Fig. 4(a)): "
             + ("does not reproduce" if above_kafal else "reproduces")
             + ".** "
-            + (
-                f"On every seed these end above it: {', '.join(f'`{m}`' for m in above_kafal)}. "
-                if above_kafal
-                else ""
-            )
+            + (f"On every seed these end above it: {', '.join(f'`{m}`' for m in above_kafal)}. " if above_kafal else "")
             + f"KSAS's order (e): `ksas-vanilla` − KAFAL {paired_text(d('ksas-vanilla', 'kafal'))}, `ksas-reversed` − "
             f"KAFAL {paired_text(d('ksas-reversed', 'kafal'))}, where the paper has KSAS > vanilla > reversed. The "
             "3-seed KSAS row of the first table (Fashion-MNIST-mini) gives the measured reason: KSAS's knowledge "
@@ -309,12 +324,19 @@ def table1() -> str:
     reference_round = 4
     kcfu = run.cells_of("kcfu")
     targets = {s: c.series("accuracy")[reference_round - 1] for s, c in kcfu.items()}
-    labels = {"kcfu": ("KCFU", "15"), "kcfu-no-mix": ("KCFU without mixing", "25"), "baseline": ("baseline (no compensation)", "35")}
+    labels = {
+        "kcfu": ("KCFU", "15"),
+        "kcfu-no-mix": ("KCFU without mixing", "25"),
+        "baseline": ("baseline (no compensation)", "35"),
+    }
     rows = []
     for method, (label, paper) in labels.items():
         cells = run.cells_of(method)
         reach = [rounds_to_reach(cells[s].series("accuracy"), targets[s]) for s in sorted(cells)]
-        difference = "" if method == "kcfu" else f"{per_seed(run.paired(method, 'kcfu', 'best_accuracy'))} ({sum(v > 0 for v in run.paired(method, 'kcfu', 'best_accuracy').values())}/{len(cells)})"
+        against = run.paired(method, "kcfu", "best_accuracy")
+        difference = (
+            "" if method == "kcfu" else f"{per_seed(against)} ({sum(v > 0 for v in against.values())}/{len(cells)})"
+        )
         rows.append(
             [
                 label,
@@ -347,4 +369,3 @@ def table1() -> str:
         f"{paired_text(fig4_baseline)} points from KAFAL at the last share."
     )
     return "\n".join([table(header, rows), "", text])
-
