@@ -13,6 +13,7 @@ import pytest
 from experiments.cell_results import CellResult
 from experiments.doc_tables import recorded
 from experiments.doc_tables.blocks import BlockError, prose, rewrite
+from experiments.doc_tables.markdown import level_verdict, verdict
 from experiments.doc_tables.pages import PAGES, regenerated
 from experiments.doc_tables.recorded import RecordError, paired_text, per_seed, span
 from experiments.spec import parse_experiment
@@ -120,3 +121,36 @@ def test_summary_json_holds_each_cell_and_reads_back(tmp_path: Path, monkeypatch
         run.values("fedprox", "best_accuracy")
     with pytest.raises(RecordError, match="recorded no 'final_accuracy'"):
         run.values("fedavg", "final_accuracy")
+
+
+def test_a_round_before_round_1_is_not_a_federated_round() -> None:
+    cell = recorded.RecordedCell(
+        name="c",
+        method="m",
+        point={},
+        seed=0,
+        machine="x",
+        summary={},
+        rounds={"round": [0, 1, 2], "accuracy": [0.55, 0.6, 0.7]},
+        cycles=(),
+    )
+    assert cell.series("accuracy") == [0.6, 0.7]
+
+
+@pytest.mark.parametrize(
+    ("differences", "direction", "expected"),
+    [
+        ([0.02, 0.01, 0.03], 1, "reproduces"),
+        ([0.02, 0.01, -0.005], 1, "partly"),
+        ([0.02, -0.01, -0.015], 1, "does not (level)"),
+        ([-0.05, -0.06, -0.04], 1, "does not"),
+        ([-0.05, -0.06, -0.04], -1, "reproduces"),
+    ],
+)
+def test_the_verdict_follows_the_seeds(differences: list[float], direction: int, expected: str) -> None:
+    assert verdict(dict(enumerate(differences)), direction) == expected
+
+
+def test_a_level_claim_holds_within_one_standard_deviation() -> None:
+    assert level_verdict({0: 0.018, 1: -0.009, 2: -0.022}) == "reproduces (level)"
+    assert level_verdict({0: 0.05, 1: 0.06, 2: 0.04}) == "does not"

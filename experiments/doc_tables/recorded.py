@@ -50,10 +50,12 @@ class RecordedCell:
         return math.nan if value is None else float(value)
 
     def series(self, field: str) -> list[Any]:
-        """A per-round series (index 0 is round 1)."""
+        """A per-round series over the federated rounds (index 0 is round 1; a record before round 1, such as a
+        pretraining round, is left out)."""
         if field not in self.rounds:
             raise RecordError(f"cell {self.name} recorded no round field {field!r}")
-        return list(self.rounds[field])
+        numbers = self.rounds.get("round") or range(1, len(self.rounds[field]) + 1)
+        return [v for r, v in zip(numbers, self.rounds[field], strict=True) if r is None or r >= 1]
 
 
 @dataclass(frozen=True)
