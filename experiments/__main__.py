@@ -1,5 +1,5 @@
 """``python -m experiments run|report|check FILE [--results-dir DIR] [--only PATTERN ...]``;
-``python -m experiments cka --help``.
+``python -m experiments cka --help``; ``python -m experiments docs [--check]``.
 
 run     runs every unfinished cell of the experiment file (resumable), then writes its tables and figures
 report  writes the tables and figures from the cells finished so far
@@ -7,6 +7,8 @@ check   validates the file and lists its cells, running nothing; loads each cell
         fails when a dataset is missing or a split cannot be drawn over the clients (``run`` checks its unfinished
         cells so before running any)
 cka     linear CKA between client-updated models (the FedFT-EDS paper's Fig. 2-4)
+docs    rewrites the generated blocks of README.md and docs/results.md from the recorded summaries (``--check``:
+        compare only)
 
 --in-process  runs the cells in this process, without Ray or a SuperLink (small experiments, busy machines)
 --batched-cohorts  with --in-process: each round's clients train as one batched computation (vmap); the methods on
@@ -23,6 +25,7 @@ import sys
 from pathlib import Path
 
 from experiments.batched_cohorts import refusal
+from experiments.doc_tables import pages
 from experiments.in_process import run_cell_in_process
 from experiments.preflight import cell_problems
 from experiments.report import write_report
@@ -100,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
         from experiments.client_similarity import main as cka_main
 
         return cka_main(argv[1:])
+    if argv[:1] == ["docs"]:
+        return pages.main(argv[1:])
     parser = argparse.ArgumentParser(
         prog="python -m experiments", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from data.catalog import DATASETS
-from experiments.active_learning import write_active_learning_report
+from experiments.active_learning import read_cycles, write_active_learning_report
 from experiments.cell_results import CellResult, is_finished, read_cell
 from experiments.class_accuracy import write_class_accuracy_report
 from experiments.entropy_histogram import client_entropies
@@ -20,7 +20,7 @@ from experiments.plots import (
 )
 from experiments.runner import CELLS_DIR
 from experiments.spec import Cell, Experiment
-from experiments.summary import computed_on, summarise, write_summary
+from experiments.summary import computed_on, summarise, write_summary, write_summary_json
 from methods.registry import parse_config
 
 
@@ -34,7 +34,7 @@ def finished_results(experiment: Experiment, results_dir: Path) -> dict[Cell, Ce
 
 
 def write_report(experiment: Experiment, results_dir: Path) -> list[Path]:
-    """summary.md/.csv, the PNG figures and (when the cells recorded it) class_accuracy.md in ``results_dir``;
+    """summary.md/.csv/.json, the PNG figures and (when the cells recorded it) class_accuracy.md in ``results_dir``;
     returns the files written."""
     results = finished_results(experiment, results_dir)
     missing = [c for c in experiment.cells if c not in results]
@@ -42,7 +42,8 @@ def write_report(experiment: Experiment, results_dir: Path) -> list[Path]:
     summary = write_summary(
         experiment, rows, results_dir, missing, computed_on(results), paired_section(experiment, results)
     )
-    written = [summary, results_dir / "summary.csv"]
+    cycles = {cell: read_cycles(results_dir / CELLS_DIR / cell.name) for cell in results}
+    written = [summary, results_dir / "summary.csv", write_summary_json(experiment, results, results_dir, cycles)]
     if not results:
         return written
     curves, plan = mean_curves(experiment, results), planned(experiment)

@@ -1,14 +1,17 @@
-"""Summary tables of an experiment: per grid point and method, mean ± std over seeds (Markdown and CSV)."""
+"""Summary of an experiment: per grid point and method, mean ± std over seeds (Markdown and CSV), and summary.json,
+what every cell's run recorded that the docs' tables need, so that they can be regenerated from it alone."""
 
 from __future__ import annotations
 
 import csv
+import json
 import math
 import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from experiments.cell_results import CellResult
 from experiments.spec import Cell, Experiment, point_label
@@ -157,4 +160,109 @@ def write_summary(
     path = directory / "summary.md"
     path.write_text("\n".join(lines))
     write_csv(experiment, rows, directory / "summary.csv")
+    return path
+
+
+#: summary.json's layout version: raise it when a field's meaning changes.
+RECORD_FORMAT = 1
+RECORD_FILE = "summary.json"
+#: Round fields summary.json keeps, as one series per cell (None where a round did not record the field): the
+#: global model's accuracy, and the other models and measures some methods record each round.
+ROUND_FIELDS = (
+    "accuracy",
+    "num_examples",
+    "client_train_seconds",
+    "bytes_up",
+    "cohort_label_entropy",
+    "class_accuracy",
+    "base_accuracy",
+    "composed_accuracy",
+    "client_accuracy_mean",
+    "client_distilled_accuracy_mean",
+    "consensus_accuracy",
+    "fewshot_client_mean_accuracy",
+)
+#: Fields of an active-learning cell's cycles kept in summary.json.
+CYCLE_FIELDS = ("cycle", "rounds", "trained_labelled_fraction", "labelled_fraction", "accuracy", "query_seconds")
+#: Cell summary fields not copied: the cell's name, method and machine are recorded on their own, the rest is text.
+_NOT_RECORDED_FIELDS = frozenset({"method", "status", "failure", "warnings", "machine", "cycles"})
+
+Scalar = int | float | None
+
+
+def _numbers(summary: Mapping[str, Any], prefix: str = "") -> dict[str, Scalar | list[float]]:
+    """Every number of a cell's summary.json (and of its nested records, as ``outer.inner``), and lists of numbers."""
+    numbers: dict[str, Scalar | list[float]] = {}
+    for key, value in summary.items():
+        if key in _NOT_RECORDED_FIELDS:
+            continue
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            numbers.update(_numbers(value, f"{name}."))
+        elif value is None or (isinstance(value, int | float) and not isinstance(value, bool)):
+            numbers[name] = value
+        elif isinstance(value, list) and all(isinstance(v, int | float) and not isinstance(v, bool) for v in value):
+            numbers[name] = list(value)
+    return numbers
+
+
+def cell_record(cell: Cell, result: CellResult, cycles: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """One cell in summary.json: its name, method, grid point and seed, the numbers of its summary, each of
+    ``ROUND_FIELDS`` that some round recorded as a series over the rounds, and its active-learning cycles."""
+    rounds = {
+        name: [r.get(name) for r in result.rounds]
+        for name in ROUND_FIELDS
+        if any(r.get(name) is not None for r in result.rounds)
+    }
+    machine = result.summary.get("machine")
+    record: dict[str, Any] = {
+        "name": cell.name,
+        "method": cell.method,
+        "point": dict(cell.point),
+        "seed": cell.seed,
+        "machine": describe_machine(machine) if machine else NOT_RECORDED,
+        "summary": _numbers(result.summary),
+        "rounds": {"round": [r.get("round") for r in result.rounds], **rounds},
+    }
+    if cycles:
+        record["cycles"] = [{k: c[k] for k in CYCLE_FIELDS if k in c} for c in cycles]
+    return record
+
+
+def summary_record(
+    experiment: Experiment,
+    results: Mapping[Cell, CellResult],
+    cycles: Mapping[Cell, Sequence[Mapping[str, Any]]] | None = None,
+) -> dict[str, Any]:
+    """summary.json's content: the file's name, clients, seeds, grid, methods and ``compare`` pairs, the cells not
+    finished, and one ``cell_record`` per finished cell in the file's order."""
+    cycles = cycles or {}
+    return {
+        "format": RECORD_FORMAT,
+        "experiment": experiment.name,
+        "clients": experiment.clients,
+        "seeds": list(experiment.seeds),
+        "grid": {key: list(values) for key, values in experiment.grid.items()},
+        "methods": list(experiment.methods),
+        "compare": dict(experiment.compare),
+        "missing": [c.name for c in experiment.cells if c not in results],
+        "cells": [cell_record(c, results[c], cycles.get(c, ())) for c in experiment.cells if c in results],
+    }
+
+
+def write_summary_json(
+    experiment: Experiment,
+    results: Mapping[Cell, CellResult],
+    directory: Path,
+    cycles: Mapping[Cell, Sequence[Mapping[str, Any]]] | None = None,
+) -> Path:
+    """summary.json in ``directory``: ``summary_record``, one field and one cell a line (so that a rerun cell is one
+    changed line)."""
+    record = summary_record(experiment, results, cycles)
+    cells = record.pop("cells")
+    fields = [f"{json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}" for k, v in record.items()]
+    rows = [json.dumps(c, ensure_ascii=False, separators=(",", ":")) for c in cells]
+    text = "{\n " + ",\n ".join(fields) + ',\n "cells": [' + ",".join(f"\n  {row}" for row in rows) + "\n ]\n}\n"
+    path = directory / RECORD_FILE
+    path.write_text(text)
     return path

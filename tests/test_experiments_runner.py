@@ -146,6 +146,7 @@ def test_report_tables_and_figures_from_real_cells(tmp_path: Path) -> None:
         "entropy_histograms.png",
         "learning_efficiency.png",
         "summary.csv",
+        "summary.json",
         "summary.md",
     ]
     for path in written:
@@ -162,6 +163,11 @@ def test_report_tables_and_figures_from_real_cells(tmp_path: Path) -> None:
     assert f"Computed on: {machine['cpu']}, torch {machine['torch']}, CPU kernels " in table
     assert table.count("Computed on:") == 1 and "(4 cells)." in table  # every cell on this machine
     assert (results_dir / "experiment.yaml").read_text() == experiment.path.read_text()
+    record = json.loads((results_dir / "summary.json").read_text())  # what the docs' tables are generated from
+    cell = next(c for c in record["cells"] if c["name"] == "fedft-eds__seed0")
+    assert cell["summary"]["best_accuracy"] == summaries[0]["best_accuracy"]
+    assert max(cell["rounds"]["accuracy"]) == summaries[0]["best_accuracy"]
+    assert len(cell["rounds"]["accuracy"]) == summaries[0]["rounds"] and record["missing"] == []
 
 
 def test_an_interrupted_cell_resumes_from_its_checkpoint(tmp_path: Path) -> None:

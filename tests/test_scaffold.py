@@ -306,7 +306,7 @@ def test_c_goes_into_the_checkpoint_and_comes_back(tmp_path: Path) -> None:
 # (4) Learns-test: SCAFFOLD and FedAvg on the learns-task (tests/learning.py: Fashion-MNIST-mini over 4 clients split
 # Dir(0.5), non-IID; LeNet-5 pretrained on MNIST; every client trains every round, 4 rounds of 1 epoch, batch 32,
 # lr 0.1). FedAvg keeps its default momentum 0.5; SCAFFOLD's local steps are plain SGD (momentum 0).
-# Final accuracy, seeds 0 / 1 / 2 (CPU, 26 Nov 2026; docs/scaffold.md):
+# Final accuracy, seeds 0 / 1 / 2 (CPU, 26 Nov 2026; docs/methods/scaffold.md):
 #   SCAFFOLD                 0.683 / 0.628 / 0.738
 #   FedAvg                   0.750 / 0.675 / 0.757   SCAFFOLD − FedAvg: −0.067 / −0.047 / −0.019 (mean −0.044)
 #   FedAvg with momentum 0   0.730 / 0.635 / 0.706   SCAFFOLD − it:     −0.047 / −0.007 / +0.032 (mean −0.007)

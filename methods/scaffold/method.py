@@ -1,7 +1,7 @@
 """SCAFFOLD (Karimireddy et al., ICML 2020, "SCAFFOLD: Stochastic Controlled Averaging for Federated Learning",
 Algorithm 1 with option II): FedAvg whose local steps are corrected by control variates, c on the server and c_i on
 each client, so that each client's update drifts less toward its own optimum on non-IID data. It has no settings of
-its own; its presets are FedAvg's (the whole model, all local data). See docs/scaffold.md."""
+its own; its presets are FedAvg's (the whole model, all local data). See docs/methods/scaffold.md."""
 
 from __future__ import annotations
 
