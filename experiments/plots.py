@@ -385,7 +385,8 @@ def paired_rounds_figure(curves: Sequence[PairedCurve], plan: Planned) -> Figure
             mean = 100 * np.array(means)
             spread = 100 * np.array([0.0 if s is None else s for s in stds])
             colour = styles[curve.method].colour
-            label = f"{curve.method} − {curve.baseline} ({len(curve.seeds)} seeds)"
+            seeds = len(curve.seeds)
+            label = f"{curve.method} − {curve.baseline} ({seeds} seed{'' if seeds == 1 else 's'})"
             ax.plot(curve.rounds, mean, color=colour, marker=styles[curve.method].marker, markersize=3.5, label=label)
             ax.fill_between(curve.rounds, mean - spread, mean + spread, color=colour, alpha=0.15, linewidth=0)
         ax.axhline(0.0, color="black", linewidth=0.8)

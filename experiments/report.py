@@ -9,7 +9,7 @@ from experiments.active_learning import read_cycles, write_active_learning_repor
 from experiments.cell_results import CellResult, is_finished, read_cell
 from experiments.class_accuracy import write_class_accuracy_report
 from experiments.entropy_histogram import client_entropies
-from experiments.paired import paired_section
+from experiments.paired import paired_curves, paired_section
 from experiments.plots import (
     mean_curves,
     planned,
@@ -17,6 +17,7 @@ from experiments.plots import (
     plot_cohort_entropy,
     plot_entropy_histograms,
     plot_learning_efficiency,
+    plot_paired_rounds,
 )
 from experiments.runner import CELLS_DIR
 from experiments.spec import Cell, Experiment
@@ -34,8 +35,8 @@ def finished_results(experiment: Experiment, results_dir: Path) -> dict[Cell, Ce
 
 
 def write_report(experiment: Experiment, results_dir: Path) -> list[Path]:
-    """summary.md/.csv/.json, the PNG figures and (when the cells recorded it) class_accuracy.md in ``results_dir``;
-    returns the files written."""
+    """summary.md/.csv/.json, the PNG figures (with ``compare``, each pair's per-round paired difference too) and (when
+    the cells recorded it) class_accuracy.md in ``results_dir``; returns the files written."""
     results = finished_results(experiment, results_dir)
     missing = [c for c in experiment.cells if c not in results]
     rows = summarise(experiment, results)
@@ -54,6 +55,8 @@ def write_report(experiment: Experiment, results_dir: Path) -> list[Path]:
         plot_learning_efficiency(rows, plan, results_dir / "learning_efficiency.png"),
         plot_cohort_entropy(curves, plan, num_classes, results_dir / "cohort_label_entropy.png"),
     ]
+    if experiment.compare and (pairs := paired_curves(experiment, results)):
+        written.append(plot_paired_rounds(pairs, plan, results_dir / "paired_difference_vs_round.png"))
     written += write_active_learning_report(experiment, results, results_dir / CELLS_DIR, results_dir)
     written += write_class_accuracy_report(experiment, results, results_dir)
     histogram = experiment.histogram

@@ -12,12 +12,14 @@ from matplotlib.container import BarContainer
 
 from experiments.cell_results import CellResult
 from experiments.method_styles import method_styles
+from experiments.paired import paired_curves
 from experiments.plots import (
     NOT_RUN,
     accuracy_figure,
     cohort_entropy_figure,
     learning_efficiency_figure,
     mean_curves,
+    paired_rounds_figure,
     planned,
 )
 from experiments.spec import parse_experiment
@@ -219,3 +221,23 @@ def test_every_experiment_figure_is_titled_with_the_experiment_dataset_and_split
     assert title == "demo: fashion-mnist-mini, Dir(0.1) split, 20 clients"
     varied = parse_experiment({**raw, "grid": {"dirichlet-alpha": [0.1, 0.5]}}, Path("x.yaml"))
     assert experiment_title(varied) == "demo: fashion-mnist-mini, split by dirichlet-alpha, 20 clients"
+
+
+def test_each_start_is_named_beside_it() -> None:
+    """α=0.1: FedAvg starts at 10%, the FedFT methods at 40%; each value is written once."""
+    axes = accuracy_figure(mean_curves(experiment(), results()), planned(experiment())).axes[0]
+    assert sorted(t for t in texts(axes) if t.startswith("start")) == ["start 10.0%", "start 40.0%"]
+
+
+def test_the_paired_figure_draws_each_pair_round_by_round_with_the_zero_line() -> None:
+    raw = {"description": "d", "cost": "c", "methods": METHODS, "seeds": [0, 1]}
+    raw |= {"grid": {"dirichlet-alpha": [0.1, 0.5]}, "compare": {"fedft-eds": "fedft-rds"}}
+    exp = parse_experiment(raw, Path("exp.yaml"))
+    figure = paired_rounds_figure(paired_curves(exp, results()), planned(exp))
+    low, high = figure.axes[0], figure.axes[1]
+    [line] = [line for line in low.get_lines() if line.get_label().startswith("fedft-eds")]
+    assert line.get_label() == "fedft-eds − fedft-rds (2 seeds)"
+    assert list(line.get_xdata()) == [1, 2] and list(line.get_ydata()) == pytest.approx([0.0, 5.0])
+    assert any(list(line.get_ydata()) == [0.0, 0.0] for line in low.get_lines() if line.get_label().startswith("_"))
+    [line] = [line for line in high.get_lines() if line.get_label().startswith("fedft-eds")]
+    assert line.get_label() == "fedft-eds − fedft-rds (1 seed)" and list(line.get_ydata()) == pytest.approx([0.0, 5.0])
