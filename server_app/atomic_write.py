@@ -11,8 +11,10 @@ from typing import BinaryIO
 def replace_file(path: Path, write: Callable[[BinaryIO], object]) -> None:
     """Let ``write`` fill a temporary file beside ``path``, flush it to disk, then rename it over ``path``.
 
-    If ``write`` fails, ``path`` is left as it was and the temporary file is removed."""
-    temporary = path.with_name(path.name + ".tmp")
+    If ``write`` fails, ``path`` is left as it was and the temporary file is removed. The temporary file's name holds
+    the process id, so processes writing the same file at once (two runs filling one cache entry) never write into
+    each other's."""
+    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         with temporary.open("wb") as handle:
             write(handle)

@@ -26,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import threading
 import time
 from logging import INFO, WARNING
@@ -47,6 +46,7 @@ from models.batchnorm import settle_batchnorm
 from models.device import compute_description
 from models.training import cross_entropy_of, evaluate, sgd, train_epochs
 from run_config import ConfigError, RunConfig, build_model_for, data_cache, federated_split
+from server_app.atomic_write import replace_file, replace_text
 from server_app.background import Cancelled
 from server_app.torch_files import load_state_dict
 
@@ -252,12 +252,6 @@ def pretraining_report(config: RunConfig) -> dict[str, Any] | None:
         return None
 
 
-def _write_atomically(path: Path, write) -> None:
-    partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    write(partial)
-    partial.replace(path)  # concurrent runs never read a half-written file
-
-
 def initial_state(
     config: RunConfig, device: torch.device = CPU, stop: threading.Event | None = None
 ) -> dict[str, torch.Tensor]:
@@ -292,6 +286,6 @@ def initial_state(
     report["seconds"] = time.perf_counter() - tick  # the whole phase (source loaded, trained, settled): one number
     log(INFO, "pretraining took %.1f s on %s; caching it at %s", report["seconds"], device, path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    _write_atomically(_report_path(path), lambda target: target.write_text(json.dumps(report, indent=1) + "\n"))
-    _write_atomically(path, lambda target: torch.save(state, target))
+    replace_text(_report_path(path), json.dumps(report, indent=1) + "\n")
+    replace_file(path, lambda handle: torch.save(state, handle))
     return state

@@ -25,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import time
 from collections.abc import Mapping
 from logging import INFO, WARNING
@@ -41,6 +40,7 @@ from protocol.messages import EPOCHS, LEARNING_RATE, MAX_EPOCHS, METRICS, PRETRA
 from protocol.messages import TOLERANCE as TOLERANCE_KEY
 from protocol.replies import Refused
 from run_config import RunConfig, federated_split
+from server_app.atomic_write import replace_file, replace_text
 from server_app.pretraining import cache_dir
 from server_app.torch_files import load_state_dict
 from strategies.central_evaluation import CentralEvaluation
@@ -160,12 +160,6 @@ def _cached(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]] | None
         return None
 
 
-def _write_atomically(path: Path, write) -> None:
-    partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    write(partial)
-    partial.replace(path)
-
-
 def round_strategy(
     config: RunConfig, population: ClientPopulation, label_counts: LabelCountRegistry, observer: RoundReport
 ) -> PretrainingRoundStrategy:
@@ -263,6 +257,6 @@ def run_pretraining_round(
         "cached": False,
     }
     path.parent.mkdir(parents=True, exist_ok=True)
-    _write_atomically(_record_path(path), lambda target: target.write_text(json.dumps(record, indent=1) + "\n"))
-    _write_atomically(path, lambda target: torch.save(state, target))
+    replace_text(_record_path(path), json.dumps(record, indent=1) + "\n")
+    replace_file(path, lambda handle: torch.save(state, handle))
     return state, record
