@@ -3,8 +3,11 @@ default run is rerun), why the default start is pretrained on another domain, an
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from experiments.doc_tables.blocks import Block, prose
 from experiments.doc_tables.recorded import (
+    RecordedCell,
     cheaper_at_every_level,
     load,
     mean_of,
@@ -61,7 +64,8 @@ def default_run() -> str:
         f"`make run`'s setting beside FedAvg, from the same start, over {seeds} seeds "
         "([default_run.yaml](experiments/default_run.yaml), "
         "[summary](measurements/experiments/default-run/summary.md)); "
-        f"the start scores {span(start)}% on the test set. FedFT-EDS, which trains θ on about {per_client:.0f} of "
+        f"the start scores {span(start)}% on the test set{_start_text(run.cells)}. FedFT-EDS, which trains θ on "
+        f"about {per_client:.0f} of "
         f"each client's highest-entropy samples a round, reaches {pct(mean_of(run.values(EDS, 'best_accuracy')))}% "
         f"at best in {rounds} rounds (mean over the seeds); FedAvg, the whole model on all local data, reaches "
         f"{pct(mean_of(run.values(FEDAVG, 'best_accuracy')))}% and {ahead_text}: FedFT-EDS − FedAvg "
@@ -85,6 +89,21 @@ def default_run() -> str:
         "selection (FedFT-RDS) beside entropy selection, and what is known of why).",
     ]
     return "\n".join([*figures, "", prose(*lines)])
+
+
+def _start_text(cells: Sequence[RecordedCell]) -> str:
+    """How the start was made, where the cells recorded a pretraining round: what the server's pretraining alone
+    scored, and what the round cost the clients."""
+    rounds = [c for c in cells if c.summary.get("pretraining_round.accuracy") is not None]
+    if not rounds:
+        return ""
+    pretrained = [c.value("pretraining_round.pretrained_accuracy") for c in rounds]
+    seconds = {c.seed: c.value("pretraining_round.client_train_seconds") for c in rounds}
+    return (
+        f" after the pretraining round (thesis §6.4.1: the server's MNIST-pretrained model, {span(pretrained)}% with "
+        "its new head, is trained to convergence by every client once and averaged; "
+        f"{_seconds(seconds)} client seconds a seed, counted apart from the rounds' below)"
+    )
 
 
 def _verdict(differences: dict[int, float]) -> str:
