@@ -48,17 +48,23 @@ def test_an_address_where_nothing_listens_is_refused_by_name() -> None:
 def test_the_launcher_refuses_it_in_one_line_within_seconds() -> None:
     address = f"127.0.0.1:{free_port()}"
     started = time.monotonic()
-    done = subprocess.run(
+    launcher = subprocess.Popen(
         [sys.executable, "-m", "simulation", "--ray-address", address, "--run-config", "dataset=synthetic"],
         cwd=PROJECT_DIR,
         env={**os.environ, "PYTHONPATH": str(PROJECT_DIR)},
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=120,
     )
+    try:
+        _, stderr = launcher.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        launcher.terminate()  # SIGTERM: a launcher that went on to start a run stops it by PID on its way out
+        launcher.communicate(timeout=120)
+        pytest.fail(f"python -m simulation --ray-address {address} still ran after 120 s")
     seconds = time.monotonic() - started
-    assert done.returncode == 2, done.stderr
-    assert done.stderr.splitlines() == [
+    assert launcher.returncode == 2, stderr
+    assert stderr.splitlines() == [
         f"error: --ray-address '{address}': no Ray head answers there (Connection refused); start the cluster's head "
         "with `ray start --head --port PORT` and pass its HOST:PORT"
     ]

@@ -59,15 +59,20 @@ RAY = Path(sys.executable).parent / "ray"
 WORKER_RESOURCE = "fedft_worker"
 HEAD_CPUS, WORKER_CPUS = 1, 2
 SUPERNODES = 4
-RUN_CONFIG = "dataset=synthetic model=lenet5 pretrain=none num-server-rounds=2 local-epochs=1 seed=7"
+#: ``node-wait-seconds``: the server waits for all 4 clients however slowly the actors start (the default 120 s could
+#: let a loaded machine's run go on with fewer, and learn otherwise than the other run); the wait ends when all are in.
+RUN_CONFIG = (
+    "dataset=synthetic model=lenet5 pretrain=none num-server-rounds=2 local-epochs=1 seed=7 node-wait-seconds=1800"
+)
 #: Environment variable marking one node's processes, so that a node that failed to start is stopped alone.
 NODE_MARKER = "FEDFT_RAY_NODE_ID"
 #: Seconds for one ``ray start`` to report "Ray runtime started", and for one run. Under a load of 15 on the two
 #: cores a node took 14-36 s to start and a run 13 minutes (most of it torch and the app loading in the actors).
 NODE_START_TIMEOUT, RUN_TIMEOUT = 300.0, 2400.0
-#: Attempts at starting a node: Ray 2.55's raylet gives its dashboard agent a fixed 15 s to start and exits
-#: otherwise, which a loaded machine can miss (observed at a load of 15 with ``nice -n 10``).
-NODE_START_ATTEMPTS = 3
+#: Attempts at starting a node, and seconds between them: Ray 2.55's raylet gives its dashboard agent a fixed 15 s
+#: to report its ports and exits otherwise, which a loaded machine misses (observed: twice at a load of 15 with
+#: ``nice -n 10``; three times in a row, without it, at a load of 22).
+NODE_START_ATTEMPTS, NODE_START_PAUSE = 5, 30.0
 
 
 def distinct_free_ports(count: int) -> list[int]:
@@ -155,8 +160,9 @@ def start_node(arguments: list[str], environment: dict[str, str], logs: Path, na
             if "Ray runtime started" in log.read_text(errors="replace"):
                 return node
             time.sleep(0.5)
-        failures.append(f"attempt {attempt}: {log.read_text(errors='replace')[-600:]}")
+        failures.append(f"attempt {attempt}: {log.read_text(errors='replace')[-300:]}")
         stop_node(node)
+        time.sleep(NODE_START_PAUSE)
     raise RuntimeError(f"ray start ({name}) did not come up:\n" + "\n".join(failures))
 
 
