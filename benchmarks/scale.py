@@ -39,8 +39,9 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import PROJECT_DIR, RESULTS_DIR, command_line
-from benchmarks.measured_run import PeakMemory, processes_marked, pss_kib, simulation_kind
+from benchmarks.measured_run import PeakMemory, pss_kib, simulation_kind
 from methods.registry import config_with_overrides
+from simulation.local_run import processes_marked
 from simulation.memory_check import simulation_size
 from simulation.memory_estimate import FITTED, MIB, FittedConstants, SimulationSize, estimate_peak
 
