@@ -5,7 +5,6 @@ answering in order."""
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 from flwr.app import ConfigRecord, Context, Message, MetricRecord, RecordDict
@@ -25,12 +24,31 @@ def _node_of(reply: Message) -> int:
     return int(reply.content["answer"]["node"]) if reply.has_content() else -1
 
 
+class Clock:
+    """The engine's clock in these tests: time passes only when a handler says so, so that timeouts do not depend on
+    the machine's load."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+CLOCK = Clock()
+
+
+@pytest.fixture(autouse=True)
+def clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(engine, "time", CLOCK)
+
+
 def _answer(msg: Message, context: Context) -> Message:
-    """Node 102 fails, node 103 takes 0.3 s; every other node answers with its id and its partition."""
+    """Node 102 fails, node 103 takes 0.3 s; every other node answers at once with its id and its partition."""
     if context.node_id == 102:
         raise ValueError("no data")
     if context.node_id == 103:
-        time.sleep(0.3)
+        CLOCK.now += 0.3
     pid = int(context.node_config["partition-id"])
     return Message(RecordDict({"answer": MetricRecord({"node": context.node_id, "pid": pid})}), reply_to=msg)
 
