@@ -24,9 +24,7 @@ import functools
 import sys
 from pathlib import Path
 
-from experiments.batched_cohorts import refusal
 from experiments.doc_tables import pages
-from experiments.in_process import run_cell_in_process
 from experiments.preflight import cell_problems
 from experiments.report import write_report
 from experiments.runner import (
@@ -39,6 +37,8 @@ from experiments.runner import (
 )
 from experiments.spec import ExperimentFileError, load_experiment, select_cells
 from run_config.defaults import load_defaults
+from simulation.batched_cohorts import refusal
+from simulation.in_process import run_cell_in_process
 from simulation.local_run import add_placement_arguments, exit_on_sigterm
 
 

@@ -21,10 +21,10 @@ from experiments.active_learning import (
     labelled_table,
     rounds_to_reach,
 )
-from experiments.in_process import run_cell_in_process
 from experiments.report import write_report
 from experiments.runner import CELLS_DIR, run_experiment
 from experiments.spec import ExperimentFileError, parse_experiment
+from simulation.in_process import run_cell_in_process
 
 
 def write_pickle(path: Path, parts: object) -> Path:

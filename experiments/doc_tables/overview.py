@@ -142,7 +142,7 @@ def _ksas_rows() -> list[list[str]]:
         [
             "↳ why it trails: KSAS without its knowledge weight (`kafal.kafal-ksas-weighting = vanilla`)",
             "KSAS",
-            "the same (`python -m benchmarks.ksas_queries`)",
+            "the same (`python -m benchmarks.ksas_queries`, retired, at a90a2a3)",
             "[eds_vs_rds.md](../measurements/experiments/eds_vs_rds.md#kafal-ksas-against-random-query-on-fashion-mnist-"
             "mini-second-question)",
             f"final: {study(study_json['kafal-vanilla - kafal']['final'])}; against random "
@@ -232,7 +232,7 @@ def _fedmd_rows() -> list[list[str]]:
                     "↳ why it trails, H1 (the consensus is worse than the clients): the consensus scored on the "
                     "clients' test images each round",
                     "the clients' mean, the best client",
-                    "the same (`python -m benchmarks.fedmd_digest`)",
+                    "the same (`python -m benchmarks.fedmd_digest`, retired, at a90a2a3)",
                     "[fedmd_digest.md](../measurements/experiments/fedmd_digest.md)",
                     f"consensus − clients' mean {', '.join(signed(v) for v in over_mean)} "
                     f"({sum(v > 0 for v in over_mean)}/{len(over_mean)}; below them in {below} of {rounds} rounds); "
@@ -265,7 +265,7 @@ def _fedmd_rows() -> list[list[str]]:
                     "↳ why it trails at Dir(0.5): the digest to the public images' true labels instead of the "
                     "consensus",
                     "the clients trained alone",
-                    "the same (`python -m benchmarks.fedmd_digest --alpha 0.5`)",
+                    "the same (`python -m benchmarks.fedmd_digest --alpha 0.5`, retired, at a90a2a3)",
                     "[fedmd_digest.md](../measurements/experiments/fedmd_digest.md#the-same-at-dir05)",
                     f"clients' mean, final: {study(digest['paired']['labels - alone']['clients_final'])}; against "
                     f"FedMD {study(digest['paired']['labels - fedmd']['clients_final'])}; the consensus is "
@@ -443,7 +443,7 @@ def _fedft_rows() -> list[list[str]]:
             "↳ why it trails, H1 (coverage): EDS never repeating a sample before it has picked all (100% reached)",
             "FedFT-EDS",
             "the default run's earlier start (the server's pretraining alone, before the pretraining round), 10% "
-            "(`python -m benchmarks.eds_variants`)",
+            "(`python -m benchmarks.eds_variants`, retired, at a90a2a3)",
             "[eds_vs_rds.md](../measurements/experiments/eds_vs_rds.md)",
             f"all-10: {ev('eds-unseen - eds')}; a random 10% kept fixed for all rounds − FedFT-RDS: "
             f"{ev('rds-fixed - rds')}",
@@ -558,7 +558,7 @@ def _scaffold_rows() -> list[list[str]]:
             "FedAvg (momentum 0.5, the app's default)",
             "LeNet-5 pretrained on 2,000 MNIST images (new head), Fashion-MNIST-mini, 4 clients Dir(0.5), every client "
             "every round, lr 0.1; 4 rounds of E = 1 (the learns-test's)",
-            f"`python -m benchmarks.scaffold_gap` ({link_md}), 5 seeds",
+            f"`python -m benchmarks.scaffold_gap` (retired, at a90a2a3) ({link_md}), 5 seeds",
             f"final: {study(four['scaffold - fedavg']['final'])}; 10 rounds of E = 2: "
             f"{study(ten['scaffold - fedavg']['final'])}, best {study(ten['scaffold - fedavg']['best'])}",
             verdict(study_differences(four["scaffold - fedavg"]["final"]), 1),
@@ -819,7 +819,7 @@ def _fedft_bullet() -> str:
         f"and {mean_pm(list(best_rds.values()), decimals=1)}%, for about "
         f"{samples / samples_rds:.0f} times the samples trained a round). What differs in what the clients "
         "train on was measured from the earlier start, the server's pretraining alone before the pretraining round "
-        "existed (`python -m benchmarks.eds_variants`, seeds 0–2, "
+        "existed (`python -m benchmarks.eds_variants`, retired, at a90a2a3; seeds 0–2, "
         "[eds_vs_rds.json](../measurements/experiments/eds_vs_rds.json)): over the 10 rounds EDS's selections reach "
         f"{share('eds', 'share_of_local_data_reached')}% of a client's data against RDS's "
         f"{share('rds', 'share_of_local_data_reached')}%, consecutive rounds share "

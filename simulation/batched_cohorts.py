@@ -1,4 +1,5 @@
-"""Batched cohorts for the in-process runner (``--batched-cohorts``): a round's clients train as one computation.
+"""Batched cohorts for the in-process engine (``simulation/in_process.py``, the experiment runner's
+``--batched-cohorts``): a round's clients train as one computation.
 
 Each train message of a round is answered by the ClientApp's own handler on its own thread, so every client does its
 usual work (data, decoding, selection, the reply and its checks); when a client reaches its local SGD epochs it hands
