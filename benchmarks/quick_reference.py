@@ -1,11 +1,13 @@
 """Run every command of the methods' quick-reference table (docs/methods.md) as written, and record what it gave.
 
     python -m benchmarks.quick_reference [--only METHOD ...]
+    python -m benchmarks.quick_reference --write-docs
 
 Each row's command runs in the project folder as a user would type it (``make run ...``), one after another, with the
 caches of the rows before it (a row whose start another row pretrained reuses it). For each: its exit code, its wall
-time, the machine's load when it started, and its run's initial, best and final accuracy and warnings (read from the
-folder the log names). Writes ``measurements/benchmarks/quick_reference.json``.
+time, the machine's load (1-minute average) when it started and when it ended, and its run's initial, best and final
+accuracy and warnings (read from the folder the log names). Writes ``measurements/benchmarks/quick_reference.json``;
+``--write-docs`` writes its figures into docs/methods.md's last column instead, running nothing.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import os
 import re
 import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +68,7 @@ def run_row(command: str) -> dict[str, Any]:
         "exit_code": done.returncode,
         "wall_seconds": round(seconds, 1),
         "load_at_start": round(load, 2),
+        "load_at_end": round(os.getloadavg()[0], 2),
         "initial_accuracy": summary.get("initial_accuracy"),
         "best_accuracy": summary.get("best_accuracy"),
         "final_accuracy": summary.get("final_accuracy"),
@@ -74,11 +78,41 @@ def run_row(command: str) -> dict[str, Any]:
     }
 
 
+def measured_cell(row: Mapping[str, Any]) -> str:
+    """docs/methods.md's last column for a recorded row: start → best accuracy, wall time, and the load it ran under
+    (as it started and as it ended)."""
+    if row.get("exit_code"):
+        return f"exit code {row['exit_code']} ({row['date']})"
+    start, best = row["initial_accuracy"], row["best_accuracy"]
+    load = f"load {row['load_at_start']:.1f}" + (f"-{row['load_at_end']:.1f}" if "load_at_end" in row else "")
+    return f"{100 * start:.1f} → {100 * best:.1f}%, {row['wall_seconds']:.0f} s ({load})"
+
+
+def with_measurements(text: str, recorded: Mapping[str, Mapping[str, Any]]) -> str:
+    """``text`` (docs/methods.md) with the last column of each quick-reference row whose method and command were
+    recorded written from the recording; other rows are left as they are."""
+    head, rest = text.split(START, 1)
+    block, tail = rest.split(END, 1)
+    lines = []
+    for line in block.split("\n"):
+        rows = table_rows(f"{START}\n{line}\n{END}")
+        row = recorded.get(rows[0][0]) if rows else None
+        if row is not None and row["command"] == rows[0][1]:
+            cells = line.rstrip().rstrip("|").split("|")
+            line = "|".join([*cells[:-1], f" {measured_cell(row)} "]) + "|"
+        lines.append(line)
+    return head + START + "\n".join(lines) + END + tail
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", default=None, help="methods (first column) to run")
+    parser.add_argument("--write-docs", action="store_true", help="write the recorded figures into docs/methods.md")
     args = parser.parse_args(argv)
     recorded = json.loads(OUTPUT.read_text()) if OUTPUT.is_file() else {}
+    if args.write_docs:
+        PAGE.write_text(with_measurements(PAGE.read_text(), recorded))
+        return 0
     for method, command in all_rows():
         if args.only and method not in args.only:
             continue

@@ -9,7 +9,7 @@ import shlex
 
 import pytest
 
-from benchmarks.quick_reference import all_rows
+from benchmarks.quick_reference import PAGE, all_rows, with_measurements
 from methods.registry import METHODS
 from simulation.__main__ import check
 
@@ -40,3 +40,25 @@ def test_the_command_runs_the_method_and_its_settings_are_accepted(method: str, 
     arguments = make_run_arguments(command)
     assert method == "fedft-eds" or f"method='{method}'" in arguments.run_config
     check(arguments)
+
+
+def test_the_measured_column_is_written_from_the_recording_for_the_rows_whose_command_it_ran() -> None:
+    recorded = {
+        "fedavg": {
+            "command": "make run RUN_CONFIG=\"method='fedavg' model='lenet5'\"",
+            "exit_code": 0,
+            "wall_seconds": 123.4,
+            "load_at_start": 9.71,
+            "load_at_end": 11.2,
+            "initial_accuracy": 0.114,
+            "best_accuracy": 0.7269,
+            "date": "2026-11-28",
+        },
+        "fedprox": {"command": "make run RUN_CONFIG=\"method='fedprox'\"", "exit_code": 0},  # another command
+    }
+    text = PAGE.read_text()
+    written = with_measurements(text, recorded)
+    changed = [(a, b) for a, b in zip(text.splitlines(), written.splitlines(), strict=True) if a != b]
+    assert len(changed) == 1 and changed[0][0].startswith("| [`fedavg`]")
+    assert changed[0][1].endswith("| 11.4 → 72.7%, 123 s (load 9.7-11.2) |")
+    assert with_measurements(written, {}) == written
