@@ -101,6 +101,7 @@ AXIS_DEFAULTS: Mapping[str, SettingValue] = {
     "pretrain-round": False,
     "model": "wrn-16-1",
     "fraction-train": 1.0,
+    "learning-rate": 0.1,
 }
 #: What the run configuration knows of the methods.
 CATALOGUE = Catalogue(methods=METHODS, objectives=tuple(OBJECTIVES), axis_defaults=AXIS_DEFAULTS)

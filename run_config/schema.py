@@ -279,7 +279,13 @@ class RunConfig:
     # Local training.
     local_epochs: int = setting(5, "Local epochs E per round.", positive)
     batch_size: int = setting(64, "Local mini-batch size.", positive)
-    learning_rate: float = setting(0.1, "Local SGD learning rate.", positive)
+    learning_rate: float = setting(
+        AUTO,
+        "Local SGD learning rate; `auto`: the method's, 0.1 but for the methods that do not learn at 0.1 "
+        "(`scaffold`: 0.03, `fedmd`: 0.01; see their pages).",
+        positive,
+        auto=True,
+    )
     momentum: float = setting(0.5, "Local SGD momentum.", below_one)
     weight_decay: float = setting(1e-5, "Local SGD weight decay.", non_negative)
     augment: bool = setting(

@@ -328,7 +328,7 @@ class RunRecorder:
             "total_bytes_up": sum(r["bytes_up"] for r in self.rounds),
             "mean_cohort_label_entropy": _mean(r.get("cohort_label_entropy") for r in self.rounds),
             "mean_last10_accuracy": _mean(r["accuracy"] for r in self.rounds[-10:]),
-            "warnings": run_warnings(self.rounds),
+            "warnings": run_warnings(self.rounds, self.classes),
             **{
                 key: value
                 for file in self.files

@@ -34,7 +34,7 @@ from methods.fedfsc.records import (
     FEWSHOT_SHOTS_USED,
     FULL_EPOCHS,
 )
-from methods.fedfsc.strategy import FewShotClassifierFedAvg
+from methods.fedfsc.strategy import FewShotClassifierFedAvg, straggler_fields
 from methods.registry import METHODS, for_run, parse_config
 from models import build_model
 from protocol.messages import (
@@ -236,12 +236,31 @@ def test_fedfsc_plus_roles_go_in_each_message_and_are_reported() -> None:
     first = round_messages(strategy, 1, model_state(0, 0, 0))
     assert sorted(first) == [0, 1]  # round 1: the stragglers have no work
     assert {pid: read_role(m.content[CONFIG]) for pid, m in first.items()} == {0: Role(10, False), 1: Role(10, False)}
+    # ... so they are recorded as dropped, not as used; `dropped` is straggler-fraction's, not FedFSC's
+    started = strategy.observer.fields[-1]  # type: ignore[attr-defined]
+    assert started["stragglers_used"] == [] and started["stragglers_dropped"] == [2, 3] and started["dropped"] == []
     second = round_messages(strategy, 2, model_state(0, 0, 0))
     assert sorted(second) == [0, 1, 2, 3]
     roles = {pid: read_role(m.content[CONFIG]) for pid, m in second.items()}
     assert roles == {0: Role(10, False), 1: Role(10, False), 2: Role(0, True), 3: Role(0, True)}
     fields = strategy.observer.fields[-1]  # type: ignore[attr-defined]
     assert fields["cohort"] == [0, 1, 2, 3] and fields["fewshot_clients"] == [2, 3] and fields["reduced_clients"] == []
+    assert fields["stragglers_used"] == [2, 3] and fields["stragglers_dropped"] == []
+
+
+def test_fedfsc_drops_every_straggler_and_says_so() -> None:
+    """FedFSC (Alg. 1) has no work for stragglers: every client outside the cohort is one, dropped each round."""
+    strategy = make_strategy(FEDFSC_PLAN)
+    for server_round in (1, 2):
+        assert sorted(round_messages(strategy, server_round, model_state(0, 0, 0))) == [0, 1]
+        fields = strategy.observer.fields[-1]  # type: ignore[attr-defined]
+        assert fields["stragglers_used"] == [] and fields["stragglers_dropped"] == [2, 3]
+
+
+def test_straggler_fields_split_the_clients_outside_the_cohort_by_what_they_did() -> None:
+    roles = {0: Role(10, False), 4: Role(1, False), 5: Role(0, True)}
+    fields = straggler_fields(range(8), [0], [5, 4, 6], roles)  # 1: selected, then dropped by straggler-fraction
+    assert fields == {"stragglers_used": [4, 5], "stragglers_dropped": [1, 2, 3, 6, 7]}
 
 
 def test_base_is_fedavg_of_the_normal_updates_and_the_global_model_takes_the_uniform_fewshot_mean() -> None:

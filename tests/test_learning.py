@@ -52,11 +52,10 @@ LEARNS: dict[str, tuple[dict, float]] = {
     # Seeds 0-2: 57.2%, 43.6%, 58.9%.
     "fedkad": ({"fedkad.generic-samples": 256, "common.client-eval-samples": 200}, 0.35),
     # As FedKAD's, with FedMD's transfer learning (5 epochs on the labelled held-out images) and the reference digest;
-    # local lr 0.01 (FedMD_clean trains its parties with Adam 1e-3; at lr 0.1 a client loses what the public data
-    # taught it in its first epoch). Seeds 0-2: 60.2%, 55.2%, 59.7%.
+    # local lr 0.01, FedMD's preset (FedMD_clean trains its parties with Adam 1e-3; at lr 0.1 a client loses what the
+    # public data taught it in its first epoch). Seeds 0-2: 60.2%, 55.2%, 59.7%.
     "fedmd": (
         {
-            "learning-rate": 0.01,
             "fedkad.generic-samples": 256,
             "common.client-eval-samples": 200,
             "fedkad.fedmd-public-epochs": 5,

@@ -29,8 +29,18 @@ def test_defaults_parse_to_fedft_eds(defaults: dict) -> None:
         "pretrain-round": True,
         "model": "wrn-16-1",
         "fraction-train": 1.0,
+        "learning-rate": 0.1,
     }
     assert config.to_dict() == {**defaults, **resolved}
+
+
+@pytest.mark.parametrize(("method", "learning_rate"), [("fedavg", 0.1), ("scaffold", 0.03), ("fedmd", 0.01)])
+def test_the_learning_rate_is_the_methods_unless_given(defaults: dict, method: str, learning_rate: float) -> None:
+    """SCAFFOLD and FedMD do not learn at the app's 0.1 (docs/methods/scaffold.md, docs/methods/fedmd.md)."""
+    defaults["method"] = method
+    assert parse_config(defaults).learning_rate == learning_rate
+    defaults["learning-rate"] = 0.2
+    assert parse_config(defaults).learning_rate == 0.2
 
 
 @pytest.mark.parametrize(

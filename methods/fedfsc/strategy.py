@@ -95,6 +95,7 @@ class FewShotClassifierFedAvg(PartialModelFedAvg):
             dropped=dropped,
             fewshot_clients=sorted(pid for pid, role in self._roles.items() if role.fewshot),
             reduced_clients=sorted(pid for pid, role in self._roles.items() if 0 < role.epochs < self.local_epochs),
+            **straggler_fields(pool, non_stragglers, stragglers, self._roles),
         )
 
     def train_content(self, partition_id: int, arrays: ArrayRecord, config: ConfigRecord) -> RecordDict:
@@ -196,6 +197,20 @@ class FewShotClassifierFedAvg(PartialModelFedAvg):
         self._fewshot = state.get("fewshot")
         held = state.get("global")
         self._global = ArrayRecord(held) if held is not None else None
+
+
+def straggler_fields(
+    pool: Iterable[int], non_stragglers: Iterable[int], stragglers: Iterable[int], roles: Mapping[int, Role]
+) -> dict[str, list[int]]:
+    """What happened to the round's stragglers (thesis §4.5.2: every client outside the non-stragglers is one):
+    ``stragglers_used``, those of the f_fs draw that got work (a few-shot update, E_r epochs or both), and
+    ``stragglers_dropped``, every other client of the pool outside the non-stragglers (all of them for FedFSC,
+    Alg. 1; in round 1 also FedFSC+'s draw, which has no work before its first few-shot round)."""
+    cohort = set(non_stragglers)
+    return {
+        "stragglers_used": sorted(pid for pid in stragglers if pid in roles and pid not in cohort),
+        "stragglers_dropped": sorted(pid for pid in set(pool) - cohort if pid not in roles),
+    }
 
 
 def fewshot_classifier_strategy(run: FederatedRun, plan: RolePlan) -> FewShotClassifierFedAvg:

@@ -5,6 +5,8 @@ c_i starts at zero the first time a node trains (line 2) and lives in ``context.
 steps the round took (the corrected objective counts them; epochs × ⌈n/B⌉ with n the samples trained on), η_l the
 round's learning rate (``learning-rate`` · ``lr-decay``^(t−1)). Momentum is set to 0 for the local update: the
 algorithm, and option II's (x − y_i)/(K η_l) as an estimate of the client's mean gradient, assume plain SGD steps.
+A c_i⁺ with NaN or infinite values (the local update diverged) is not kept: the server refuses that reply, so its Δc_i
+never reaches c, and a kept NaN c_i would make every later reply of the client NaN too.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from flwr.app import ArrayRecord, Message, RecordDict
 
 from client_app.node import Node
 from client_app.train_step import update_and_report
-from methods.scaffold.control import client_control_update, control_keys, correction, zero_control
+from methods.scaffold.control import all_finite, client_control_update, control_keys, correction, zero_control
 from methods.scaffold.objective import CorrectedFactory
 from methods.scaffold.records import CLIENT_CONTROL, CONTROL, DELTA_CONTROL, control_record, read_control
 from profiling.spans import CLIENT_DATA, CLIENT_DECODE, span
@@ -45,5 +47,6 @@ def scaffold_train(node: Node, msg: Message) -> RecordDict:
     y = {key: trained[key].detach().cpu() for key in keys}
     _, learning_rate = node.round_of(msg)
     c_i_new, delta = client_control_update(c_i, c, x, y, factory.built.steps, learning_rate)
-    node.state[CLIENT_CONTROL] = control_record(c_i_new)
+    if all_finite(c_i_new):  # a diverged update is refused by the server (its Δc_i never reaches c): keep c_i
+        node.state[CLIENT_CONTROL] = control_record(c_i_new)
     return RecordDict({ARRAYS: ArrayRecord(arrays), METRICS: metrics, DELTA_CONTROL: control_record(delta)})

@@ -69,6 +69,11 @@ def server_control_update(
     return {key: c[key] + sum((d[key] for d in deltas), torch.zeros_like(c[key])) / population for key in c}
 
 
+def all_finite(control: Mapping[str, torch.Tensor]) -> bool:
+    """No NaN or infinity in any tensor (a local update that diverged gives a c_i⁺ with them)."""
+    return all(bool(torch.isfinite(value).all()) for value in control.values())
+
+
 def correction(c: Mapping[str, torch.Tensor], c_i: Mapping[str, torch.Tensor]) -> Named:
     """c − c_i: what each local gradient is corrected by (g − c_i + c, Alg. 1 line 10)."""
     return {key: c[key] - c_i[key] for key in c}

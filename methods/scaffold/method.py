@@ -33,10 +33,19 @@ def scaffold_strategy(run: FederatedRun) -> CohortFedAvg:
     return ScaffoldFedAvg(control=zero_control(run.trained, keys), **run.strategy_arguments())
 
 
+#: η_l: SCAFFOLD's local steps at the app's 0.1 let a client's control variate run away (docs/methods/scaffold.md,
+#: experiments/scaffold_seeds.yaml); the paper tunes η_l per setting, and its Theorem III bounds it by 1/(β K η_g).
+SCAFFOLD_LEARNING_RATE = 0.03
 SCAFFOLD = Method(
     "scaffold",
-    "SCAFFOLD: FedAvg with control variates correcting client drift (option II; plain local SGD, uniform mean).",
-    presets={"freeze": "none", "data-selection": "all", "selection-fraction": 1.0},
+    "SCAFFOLD: FedAvg with control variates correcting client drift (option II; plain local SGD at lr 0.03, "
+    "uniform mean).",
+    presets={
+        "freeze": "none",
+        "data-selection": "all",
+        "selection-fraction": 1.0,
+        "learning-rate": SCAFFOLD_LEARNING_RATE,
+    },
     client_train=scaffold_train,
     strategy=scaffold_strategy,
     paper="Karimireddy et al. 2020 (SCAFFOLD), Algorithm 1, option II",
