@@ -1,6 +1,6 @@
-"""``python -m experiments docs [--check]``: rewrite the generated blocks of the README and docs/results.md from the
-recorded summaries; with ``--check``, write nothing and exit 1 naming each page whose blocks differ from what the
-summaries give (``tests/test_doc_tables.py`` does the same)."""
+"""``python -m experiments docs [--check]``: rewrite the generated blocks of the README, docs/results.md and the method
+pages that have them from the recorded summaries; with ``--check``, write nothing and exit 1 naming each page whose
+blocks differ from what the summaries give (``tests/test_doc_tables.py`` does the same)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,16 @@ import argparse
 import sys
 from collections.abc import Mapping
 
-from experiments.doc_tables import readme, results
+from experiments.doc_tables import readme, results, scaffold
 from experiments.doc_tables.blocks import Block, BlockError, rewrite
 from experiments.doc_tables.recorded import ROOT, RecordError
 
 #: page (relative to the repository root) -> its generated blocks
-PAGES: Mapping[str, Mapping[str, Block]] = {"README.md": readme.BLOCKS, "docs/results.md": results.BLOCKS}
+PAGES: Mapping[str, Mapping[str, Block]] = {
+    "README.md": readme.BLOCKS,
+    "docs/results.md": results.BLOCKS,
+    "docs/methods/scaffold.md": scaffold.BLOCKS,
+}
 
 
 def regenerated(page: str) -> tuple[str, str]:
