@@ -145,7 +145,7 @@ def test_tls_authenticated_deployment_runs_fedft_eds_with_fedentopt(tmp_path: Pa
         overrides = (
             'method="fedft-eds" model="lenet5" pretrain-epochs=2 pretrain-samples=600 num-server-rounds=2 '
             'local-epochs=1 client-selection="fedentopt" fraction-train=0.5 fedentopt-buffer=0.25 '
-            "node-wait-seconds=20.0 "
+            "pretrain-round-max-epochs=2 node-wait-seconds=20.0 "
             f'run-name="deployed" results-dir="{tmp_path / "results"}" pretrain-cache-dir="{tmp_path / "pretrained"}" '
             f'feature-cache-dir="{tmp_path / "features"}" dirichlet-alpha=0.5'
         )
@@ -165,7 +165,10 @@ def test_tls_authenticated_deployment_runs_fedft_eds_with_fedentopt(tmp_path: Pa
         assert "proceeding with" not in log  # node 3 is connected and refused: no round waited for it
 
         results = tmp_path / "results" / "deployed"
-        rounds = [json.loads(line) for line in (results / "rounds.jsonl").read_text().splitlines()]
+        phase, *rounds = [json.loads(line) for line in (results / "rounds.jsonl").read_text().splitlines()]
+        # The pretraining round (thesis §6.4.1 step 2) over the deployment: every node with data, at most 2 epochs each.
+        assert (phase["round"], phase["phase"]) == (0, "pretraining-round")
+        assert sorted(phase["clients"]) == [0, 1, 2] and set(phase["epochs"].values()) <= {1, 2}
         assert [r["round"] for r in rounds] == [1, 2]
         for record in rounds:
             assert len(record["clients"]) == 2 and set(record["clients"]) <= {0, 1, 2}  # node 3 has no usable data

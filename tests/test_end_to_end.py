@@ -129,13 +129,18 @@ def test_fedft_eds_sends_theta_only_and_phi_once(tmp_path: Path) -> None:
         "local-epochs": 2,
         "run-name": "eds",
         "partitioner": "iid",
+        "pretrain-round-max-epochs": 2,
     }
     code, log = simulate(tmp_path, overrides)
     assert code == 0, log[-3000:]
     run = tmp_path / "results" / "eds"
-    first, second = [json.loads(line) for line in (run / "rounds.jsonl").read_text().splitlines()]
+    phase, first, second = [json.loads(line) for line in (run / "rounds.jsonl").read_text().splitlines()]
     frozen, trained = split_state(LeNet5(1, 10).state_dict(), LeNet5(1, 10).upper_state_keys("mid"))
     theta_bytes, phi_bytes = ArrayRecord(trained).count_bytes(), ArrayRecord(frozen).count_bytes()
+    # The pretraining round (thesis §6.4.1 step 2) moves the whole model both ways, before φ is frozen from its mean.
+    assert (phase["round"], phase["phase"]) == (0, "pretraining-round")
+    assert phase["bytes_down"] == phase["bytes_up"] == 3 * (theta_bytes + phi_bytes)
+    assert phase["num_examples"] == 3 * 1600 and set(phase["epochs"].values()) <= {1, 2}
     assert first["bytes_down"] == 3 * (theta_bytes + phi_bytes)  # φ goes to each client once...
     assert second["bytes_down"] == 3 * theta_bytes  # ...and never again
     assert first["bytes_up"] == second["bytes_up"] == 3 * theta_bytes  # replies carry θ only
@@ -144,7 +149,9 @@ def test_fedft_eds_sends_theta_only_and_phi_once(tmp_path: Path) -> None:
         assert stats["selected_entropy_mean"] > stats["local_entropy_mean"] > 0
         assert stats["selection_seconds"] > 0 and stats["cache_seconds"] >= 0
     assert first["num_examples"] == 3 * 160
-    assert (tmp_path / "cache").is_dir() and len(list((tmp_path / "cache").glob("*.pt"))) == 1
+    # The server's pretraining and the pretraining round's output, one cached file each.
+    cached = sorted(p.name for p in (tmp_path / "cache").glob("*.pt"))
+    assert len(cached) == 2 and sum("-pretraining-round-" in name for name in cached) == 1, cached
     assert "pretraining epoch 2/2" in log
     assert len(list((tmp_path / "features").glob("*.npy"))) == 3  # one feature file per client
 
