@@ -266,7 +266,9 @@ def _decode(images: Sequence[_Image], desc: str) -> np.ndarray:
         except Exception as err:  # Pillow reports a bad file as OSError, ValueError, SyntaxError, ...
             raise unreadable(item, err) from None
     if len(sizes) > 1:
-        counts = ", ".join(f"{w}x{h}: {n} (e.g. {example[(w, h)]})" for (w, h), n in sizes.most_common())
+        common = sizes.most_common()
+        counts = ", ".join(f"{w}x{h}: {n} (e.g. {example[(w, h)]})" for (w, h), n in common[:3])
+        counts += f" and {len(common) - 3} more sizes" if len(common) > 3 else ""
         raise DataFormatError(f"{desc} holds images of several sizes ({counts}): resize them to one size")
     (width, height) = next(iter(sizes))
     mode, channels = ("RGB", 3) if colour else ("L", 1)
@@ -322,7 +324,7 @@ def _decode_all(name: str, columns: Columns) -> dict[str, np.ndarray]:
         train_images, test_images = train_images[kept], train_images[held_out]
         test_labels, train_labels = train_labels[held_out], train_labels[kept]
     else:
-        test_labels = listing.test_labels  # type: ignore[assignment]
+        test_labels = listing.test_labels
     mean, std = channel_statistics(train_images)
     return {
         "train_images": train_images,

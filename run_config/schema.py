@@ -76,7 +76,7 @@ def _dataset(v: str) -> str | None:
 
 
 def _column(v: str) -> str | None:
-    return "must name a column, not be empty" if not v.strip() else None
+    return "must name a column, not be empty" if not v.strip() else path_problem(v)
 
 
 def _module_name(v: str) -> str | None:

@@ -81,7 +81,11 @@ def cache_dir(config: RunConfig) -> Path:
 def source_fingerprint(config: RunConfig, dataset: str) -> str | None:
     """A digest of what identifies ``dataset``'s data (``dataset_source``: its files' names, sizes and modification
     times), or None for the hub's."""
-    source = dataset_source(dataset, config.data_dir, columns(config))
+    try:
+        source = dataset_source(dataset, config.data_dir, columns(config))
+    except DataNotFoundError as err:
+        key = "pretrain-dataset" if dataset == config.pretrain_dataset and config.pretrain == "dataset" else "dataset"
+        raise ConfigError(f"run config {key!r} = {dataset!r} cannot be loaded: {err}") from None
     return None if source is None else hashlib.sha256(json.dumps(source, sort_keys=True).encode()).hexdigest()
 
 
@@ -140,7 +144,11 @@ def _source_fits(config: RunConfig) -> None:
         model = build_model(config.model, source.channels, source.num_classes, config.dropout, config.phi_end)
         if takes(model, source.input_shape) is None:
             return  # another size, which the model takes: it pretrains on one and fine-tunes on the other
-    alike = [name for name, info in DATASETS.items() if info.input_shape == target.input_shape and name != "synthetic"]
+    alike = [
+        name
+        for name, info in DATASETS.items()
+        if info.input_shape == target.input_shape and name not in ("synthetic", config.dataset)
+    ]
     other = f", on a dataset of such images (pretrain-dataset={alike[0]!r})" if alike else ""
     raise ConfigError(
         f"run config 'pretrain-dataset' = {config.pretrain_dataset!r} has {_images(source)} but dataset "

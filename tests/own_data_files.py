@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from datasets import ClassLabel, Dataset, DatasetDict, Features
+from datasets import Image as ImageFeature
 from PIL import Image
 
 CLASSES = ("north-west", "north-east", "south-west", "south-east")
@@ -41,18 +43,24 @@ def write_image_folder(folder: Path, count: int = 200, size: int = 32, channels:
     return folder
 
 
-def write_hf_dataset(folder: Path, count: int = 200, size: int = 32, seed: int = 0, test: int = 0) -> Path:
-    """A DatasetDict (``train``, and ``test`` of ``test`` images when > 0) with an ``img`` Image column and a
-    ``fine`` ClassLabel column, saved to ``folder``."""
-    from datasets import ClassLabel, Dataset, DatasetDict, Features
-    from datasets import Image as ImageFeature
-
-    features = Features({"img": ImageFeature(), "fine": ClassLabel(names=list(CLASSES))})
+def write_hf_dataset(
+    folder: Path,
+    count: int = 200,
+    size: int = 32,
+    seed: int = 0,
+    test: int = 0,
+    columns: tuple[str, str] = ("img", "fine"),
+) -> Path:
+    """A DatasetDict (``train``, and ``test`` of ``test`` images when > 0) with an Image column and a ClassLabel
+    column (``columns``), saved to ``folder``."""
+    image_column, label_column = columns
+    features = Features({image_column: ImageFeature(), label_column: ClassLabel(names=list(CLASSES))})
 
     def part(n: int, part_seed: int) -> Dataset:
         images, labels = images_of(n, size, 3, part_seed)
         return Dataset.from_dict(
-            {"img": [Image.fromarray(image) for image in images], "fine": labels.tolist()}, features=features
+            {image_column: [Image.fromarray(image) for image in images], label_column: labels.tolist()},
+            features=features,
         )
 
     splits = {"train": part(count, seed)}

@@ -175,7 +175,12 @@ def kd_pairs(config: RunConfig) -> Callable[[str], None]:
     if not uses_prototypes(config):
         return lambda name: None
     shape = input_shape(config)
-    wanted = feature_map_shapes(build_architecture(config, config.model), shape, [PROTOTYPE_LEVEL])[PROTOTYPE_LEVEL]
+    global_model = build_architecture(config, config.model)
+    if PROTOTYPE_LEVEL not in global_model.levels:  # a user's model splits at one level only
+        raise ConfigError(
+            f"run config 'model' = {config.model!r} has no level {PROTOTYPE_LEVEL!r} for FedKAD's prototypes"
+        )
+    wanted = feature_map_shapes(global_model, shape, [PROTOTYPE_LEVEL])[PROTOTYPE_LEVEL]
 
     def pairs(name: str) -> None:
         model = build_architecture(config, name)
