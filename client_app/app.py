@@ -21,7 +21,6 @@ from client_app.label_counts import label_count_vector, privatise
 from client_app.node import Node
 from client_app.pretraining_round import is_pretraining_round, pretraining_round_train
 from client_app.train_step import shared_train
-from data.catalog import DATASETS
 from methods.registry import CATALOGUE, OBJECTIVES, QUERIES, method
 from models.training import evaluate as evaluate_model
 from profiling.spans import CLIENT_MESSAGE, span
@@ -58,7 +57,7 @@ def released_label_counts(node: Node) -> ConfigRecord:
     """This client's label counts as it releases them, with Laplace noise when ``label-dp-epsilon`` > 0: one release
     per run, repeated if asked again (kept in ``context.state``; see client_app/label_counts.py)."""
     if LABEL_COUNTS_RECORD not in node.state:
-        vector = label_count_vector(node.labels(), DATASETS[node.config.dataset].num_classes)
+        vector = label_count_vector(node.labels(), node.info.num_classes)
         counts = privatise(vector, node.config.label_dp_epsilon)
         node.state[LABEL_COUNTS_RECORD] = ConfigRecord({COUNTS: counts.tolist()})
     return node.state.config_records[LABEL_COUNTS_RECORD]

@@ -14,10 +14,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from data.catalog import DATASETS, DatasetInfo
+from data.catalog import DatasetInfo
 from data.federated import FederatedSplit, load_client_partition
 from data.image_data import ImageData
-from data.node_data import read_node_data
+from data.node_data import node_dataset_info, read_node_data
+from data.own_data import DEFAULT_COLUMNS, Columns
 from data.transforms import normalise
 
 
@@ -33,7 +34,8 @@ class LocalData:
         return len(self.labels)
 
     def inputs(self, device: torch.device, start: int = 0, stop: int | None = None) -> torch.Tensor:
-        """Normalised model inputs (float32 N x C x 32 x 32) of samples ``start:stop``, made on ``device``."""
+        """Normalised model inputs (float32 N x C x H x W; 32 x 32 for the catalogued datasets) of samples
+        ``start:stop``, made on ``device``."""
         return normalise(self.images[start:stop].to(device), self.info)
 
     def rows(self, device: torch.device, indices: torch.Tensor) -> torch.Tensor:
@@ -54,6 +56,7 @@ def load_local_data(
 
 
 @functools.lru_cache(maxsize=2)
-def load_node_local_data(data_path: str, dataset: str) -> LocalData:
+def load_node_local_data(data_path: str, dataset: str, columns: Columns = DEFAULT_COLUMNS) -> LocalData:
     """The partition exported to ``data_path`` (checked against ``dataset``)."""
-    return LocalData.from_images(read_node_data(Path(data_path).expanduser(), dataset), DATASETS[dataset])
+    folder = Path(data_path).expanduser()
+    return LocalData.from_images(read_node_data(folder, dataset, columns), node_dataset_info(folder, dataset, columns))

@@ -20,14 +20,16 @@ from client_app.feature_cache import fingerprint
 from client_app.local_data import LocalData, load_local_data, load_node_local_data
 from client_app.objective import ObjectiveFactory
 from client_app.threads import use_threads
-from data.catalog import DATASETS
+from data.catalog import DatasetInfo
 from data.federated import client_partition_labels
-from data.node_data import read_node_data
+from data.node_data import node_dataset_info, read_node_data
+from data.own_data import is_own_dataset
 from models import NO_FREEZE, SplitModel
 from models.device import resolve_device
 from protocol.messages import ARRAYS, CONFIG, FROZEN, LEARNING_RATE, LOCAL_EPOCHS, SERVER_ROUND
-from run_config import RunConfig, build_model_for, data_cache, federated_split, parse_run_config
+from run_config import RunConfig, build_model_for, data_cache, dataset_info, federated_split, parse_run_config
 from run_config.catalogue import Catalogue
+from run_config.derived import columns
 from run_config.settings import declared_settings
 from strategies.partial_model import merge_state
 
@@ -102,6 +104,13 @@ class Node:
         self.data_path = str(context.node_config.get("data-path", ""))
         #: a data-poisoning node (testing only; ``client_app/fault_injection.py``) trains on flipped labels
         self.poisoned_labels = bool(context.node_config.get(POISONED_LABELS, False))
+        if self.data_path and is_own_dataset(self.config.dataset):  # what its folder says of the user's data
+            node_dataset_info(Path(self.data_path).expanduser(), self.config.dataset, columns(self.config))
+
+    @property
+    def info(self) -> DatasetInfo:
+        """What the models need of the run's dataset (of a user's own data, on a deployed node: its folder's say)."""
+        return dataset_info(self.config)
 
     @property
     def state(self) -> RecordDict:
@@ -117,16 +126,16 @@ class Node:
     def data(self) -> LocalData:
         """This node's data: its ``data-path`` folder when deployed with one, else its cut of the shared dataset."""
         if self.data_path:
-            data = load_node_local_data(self.data_path, self.config.dataset)
+            data = load_node_local_data(self.data_path, self.config.dataset, columns(self.config))
         else:
             split = federated_split(self.config)
             data = load_local_data(split, self.partition_id, self.num_partitions, data_cache(self.config))
-        return flipped_labels(data, DATASETS[self.config.dataset].num_classes) if self.poisoned_labels else data
+        return flipped_labels(data, self.info.num_classes) if self.poisoned_labels else data
 
     def labels(self) -> np.ndarray:
         """This node's labels only, so answering a query leaves no images in memory."""
         if self.data_path:
-            return read_node_data(Path(self.data_path).expanduser(), self.config.dataset).labels
+            return read_node_data(Path(self.data_path).expanduser(), self.config.dataset, columns(self.config)).labels
         return client_partition_labels(
             federated_split(self.config), self.partition_id, self.num_partitions, data_cache(self.config)
         )

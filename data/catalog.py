@@ -1,4 +1,5 @@
-"""The datasets the app knows: shape, classes and normalisation statistics."""
+"""The datasets the app knows by name (shape, classes and normalisation statistics), and what every dataset, named
+or a user's own (``data/own_data.py``), is described by."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class DatasetInfo:
-    """Static facts about a dataset; images reach the models as ``channels`` x 32 x 32."""
+    """Static facts about a dataset. The catalogued datasets' images reach the models as ``channels`` x 32 x 32 (the
+    MNIST family's 28 x 28 zero-padded); a user's own data keeps its images' size (``size``), 28 x 28 padded alike."""
 
     name: str
     channels: int
@@ -17,11 +19,21 @@ class DatasetInfo:
     pad_to_32: bool  # 28x28 MNIST-family images are zero-padded to 32x32
     train_samples: int  # images in the training and test splits, as the loaders give them
     test_samples: int
+    size: tuple[int, int] | None = None  # height and width a user's own images share; None: the catalogue's rule
+    class_names: tuple[str, ...] = ()  # a user's own classes, in label order (the catalogued ones: not recorded)
 
     @property
     def image_size(self) -> tuple[int, int]:
         """Height and width of the images as the dataset's files hold them, before any padding."""
+        if self.size is not None:
+            return self.size
         return (28, 28) if self.pad_to_32 else (32, 32)
+
+    @property
+    def input_shape(self) -> tuple[int, int, int]:
+        """Channels, height and width of one image as a model receives it (after padding)."""
+        height, width = (32, 32) if self.pad_to_32 else self.image_size
+        return self.channels, height, width
 
 
 _CIFAR_MEAN, _CIFAR_STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)

@@ -16,9 +16,10 @@ from pathlib import Path
 import numpy as np
 
 from data.array_cache import cached_arrays
-from data.catalog import DATASETS, DatasetInfo
+from data.catalog import DatasetInfo
 from data.image_data import ImageData
-from data.loading import dataset_source, shared_dataset
+from data.loading import dataset_info, dataset_source, shared_dataset
+from data.own_data import DEFAULT_COLUMNS, Columns
 from data.partitioning import partition_table, split_public
 
 #: Bumped when how a split is computed changes (its cached tables are then recomputed).
@@ -38,10 +39,11 @@ class FederatedSplit:
     classes_per_client: int
     public_fraction: float
     seed: int
+    columns: Columns = DEFAULT_COLUMNS  # a saved Hugging Face dataset's image and label columns
 
     @property
     def info(self) -> DatasetInfo:
-        return DATASETS[self.dataset]
+        return dataset_info(self.dataset, self.data_dir, self.columns)
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,7 @@ class SplitTable:
 
 
 def _train(split: FederatedSplit, cache: Path | None) -> ImageData:
-    return shared_dataset(split.dataset, split.data_dir, cache).train
+    return shared_dataset(split.dataset, split.data_dir, cache, split.columns).train
 
 
 @functools.lru_cache(maxsize=4)
@@ -83,8 +85,8 @@ def split_table(split: FederatedSplit, num_partitions: int, cache: Path | None =
         )
         return {"pool": pool, "positions": positions, "offsets": offsets}
 
-    source = dataset_source(split.dataset, split.data_dir) if cache is not None else None
-    settings = {k: v for k, v in vars(split).items() if k != "data_dir"}
+    source = dataset_source(split.dataset, split.data_dir, split.columns) if cache is not None else None
+    settings = {k: v for k, v in vars(split).items() if k not in ("data_dir", "columns")}  # columns: in the source
     key = {"kind": "split", "version": SPLIT_VERSION, "source": source, "split": settings, "clients": num_partitions}
     arrays = cached_arrays(cache if source is not None else None, key, compute)
     return SplitTable(arrays["pool"], arrays["positions"], arrays["offsets"])
@@ -124,4 +126,4 @@ def load_public_split(split: FederatedSplit, cache: Path | None = None) -> Image
 
 def load_test_set(split: FederatedSplit, cache: Path | None = None) -> ImageData:
     """The official test set, for central evaluation."""
-    return shared_dataset(split.dataset, split.data_dir, cache).test
+    return shared_dataset(split.dataset, split.data_dir, cache, split.columns).test

@@ -31,6 +31,10 @@ class DataFormatError(ValueError):
     """A data file exists but is not in the expected format."""
 
 
+class DataNotFoundError(FileNotFoundError):
+    """The dataset's files are in none of the places searched."""
+
+
 def read_idx(path: Path) -> np.ndarray:
     """Read an IDX file (optionally gzip-compressed) of unsigned bytes into an array of its shape."""
     opener = gzip.open if path.suffix == ".gz" else open

@@ -1,5 +1,6 @@
 """Find and load a dataset by name, from local files in its standard format, the embedded mini set,
-the synthetic generator or (explicitly, ``data-dir = "hub"``) the Hugging Face hub."""
+the synthetic generator or (explicitly, ``data-dir = "hub"``) the Hugging Face hub; or a user's own data by its path
+(``data/own_data.py``; ``columns`` name a saved Hugging Face dataset's image and label columns)."""
 
 from __future__ import annotations
 
@@ -16,10 +17,11 @@ from pathlib import Path
 import numpy as np
 
 from data.array_cache import cached_arrays
-from data.catalog import DATASETS
-from data.file_formats import DataFormatError, read_cifar_pickles, read_idx_pair, read_mnist_pickle
+from data.catalog import DATASETS, DatasetInfo
+from data.file_formats import DataFormatError, DataNotFoundError, read_cifar_pickles, read_idx_pair, read_mnist_pickle
 from data.image_checks import images_problem, labels_problem
 from data.image_data import DatasetSplits, ImageData
+from data.own_data import DEFAULT_COLUMNS, Columns, describe, is_own_dataset, own_dataset, own_info, own_source
 
 #: ``data-dir`` value that loads the dataset from the Hugging Face hub (needs internet).
 HUB = "hub"
@@ -27,10 +29,6 @@ HUB = "hub"
 DATA_DIR_ENV = "FEDFT_DATA_DIR"
 _ASSETS = Path(__file__).parent / "assets"
 MINI_FILE = _ASSETS / "fashion_mnist_mini.json"
-
-
-class DataNotFoundError(FileNotFoundError):
-    """The dataset's files are in none of the places searched."""
 
 
 @dataclass(frozen=True)
@@ -200,20 +198,30 @@ def _read_dataset(name: str, data_dir: str) -> DatasetSplits:
 
 
 @functools.lru_cache(maxsize=2)
-def load_dataset(name: str, data_dir: str = "") -> DatasetSplits:
+def load_dataset(name: str, data_dir: str = "", columns: Columns = DEFAULT_COLUMNS) -> DatasetSplits:
     """Load a dataset's training and test sets (cached per process)."""
+    if is_own_dataset(name):
+        return own_dataset(name, columns).splits
     return _read_dataset(name, data_dir)
+
+
+def dataset_info(
+    name: str, data_dir: str = "", columns: Columns = DEFAULT_COLUMNS, cache: Path | None = None
+) -> DatasetInfo:
+    """What the models need of a dataset: the catalogue's entry, or what was read from the user's own data (decoded
+    for it, through ``cache``, unless this process knows it already)."""
+    return DATASETS[name] if not is_own_dataset(name) else own_info(name, columns, cache)
 
 
 #: Bumped when what a shared dataset entry holds changes.
 SHARED_DATASET_VERSION = 1
 
 
-def dataset_source(name: str, data_dir: str = "") -> dict | None:
+def dataset_source(name: str, data_dir: str = "", columns: Columns = DEFAULT_COLUMNS) -> dict | None:
     """What identifies the data a dataset is read from (its files' names, sizes and modification times), or None
     for the hub, whose data cannot be identified without downloading it."""
-    if name not in DATASETS:
-        raise ValueError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")
+    if is_own_dataset(name):
+        return own_source(name, columns)
     if data_dir == HUB and name not in ("fashion-mnist-mini", "synthetic"):
         return None
     if name == "synthetic":
@@ -236,7 +244,9 @@ def data_dir_problem(data_dir: str) -> str | None:
 
 def where_from(name: str, data_dir: str = "") -> str:
     """Where dataset ``name`` is read from, for the log (a folder, a file, the embedded subset, the generator, the
-    hub); raises ``DataNotFoundError`` when it is in none of the places searched."""
+    hub, the user's own folder); raises ``DataNotFoundError`` when it is in none of the places searched."""
+    if is_own_dataset(name):
+        return f"the {describe(name)}"
     if name == "fashion-mnist-mini":
         return f"the embedded subset {MINI_FILE}"
     if name == "synthetic":
@@ -255,9 +265,13 @@ def _source_files(name: str, data_dir: str) -> list[Path]:
 
 
 @functools.lru_cache(maxsize=2)
-def shared_dataset(name: str, data_dir: str = "", cache: Path | None = None) -> DatasetSplits:
+def shared_dataset(
+    name: str, data_dir: str = "", cache: Path | None = None, columns: Columns = DEFAULT_COLUMNS
+) -> DatasetSplits:
     """The dataset as ``load_dataset`` reads it, but decoded once per machine into ``cache`` (``data-cache-dir``) and
     memory-mapped from there, so that the processes of a machine share one copy (``data/array_cache.py``)."""
+    if is_own_dataset(name):
+        return own_dataset(name, columns, cache).splits
     source = dataset_source(name, data_dir)
     if cache is None or source is None:
         return load_dataset(name, data_dir)

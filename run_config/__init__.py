@@ -11,7 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from run_config.derived import build_model_for, data_cache, federated_split
+    from run_config.derived import build_model_for, data_cache, dataset_info, federated_split
     from run_config.parsing import all_settings, parse_run_config
     from run_config.schema import ConfigError, RunConfig, Setting
 
@@ -23,6 +23,7 @@ _HOMES = {
     "parse_run_config": "run_config.parsing",
     "build_model_for": "run_config.derived",
     "data_cache": "run_config.derived",
+    "dataset_info": "run_config.derived",
     "federated_split": "run_config.derived",
 }
 
@@ -33,6 +34,7 @@ __all__ = [
     "all_settings",
     "build_model_for",
     "data_cache",
+    "dataset_info",
     "federated_split",
     "parse_run_config",
 ]

@@ -3,14 +3,18 @@ ServerApp before it waits for nodes. A missing folder or dataset is one line nam
 with where it is read from, so the log says which folder each dataset came from. Where the number of clients is
 known before the start (the launcher, an experiment's cells), the split of the training set over them is drawn
 too: a split that cannot be made is one line naming its keys, not a refusal from every node once they have started.
+A user's own data (``data/own_data.py``) is decoded and checked here (once per machine with ``data-cache-dir``): a
+folder with one class, images of several sizes, an unreadable file or no image is one line naming the folder.
 """
 
 from __future__ import annotations
 
 from data.federated import partition_sizes
+from data.file_formats import DataFormatError
 from data.loading import DataNotFoundError, data_dir_problem, where_from
+from data.own_data import describe_info, is_own_dataset
 from data.partitioning import PartitioningError, SplitDrawError
-from run_config.derived import data_cache, federated_split
+from run_config.derived import data_cache, dataset_info, federated_split
 from run_config.schema import ConfigError, RunConfig
 
 
@@ -34,9 +38,14 @@ def check_data(config: RunConfig, generic_dataset: str | None = None) -> list[st
     lines = []
     for key, name in datasets_of(config, generic_dataset).items():
         try:
-            lines.append(f"{key} {name!r} is read from {where_from(name, config.data_dir)}")
+            line = f"{key} {name!r} is read from {where_from(name, config.data_dir)}"
+            if is_own_dataset(name):
+                line += f": {describe_info(dataset_info(config, name))}"
         except DataNotFoundError as err:
             raise ConfigError(f"run config {key!r} = {name!r}: {err}") from None
+        except DataFormatError as err:
+            raise ConfigError(f"run config {key!r}: {err}") from None
+        lines.append(line)
     return lines
 
 

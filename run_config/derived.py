@@ -6,10 +6,17 @@ from pathlib import Path
 
 import torch
 
-from data.catalog import DATASETS
+from data.catalog import DatasetInfo
 from data.federated import FederatedSplit
+from data.loading import dataset_info as read_dataset_info
+from data.own_data import Columns
 from models import SplitModel, build_model
 from run_config.schema import RunConfig
+
+
+def columns(config: RunConfig) -> Columns:
+    """The image and label columns of a user's data saved as a Hugging Face dataset."""
+    return config.image_column, config.label_column
 
 
 def federated_split(config: RunConfig) -> FederatedSplit:
@@ -24,6 +31,7 @@ def federated_split(config: RunConfig) -> FederatedSplit:
         classes_per_client=config.classes_per_client,
         public_fraction=config.public_fraction,
         seed=config.seed,
+        columns=columns(config),
     )
 
 
@@ -32,9 +40,21 @@ def data_cache(config: RunConfig) -> Path | None:
     return Path(config.data_cache_dir).expanduser() if config.data_cache_dir else None
 
 
+def dataset_info(config: RunConfig, dataset: str | None = None) -> DatasetInfo:
+    """What the models need of the run's dataset (or of ``dataset``, e.g. ``pretrain-dataset``): the catalogue's
+    entry, or what was read from the user's own data (``data/own_data.py``)."""
+    return read_dataset_info(dataset or config.dataset, config.data_dir, columns(config), data_cache(config))
+
+
 def build_model_for(config: RunConfig, seed: int | None = None) -> SplitModel:
     """The configured model for the configured dataset; initialised from ``seed`` when given."""
-    info = DATASETS[config.dataset]
+    info = dataset_info(config)
     if seed is not None:
         torch.manual_seed(seed)
-    return build_model(config.model, in_channels=info.channels, num_classes=info.num_classes, dropout=config.dropout)
+    return build_model(
+        config.model,
+        in_channels=info.channels,
+        num_classes=info.num_classes,
+        dropout=config.dropout,
+        phi_end=config.phi_end,
+    )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -65,6 +66,25 @@ def _model(v: str) -> str | None:
     return None
 
 
+def _dataset(v: str) -> str | None:
+    if v in DATASET_NAMES or (v.startswith(("/", "~")) and path_problem(v) is None):
+        return None
+    return (
+        f"must be one of {', '.join(repr(n) for n in DATASET_NAMES)}, or the absolute path of your own data (a folder "
+        "of images, one sub-folder per class, or a Hugging Face dataset saved with save_to_disk)"
+    )
+
+
+def _column(v: str) -> str | None:
+    return "must name a column, not be empty" if not v.strip() else path_problem(v)
+
+
+def _module_name(v: str) -> str | None:
+    return (
+        None if re.fullmatch(r"[\w.]*", v) else "must be a module's name as `named_modules()` gives it, e.g. features.3"
+    )
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """The validated run configuration, presets resolved, with attribute names in snake_case."""
@@ -111,11 +131,15 @@ class RunConfig:
     pretrain_dataset: str = setting(
         "mnist",
         'Source dataset for `pretrain = "dataset"` (another domain than `dataset`, as the FedFT-EDS paper pretrains on '
-        "Small ImageNet for CIFAR; the classifier is re-initialised for the task's classes).",
-        one_of(*DATASET_NAMES),
+        "Small ImageNet for CIFAR; the classifier is re-initialised for the task's classes): a catalogued name or "
+        "your own data's absolute path, as `dataset`.",
+        _dataset,
     )
     pretrain_checkpoint: str = setting(
-        "", 'State-dict file for `pretrain = "checkpoint"`: any path without control characters.', path_problem
+        "",
+        'State-dict file for `pretrain = "checkpoint"` (any path without control characters), checked against the '
+        "model at start; a classifier of another number of classes is replaced by a new one (see Your own model).",
+        path_problem,
     )
     pretrain_samples: int = setting(
         6000,
@@ -190,7 +214,10 @@ class RunConfig:
         node=True,
     )
     dataset: str = setting(
-        "fashion-mnist-mini", f"Dataset: {', '.join(DATASET_NAMES)} (see Data).", one_of(*DATASET_NAMES)
+        "fashion-mnist-mini",
+        f"Dataset: {', '.join(DATASET_NAMES)} (see Data), or the absolute path of your own (an image folder, one "
+        "sub-folder per class, or a Hugging Face dataset saved with `save_to_disk`; see Your own data).",
+        _dataset,
     )
     data_dir: str = setting(
         "",
@@ -198,12 +225,28 @@ class RunConfig:
         "searches the well-known places; `hub` downloads from Hugging Face (needs internet).",
         path_problem,
     )
+    image_column: str = setting(
+        "image", "Your own data saved as a Hugging Face dataset: the column holding the images.", _column
+    )
+    label_column: str = setting(
+        "label",
+        "Your own data saved as a Hugging Face dataset: the column holding the labels (a `ClassLabel`, or any values: "
+        "their distinct values, sorted, are the classes).",
+        _column,
+    )
     model: str = setting(
         AUTO,
         f"Model: {MODEL_NAMES_HELP}; `auto`: the method's, `wrn-16-1` (the FedFT-EDS paper's) but for KAFAL "
         "(`mlp-2nn`, its paper's model for 28×28 digits, Fig. 14).",
         _model,
         auto=True,
+    )
+    phi_end: str = setting(
+        "",
+        "A model given as `package.module:factory`: the module (its name in `named_modules()`) whose output ends φ, "
+        "the part the FedFT family freezes; the model then splits there at the level `mid`. Empty: no split level "
+        '(`freeze = "none"` only).',
+        _module_name,
     )
     dropout: float = setting(0.3, "Dropout inside WRN blocks.", below_one)
     partitioner: str = setting(

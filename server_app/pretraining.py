@@ -3,9 +3,11 @@
 ``pretrain`` selects the source: ``public`` trains the whole model on the server's held-out share of the
 target training set; ``dataset`` trains it on another dataset's whole training set and then
 re-initialises the classifier for the target's classes (head adaptation: everything but the final Linear
-layer is kept); ``checkpoint`` loads a state dict; ``none`` keeps the seeded random initialisation
-("FedAvg w/o pretraining"). Trained weights are cached on disk under a key of model, source, seed and
-recipe, so every method of a comparison starts from the same weights and pretrains only once.
+layer is kept); ``checkpoint`` loads a state dict (``server_app/pretrained_checkpoint.py``); ``none`` keeps the
+seeded random initialisation ("FedAvg w/o pretraining"). Trained weights are cached on disk under a key of the model
+(a user's: its module's code too), the source's data (its files' names, sizes and modification times: two folders
+never share an entry), the seed and the recipe, so every method of a comparison starts from the same weights and
+pretrains only once.
 
 The recipe is built to be stable, since FedFT's premise is a good pretrained model: a stratified tenth of the
 source is held out for validation; SGD (momentum 0.9, weight decay 5e-4) follows a linear warm-up then a cosine
@@ -26,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import threading
 import time
 from logging import INFO, WARNING
@@ -35,19 +38,24 @@ from typing import Any
 import torch
 from flwr.common.logger import log
 
-from data.catalog import DATASETS
+from data.catalog import DATASETS, DatasetInfo
 from data.federated import load_public_split
 from data.image_data import ImageData
-from data.loading import DataNotFoundError, load_dataset
+from data.loading import DataNotFoundError, dataset_source, load_dataset
+from data.own_data import is_own_dataset
 from data.partitioning import split_public
 from data.transforms import to_model_input
 from models import SplitModel, build_model
 from models.batchnorm import settle_batchnorm
 from models.device import compute_description
 from models.training import cross_entropy_of, evaluate, sgd, train_epochs
-from run_config import ConfigError, RunConfig, build_model_for, data_cache, federated_split
+from models.user_model import is_user_model, source_digest
+from run_config import ConfigError, RunConfig, build_model_for, data_cache, dataset_info, federated_split
+from run_config.derived import columns
+from run_config.model_check import check_model, takes
 from server_app.atomic_write import replace_file, replace_text
 from server_app.background import Cancelled
+from server_app.pretrained_checkpoint import load_checkpoint
 from server_app.torch_files import load_state_dict
 
 CPU = torch.device("cpu")
@@ -70,17 +78,32 @@ def cache_dir(config: RunConfig) -> Path:
     return Path(config.pretrain_cache_dir or Path.home() / ".cache" / "fedft" / "pretrained").expanduser()
 
 
+def source_fingerprint(config: RunConfig, dataset: str) -> str | None:
+    """A digest of what identifies ``dataset``'s data (``dataset_source``: its files' names, sizes and modification
+    times), or None for the hub's."""
+    try:
+        source = dataset_source(dataset, config.data_dir, columns(config))
+    except DataNotFoundError as err:
+        key = "pretrain-dataset" if dataset == config.pretrain_dataset and config.pretrain == "dataset" else "dataset"
+        raise ConfigError(f"run config {key!r} = {dataset!r} cannot be loaded: {err}") from None
+    return None if source is None else hashlib.sha256(json.dumps(source, sort_keys=True).encode()).hexdigest()
+
+
 def recipe(config: RunConfig) -> dict:
     """Everything that determines the pretrained weights."""
     source = config.pretrain_dataset if config.pretrain == "dataset" else config.dataset
+    user_model = is_user_model(config.model)
     return {
         "version": RECIPE_VERSION,
         "model": config.model,
+        "model-code": source_digest(config.model) if user_model else None,
+        "phi-end": config.phi_end if user_model else None,
         "dropout": config.dropout,
         "pretrain": config.pretrain,
         "source": source,
+        "source-data": source_fingerprint(config, source),
         "public-fraction": config.public_fraction if config.pretrain == "public" else None,
-        "target-classes": DATASETS[config.dataset].num_classes,
+        "target-classes": dataset_info(config).num_classes,
         "seed": config.seed,
         "samples": config.pretrain_samples,
         "epochs": config.pretrain_epochs,
@@ -95,25 +118,56 @@ def recipe(config: RunConfig) -> dict:
     }
 
 
+def _file_label(name: str) -> str:
+    """A part of a cache file's name for a model or dataset name (a user's folder: its last part)."""
+    return re.sub(r"[^A-Za-z0-9._+=-]", "_", Path(name).name if is_own_dataset(name) else name)
+
+
 def cache_path(config: RunConfig) -> Path:
     key = hashlib.sha256(json.dumps(recipe(config), sort_keys=True).encode()).hexdigest()[:16]
     source = recipe(config)["source"]
-    return cache_dir(config) / f"{config.model}-{config.pretrain}-{source}-{key}.pt"
+    return cache_dir(config) / f"{_file_label(config.model)}-{config.pretrain}-{_file_label(source)}-{key}.pt"
+
+
+def _images(info: DatasetInfo) -> str:
+    channels, height, width = info.input_shape
+    return f"{channels}-channel {height}x{width} images"
+
+
+def _source_fits(config: RunConfig) -> None:
+    """``ConfigError`` saying what to do instead when the model pretrained on ``pretrain-dataset`` cannot take the
+    dataset's images (other channels, or a size the model takes for one and not the other)."""
+    source, target = dataset_info(config, config.pretrain_dataset), dataset_info(config)
+    if source.input_shape == target.input_shape:
+        return
+    if source.channels == target.channels:
+        model = build_model(config.model, source.channels, source.num_classes, config.dropout, config.phi_end)
+        if takes(model, source.input_shape) is None:
+            return  # another size, which the model takes: it pretrains on one and fine-tunes on the other
+    alike = [
+        name
+        for name, info in DATASETS.items()
+        if info.input_shape == target.input_shape and name not in ("synthetic", config.dataset)
+    ]
+    other = f", on a dataset of such images (pretrain-dataset={alike[0]!r})" if alike else ""
+    raise ConfigError(
+        f"run config 'pretrain-dataset' = {config.pretrain_dataset!r} has {_images(source)} but dataset "
+        f"{config.dataset!r} has {_images(target)}: pretrain on the dataset's own held-out share (pretrain='public')"
+        f"{other}, from a state dict (pretrain='checkpoint' pretrain-checkpoint=...) or not at all (pretrain='none')"
+    )
 
 
 def check_source(config: RunConfig) -> None:
-    """Fail at start, naming the key, when the pretraining source cannot be used."""
+    """Fail at start, naming the key, when the model cannot take the data or the pretraining source cannot be used:
+    for ``checkpoint``, the file is loaded and checked against the model (``load_checkpoint``)."""
+    for line in check_model(config):
+        log(INFO, "%s", line)
     if config.pretrain == "public" and config.public_fraction == 0:
         raise ConfigError("run config 'pretrain' = 'public' needs a held-out split: set 'public-fraction' > 0")
-    if config.pretrain == "checkpoint" and not Path(config.pretrain_checkpoint).expanduser().is_file():
-        raise ConfigError(f"run config 'pretrain-checkpoint' = {config.pretrain_checkpoint!r} is not a readable file")
+    if config.pretrain == "checkpoint":
+        load_checkpoint(config, build_model_for(config, seed=config.seed))
     if config.pretrain == "dataset":
-        source, target = DATASETS[config.pretrain_dataset], DATASETS[config.dataset]
-        if source.channels != target.channels:
-            raise ConfigError(
-                f"run config 'pretrain-dataset' = {config.pretrain_dataset!r} has {source.channels}-channel images "
-                f"but dataset {config.dataset!r} has {target.channels}"
-            )
+        _source_fits(config)
 
 
 def learning_rate_at(epoch: int, epochs: int, base: float) -> float:
@@ -138,7 +192,7 @@ def pretrain(
     every ``SCORED_EPOCH_INTERVAL``-th and the final epoch on a held-out slice. Returns what happened (the kept epoch,
     its validation accuracy, the scored epochs', ...). ``stop``, once set, ends the training at its next mini-batch
     with ``Cancelled``."""
-    info = DATASETS[dataset]
+    info = dataset_info(config, dataset)
     fit_rows, validation_rows = split_public(data.labels, VALIDATION_FRACTION, config.seed)
     inputs = to_model_input(data.images, info).to(device)
     labels = torch.from_numpy(data.labels).to(device)
@@ -222,11 +276,13 @@ def _pretrained_from_source(
         public = load_public_split(federated_split(config), data_cache(config))
         report = pretrain(target, source_sample(public, config), config.dataset, config, device, stop)
         return target.state_dict(), report
-    source_info = DATASETS[config.pretrain_dataset]
+    source_info = dataset_info(config, config.pretrain_dataset)
     torch.manual_seed(config.seed)
-    source_model = build_model(config.model, source_info.channels, source_info.num_classes, config.dropout)
+    source_model = build_model(
+        config.model, source_info.channels, source_info.num_classes, config.dropout, config.phi_end
+    )
     try:
-        source = load_dataset(config.pretrain_dataset, config.data_dir).train
+        source = load_dataset(config.pretrain_dataset, config.data_dir, columns(config)).train
     except DataNotFoundError as err:
         raise ConfigError(
             f"run config 'pretrain-dataset' = {config.pretrain_dataset!r} cannot be loaded: {err}"
@@ -243,7 +299,10 @@ def _report_path(path: Path) -> Path:
 
 
 def pretraining_report(config: RunConfig) -> dict[str, Any] | None:
-    """What the cached pretraining of this configuration did (best epoch, validation accuracy, ...), if known."""
+    """What the cached pretraining of this configuration did (best epoch, validation accuracy, ...), if known; for a
+    checkpoint, the file, its SHA-256 and the classifier it did not provide."""
+    if config.pretrain == "checkpoint":
+        return load_checkpoint(config, build_model_for(config, seed=config.seed)).report()
     if config.pretrain not in ("public", "dataset"):
         return None
     try:
@@ -261,15 +320,18 @@ def initial_state(
     if config.pretrain == "none":
         return model.state_dict()
     if config.pretrain == "checkpoint":
-        try:
-            state = load_state_dict(Path(config.pretrain_checkpoint).expanduser())
-        except ValueError as err:
-            raise ConfigError(f"run config 'pretrain-checkpoint' = {config.pretrain_checkpoint!r}: {err}") from None
-        try:
-            model.load_state_dict(state)
-        except RuntimeError as err:
-            raise ConfigError(f"run config 'pretrain-checkpoint' does not fit model {config.model!r}: {err}") from None
-        return model.state_dict()
+        loaded = load_checkpoint(config, model)
+        log(INFO, "initial weights from the checkpoint %s (sha256 %s)", loaded.path, loaded.sha256)
+        if loaded.new_head:
+            log(
+                INFO,
+                "the checkpoint's classifier (%s classes) does not fit the dataset's %d: a new one (%s), seeded by "
+                "'seed'",
+                loaded.checkpoint_classes if loaded.checkpoint_classes is not None else "no",
+                dataset_info(config).num_classes,
+                ", ".join(loaded.new_head),
+            )
+        return loaded.state
     path = cache_path(config)
     if path.is_file():
         try:

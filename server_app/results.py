@@ -23,9 +23,8 @@ from typing import Any
 import torch
 from flwr.common.logger import log
 
-from data.catalog import DATASETS
 from models.device import describe_machine
-from run_config import RunConfig
+from run_config import RunConfig, dataset_info
 from server_app.atomic_write import replace_file, replace_text
 from server_app.collapse import round_warning, run_warnings
 from server_app.result_files import ResultFile, Row
@@ -109,7 +108,7 @@ class RunRecorder:
         self.directory = directory
         self.config = config
         self.method = method or config.method
-        self.classes = DATASETS[config.dataset].num_classes  # chance level is 1 / classes
+        self.classes = dataset_info(config).num_classes  # chance level is 1 / classes
         self.machine = machine
         self.rounds: list[dict[str, Any]] = list(resume_from["rounds"]) if resume_from else []
         #: The pretraining round's record (``server_app/pretraining_round.py``), rounds.jsonl's first line; None

@@ -13,10 +13,9 @@ from pathlib import Path
 
 import torch
 
-from data.catalog import DATASETS
 from models import SplitModel
 from models.outputs import eval_mode, feature_map_shapes
-from run_config import ConfigError, RunConfig, build_model_for
+from run_config import ConfigError, RunConfig, build_model_for, dataset_info
 from server_app.pretraining import BATCHNORM_BATCH_SIZE, cache_path
 from simulation.memory_estimate import MIB, MemoryEstimate, SimulationSize, actors_at_once, estimate_peak
 from strategies.central_evaluation import MAX_CACHED_FEATURES_BYTES
@@ -62,7 +61,7 @@ def frozen_feature_values(config: RunConfig, model: SplitModel) -> int:
     """Values of one image's frozen features φ(x) (0 when the whole model trains)."""
     if config.freeze == "none":
         return 0
-    shape = feature_map_shapes(model, (DATASETS[config.dataset].channels, 32, 32), [config.freeze])
+    shape = feature_map_shapes(model, dataset_info(config).input_shape, [config.freeze])
     return math.prod(shape[config.freeze])
 
 
@@ -80,14 +79,14 @@ def server_feature_bytes(feature_values: int, test_samples: int) -> int:
     return size if size <= MAX_CACHED_FEATURES_BYTES else 0
 
 
-def activation_values(model: SplitModel, channels: int) -> tuple[int, int]:
+def activation_values(model: SplitModel, input_shape: tuple[int, int, int]) -> tuple[int, int]:
     """Values every layer of ``model`` outputs for one image, in all and for its largest output (one forward)."""
     sizes: list[int] = []
     leaves = [module for module in model.modules() if not list(module.children())]
     hooks = [leaf.register_forward_hook(lambda module, args, out: sizes.append(out.numel())) for leaf in leaves]
     try:
         with torch.no_grad(), eval_mode(model):
-            model(torch.zeros(1, channels, 32, 32))
+            model(torch.zeros(1, *input_shape))
     finally:
         for hook in hooks:
             hook.remove()
@@ -108,9 +107,9 @@ def pretrain_samples(config: RunConfig) -> int:
     if config.pretrain in ("none", "checkpoint"):
         return 0
     if config.pretrain == "dataset":
-        source = DATASETS[config.pretrain_dataset].train_samples
+        source = dataset_info(config, config.pretrain_dataset).train_samples
     else:
-        train = DATASETS[config.dataset].train_samples
+        train = dataset_info(config).train_samples
         source = train - round(train * (1 - config.public_fraction))
     return min(source, config.pretrain_samples) if config.pretrain_samples else source
 
@@ -119,7 +118,7 @@ def pretrain_source_bytes(config: RunConfig) -> int:
     """Bytes of the decoded source dataset ``pretrain = "dataset"`` loads besides the run's own (0 otherwise)."""
     if config.pretrain != "dataset":
         return 0
-    info = DATASETS[config.pretrain_dataset]
+    info = dataset_info(config, config.pretrain_dataset)
     height, width = info.image_size
     return (info.train_samples + info.test_samples) * (info.channels * height * width + LABEL_BYTES)
 
@@ -131,10 +130,10 @@ def simulation_size(
     says whether the server pretrains during the run (None: it does unless the weights are cached)."""
     if pretrains is None:
         pretrains = not cache_path(config).is_file()
-    info = DATASETS[config.dataset]
+    info = dataset_info(config)
     train, test = info.train_samples, info.test_samples
     model = build_model_for(config)
-    activations, largest = activation_values(model, info.channels)
+    activations, largest = activation_values(model, info.input_shape)
     feature_values = frozen_feature_values(config, model)
     height, width = info.image_size
     return SimulationSize(
@@ -145,7 +144,7 @@ def simulation_size(
         dataset_bytes=(train + test) * (info.channels * height * width + LABEL_BYTES),
         client_samples=round(train * (1 - config.public_fraction)),
         test_samples=test,
-        sample_values=info.channels * 32 * 32,
+        sample_values=math.prod(info.input_shape),
         model_parameters=sum(p.numel() for p in model.parameters()),
         activation_values=activations,
         largest_activation=largest,

@@ -99,8 +99,8 @@ def test_a_corrupt_cache_entry_is_recomputed(tmp_path: Path) -> None:
 
 def test_checkpoint_for_another_model_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "ckpt.pt"
-    torch.save(LeNet5(1, 7).state_dict(), path)
-    with pytest.raises(ConfigError, match="'pretrain-checkpoint' does not fit model 'lenet5'"):
+    torch.save(LeNet5(3, 7).state_dict(), path)  # 3-channel input; the data has 1 (another classifier is allowed)
+    with pytest.raises(ConfigError, match="'pretrain-checkpoint' = '.*' does not fit model 'lenet5'"):
         initial_state(cfg(tmp_path, pretrain="checkpoint", pretrain_checkpoint=str(path)))
 
 
@@ -112,7 +112,12 @@ def test_checkpoint_for_another_model_is_refused(tmp_path: Path) -> None:
             "'pretrain-checkpoint' = '/nonexistent.pt' is not a readable file",
         ),
         ({"pretrain": "public", "public_fraction": 0.0}, "set 'public-fraction' > 0"),
-        ({"pretrain": "dataset", "pretrain_dataset": "cifar10"}, "'pretrain-dataset' = 'cifar10' has 3-channel images"),
+        (
+            {"pretrain": "dataset", "pretrain_dataset": "cifar10"},
+            "'pretrain-dataset' = 'cifar10' has 3-channel 32x32 images but dataset 'synthetic' has 1-channel 32x32 "
+            "images: pretrain on the dataset's own held-out share (pretrain='public'), on a dataset of such images "
+            "(pretrain-dataset='fashion-mnist')",
+        ),
     ],
 )
 def test_unusable_sources_are_named_at_start(tmp_path: Path, overrides: dict, message: str) -> None:

@@ -21,12 +21,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import torch
 
-from data.catalog import DATASETS
 from data.federated import load_test_set
 from data.transforms import to_model_input
 from models import SplitModel, build_model
 from models.registry import parse_model_name
-from run_config import ConfigError, RunConfig, federated_split
+from run_config import ConfigError, RunConfig, dataset_info, federated_split
 from run_config.catalogue import SettingValue
 from run_config.settings import below_one, non_negative, positive, setting
 from strategies.client_models import ClientEvaluation
@@ -87,7 +86,7 @@ class ServerTrainingSettings:
 
 
 def input_shape(config: RunConfig) -> tuple[int, int, int]:
-    return (DATASETS[config.dataset].channels, 32, 32)
+    return dataset_info(config).input_shape
 
 
 #: Every custom-size method trains the whole model on all local data.
@@ -176,7 +175,7 @@ def check_client_models(config: RunConfig, num_clients: int, pairs: Callable[[st
 
 def build_architecture(config: RunConfig, name: str, seed: int | None = None) -> SplitModel:
     """A freshly initialised ``name`` for the run's dataset (seeded when ``seed`` is given)."""
-    info = DATASETS[config.dataset]
+    info = dataset_info(config)
     if seed is not None:
         torch.manual_seed(seed)
     return build_model(name, in_channels=info.channels, num_classes=info.num_classes, dropout=config.dropout)

@@ -37,7 +37,6 @@ import numpy as np
 import torch
 from flwr.app import ArrayRecord, Message, RecordDict
 
-from data.catalog import DATASETS
 from data.sample_share import selection_size
 from methods.base import Method
 from methods.common.client_models import (
@@ -71,7 +70,7 @@ from methods.fedat.attention_transfer import (
 from models.outputs import extract_in_batches
 from protocol.messages import ARRAYS, FEATURE_MAPS, MAP_LABELS, METADATA, METRICS, NUM_EXAMPLES
 from protocol.replies import read_metadata
-from run_config import ConfigError, RunConfig, federated_split
+from run_config import ConfigError, RunConfig, dataset_info, federated_split
 from run_config.settings import fraction, non_negative, one_of, positive, setting
 from strategies.client_models import ClientModelFedAvg, cpu_state
 
@@ -240,7 +239,7 @@ class FedATStrategy(ClientModelFedAvg):
             content.array_records[METADATA],
             selection_size(num_local, share) if share < 1.0 else num_local,
             self.map_shape,
-            DATASETS[self.config.dataset].num_classes,
+            dataset_info(self.config).num_classes,
             self.label_counts.counts.get(partition_id) if exact else None,
         )
 

@@ -43,7 +43,6 @@ import numpy as np
 import torch
 from flwr.app import ArrayRecord, Message, RecordDict
 
-from data.catalog import DATASETS
 from methods.base import Method
 from methods.common.client_models import (
     CLIENT_MODEL_UPDATE,
@@ -78,7 +77,7 @@ from models import SplitModel
 from models.outputs import feature_map_shapes
 from protocol.messages import ARRAYS, CLASS_MAPS, CLASS_PRESENT, PROTOTYPES
 from protocol.replies import read_prototypes
-from run_config import ConfigError, RunConfig, federated_split
+from run_config import ConfigError, RunConfig, dataset_info, federated_split
 from run_config.settings import non_negative, one_of, positive, setting
 from strategies.client_models import ClientModelFedAvg, cpu_state
 
@@ -176,7 +175,12 @@ def kd_pairs(config: RunConfig) -> Callable[[str], None]:
     if not uses_prototypes(config):
         return lambda name: None
     shape = input_shape(config)
-    wanted = feature_map_shapes(build_architecture(config, config.model), shape, [PROTOTYPE_LEVEL])[PROTOTYPE_LEVEL]
+    global_model = build_architecture(config, config.model)
+    if PROTOTYPE_LEVEL not in global_model.levels:  # a user's model splits at one level only
+        raise ConfigError(
+            f"run config 'model' = {config.model!r} has no level {PROTOTYPE_LEVEL!r} for FedKAD's prototypes"
+        )
+    wanted = feature_map_shapes(global_model, shape, [PROTOTYPE_LEVEL])[PROTOTYPE_LEVEL]
 
     def pairs(name: str) -> None:
         model = build_architecture(config, name)
@@ -218,7 +222,7 @@ def kd_train(node: Node, msg: Message) -> RecordDict:
     if not uses_prototypes(node.config):
         return own_model_reply(node, model, result)
     data = node.data()
-    num_classes = DATASETS[node.config.dataset].num_classes
+    num_classes = dataset_info(node.config).num_classes
     maps, present = local_prototypes(
         model,
         data.inputs(node.device),
@@ -246,7 +250,7 @@ class DistillationStrategy(ClientModelFedAvg):
         self.public_epochs = public_epochs(config)
         self.generic = generic
         self.generic_inputs = generic.inputs.to(device)
-        self.num_classes = DATASETS[config.dataset].num_classes
+        self.num_classes = dataset_info(config).num_classes
         self.reply_records = {PROTOTYPES: ArrayRecord} if use_prototypes else {}
         shape = input_shape(config)
         self.map_shape = feature_map_shapes(build_architecture(config, config.model), shape, [PROTOTYPE_LEVEL])[

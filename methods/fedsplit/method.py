@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 import torch
 from flwr.app import Message, RecordDict
 
-from data.catalog import DATASETS
 from methods.base import ClientStep, Method, ServerStep
 from methods.common.metadata_level import MetadataLevelSettings
 from methods.fedsplit.client_step import fedsplit_train
@@ -22,7 +21,7 @@ from methods.fedsplit.settings import (
 )
 from methods.fedsplit.strategy import FedSplitFedAvg, MetadataPlan, composed_summary, meta_seed
 from protocol.feature_metadata import MetadataLimits
-from run_config import build_model_for
+from run_config import build_model_for, dataset_info
 from run_config.catalogue import SettingValue
 from strategies.central_evaluation import CentralEvaluation
 
@@ -58,7 +57,7 @@ def server_strategy(kmeans: bool) -> ServerStep:
         evaluation = CentralEvaluation(config, {}, run.device)
         limits = MetadataLimits(
             map_shape=metadata_map_shape(config),
-            num_classes=DATASETS[config.dataset].num_classes,
+            num_classes=dataset_info(config).num_classes,
             per_class=settings.k_means_clusters if kmeans else None,
             every_sample=not kmeans,
         )

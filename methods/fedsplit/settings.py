@@ -35,11 +35,10 @@ from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
-from data.catalog import DATASETS
 from methods.common.metadata_level import MetadataLevelSettings
 from methods.fedsplit.kmeans_selection import LEVEL_KEY, N_COM_KEY
 from models.outputs import feature_map_shapes
-from run_config import ConfigError, RunConfig, build_model_for
+from run_config import ConfigError, RunConfig, build_model_for, dataset_info
 from run_config.settings import positive, setting
 
 if TYPE_CHECKING:
@@ -93,8 +92,7 @@ def metadata_map_shape(config: RunConfig) -> tuple[int, ...]:
         raise ConfigError(
             f"run config '{LEVEL_KEY}' = {level!r} is invalid: {config.model} splits at {', '.join(model.levels)}"
         )
-    info = DATASETS[config.dataset]
-    return feature_map_shapes(model, (info.channels, 32, 32), [level])[level]
+    return feature_map_shapes(model, dataset_info(config).input_shape, [level])[level]
 
 
 def check_all_metadata(config: RunConfig, client_sizes: Mapping[int, int] | None = None) -> None:

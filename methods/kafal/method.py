@@ -54,7 +54,6 @@ import numpy as np
 import torch
 from flwr.app import ArrayRecord, Message, MetricRecord, RecordDict
 
-from data.catalog import DATASETS
 from methods.base import Method
 from methods.kafal import client_state
 from methods.kafal.kcfu import KCFUOptions, check_nu
@@ -97,7 +96,7 @@ from protocol.messages import (
     TRAIN_LOSS,
     TRAIN_SECONDS,
 )
-from run_config.derived import build_model_for
+from run_config.derived import build_model_for, dataset_info
 from run_config.settings import ConfigError, non_negative, one_of, open_fraction, positive, setting
 from server_app.lifecycle import learning_rate_schedule
 
@@ -289,7 +288,7 @@ def local_sgd(config: RunConfig, learning_rate: float, epochs: int) -> LocalSGD:
 def _pool_inputs(node: Node, pool: ActivePool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Labelled inputs, their labels, unlabelled inputs, class counts: on the node's device."""
     data = node.data()
-    num_classes = DATASETS[node.config.dataset].num_classes
+    num_classes = dataset_info(node.config).num_classes
     return (
         data.rows(node.device, pool.labelled),
         pool.labels.to(node.device),
@@ -399,7 +398,7 @@ def kafal_query(node: Node, msg: Message) -> RecordDict:
     tick = time.perf_counter()
     config = node.config
     settings = config.settings(KAFALSettings)
-    num_classes = DATASETS[config.dataset].num_classes
+    num_classes = dataset_info(config).num_classes
     data = node.data()
     pool = client_pool(node, len(data), data.labels)
     cycle = int(msg.content.config_records[CONFIG][AL_CYCLE])  # type: ignore[arg-type]
@@ -466,7 +465,7 @@ def kafal_strategy(run: FederatedRun) -> ActiveLearningFedAvg:
         reinitialise=settings.al_reinitialise,
         initial_fraction=settings.al_initial_fraction,
         budget_fraction=settings.al_budget_fraction,
-        num_classes=DATASETS[config.dataset].num_classes,
+        num_classes=dataset_info(config).num_classes,
         query_timeout=config.round_timeout,
         report_cycle=partial(run.recorder.report, CYCLES),
         **{
