@@ -157,6 +157,7 @@ def test_fedft_eds_sends_theta_only_and_phi_once(tmp_path: Path) -> None:
 
 
 @pytest.mark.e2e
+@pytest.mark.slow_e2e
 def test_fedentopt_selects_with_a_buffer_and_keeps_theta_only_messages(tmp_path: Path) -> None:
     overrides = {
         "method": "fedft-eds",
@@ -197,6 +198,7 @@ def test_fedentopt_selects_with_a_buffer_and_keeps_theta_only_messages(tmp_path:
 
 
 @pytest.mark.e2e
+@pytest.mark.slow_e2e
 def test_invalid_config_stops_before_training_naming_the_key(tmp_path: Path) -> None:
     code, log = simulate(tmp_path, {"fraction-train": 1.5, "run-name": "bad"}, num_supernodes=2)
     assert code != 0
@@ -207,6 +209,7 @@ def test_invalid_config_stops_before_training_naming_the_key(tmp_path: Path) -> 
 
 
 @pytest.mark.e2e
+@pytest.mark.slow_e2e
 def test_a_run_that_trains_nothing_fails_with_its_first_client_error(tmp_path: Path) -> None:
     overrides = {
         "model": "lenet5",
@@ -226,6 +229,7 @@ def test_a_run_that_trains_nothing_fails_with_its_first_client_error(tmp_path: P
 
 
 @pytest.mark.e2e
+@pytest.mark.slow_e2e
 def test_failing_hanging_and_garbage_clients_do_not_stop_or_poison_the_run(tmp_path: Path) -> None:
     overrides = {
         "method": "fedft-eds",
@@ -261,6 +265,7 @@ def test_failing_hanging_and_garbage_clients_do_not_stop_or_poison_the_run(tmp_p
 
 
 @pytest.mark.e2e
+@pytest.mark.slow_e2e
 def test_a_run_whose_client_actor_dies_stops_as_failed_instead_of_going_on_without_it(tmp_path: Path) -> None:
     """Flower's engine keeps a dead actor in its pool, failing every later message it gets; the ServerApp stops
     the run at the first reply that says an actor died (``simulation/dead_actors.py``)."""

@@ -93,6 +93,7 @@ def test_run_only_with_a_pattern_that_matches_nothing_runs_nothing(
 
 
 @pytest.mark.e2e
+@pytest.mark.slow_e2e
 def test_run_two_cells_in_simulation_then_skip_them(tmp_path: Path) -> None:
     path = tmp_path / "tiny.yaml"
     path.write_text(

@@ -37,6 +37,7 @@ def _wait_for_head(head: subprocess.Popen, log: Path, timeout: float = 120.0) ->
     raise RuntimeError(f"ray start --head did not come up:\n{log.read_text(errors='replace')[-1500:]}")
 
 
+@pytest.mark.slow_e2e
 def test_a_simulation_runs_on_a_running_ray_head(tmp_path: Path) -> None:
     port, marker = free_port(), uuid.uuid4().hex
     head_log = tmp_path / "ray-head.log"

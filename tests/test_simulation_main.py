@@ -88,6 +88,7 @@ def test_python_m_simulation_runs_under_the_same_pid_without_torch(tmp_path: Pat
 
 
 @pytest.mark.e2e
+@pytest.mark.slow_e2e
 def test_a_stopped_run_says_interrupted_holds_its_rounds_and_leaves_nothing_running(tmp_path: Path) -> None:
     """SIGTERM to ``python -m simulation`` mid-run (what ``kill`` or a scheduler's time limit does): the run's
     summary.json says ``interrupted``, and it, rounds.jsonl and the checkpoint hold the same rounds."""

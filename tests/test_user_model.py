@@ -226,7 +226,9 @@ def test_fedft_eds_learns_from_a_user_model_checkpoint_with_a_new_head(tmp_path:
     assert outcome.summary["pretraining"]["new_head"] == ["stages.head.weight", "stages.head.bias"]
     phase = outcome.summary["pretraining_round"]
     assert phase["pretrained_accuracy"] < 2 * CHANCE < phase["accuracy"], phase  # a new classifier, fitted by the round
-    assert_learns(outcome, at_least=0.4)
+    # Three times chance: a 4-round FedFT-EDS from this start moved between 31% and 47% a round (one clean clone ended
+    # at 37.5% from 29.4%); a run that stops learning stays at chance, 10%.
+    assert_learns(outcome, at_least=0.3)
 
 
 def test_user_model_errors_name_the_setting() -> None:
