@@ -1,22 +1,20 @@
-"""The client models' view of a FedMD/FedKAD experiment: per cell, the best and final round of the clients' mean test
-accuracy as they arrive from their own training ("FedMD (clients)", ``client_accuracy_mean``), after the digest
+"""The client models' view of a FedMD/FedKAD experiment (``clients.md``, written by the report when some cell records
+the clients' mean accuracy): per cell, the best and final round of the clients' mean test accuracy as they arrive
+from their own training ("FedMD (clients)", ``client_accuracy_mean``), after the digest
 (``client_distilled_accuracy_mean``) and the global model's (``accuracy``); then the paired differences per seed of
-the clients' mean for every ``compare`` pair of the file (``experiments/paired.py`` pairs the global models'):
-
-    python -m experiments.kd_clients_view experiments/fedmd_clients.yaml --results-dir DIR
-
-writes ``DIR/clients.md`` and prints it.
+the clients' mean for every ``compare`` pair of the file (``experiments/paired.py`` pairs the global models').
 """
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from experiments.cell_results import is_finished, read_rounds
-from experiments.spec import Cell, Experiment, load_experiment, point_label
+from experiments.cell_results import CellResult
+from experiments.spec import Cell, Experiment, point_label
 from experiments.summary import mean_std
+
+CLIENTS_FILE = "clients.md"
 
 #: Round-record fields shown, with their column titles.
 FIELDS = {
@@ -36,7 +34,7 @@ def _percent(pair: tuple[float, float] | None) -> str:
     return "–" if pair is None else f"{100 * pair[0]:.1f} / {100 * pair[1]:.1f}"
 
 
-def cell_rows(experiment: Experiment, results_dir: Path) -> tuple[list[str], dict[Cell, list[dict]]]:
+def cell_rows(experiment: Experiment, results: Mapping[Cell, CellResult]) -> tuple[list[str], dict[Cell, list[dict]]]:
     """Markdown rows per finished cell, and each finished cell's rounds."""
     rounds: dict[Cell, list[dict]] = {}
     lines = [
@@ -44,10 +42,9 @@ def cell_rows(experiment: Experiment, results_dir: Path) -> tuple[list[str], dic
         "|---|---|---|" + "---|" * len(FIELDS),
     ]
     for cell in experiment.cells:
-        folder = results_dir / "cells" / cell.name
-        if not is_finished(folder):
+        if cell not in results:
             continue
-        rounds[cell] = read_rounds(folder)
+        rounds[cell] = results[cell].rounds
         values = [_percent(best_and_final(rounds[cell], f)) for f in FIELDS]
         lines.append(f"| {cell.point_label} | {cell.method} | {cell.seed} | " + " | ".join(values) + " |")
     return lines, rounds
@@ -86,8 +83,9 @@ def paired_rows(experiment: Experiment, rounds: dict[Cell, list[dict]], field: s
     return lines
 
 
-def clients_report(experiment: Experiment, results_dir: Path) -> str:
-    rows, rounds = cell_rows(experiment, results_dir)
+def clients_report(experiment: Experiment, results: Mapping[Cell, CellResult]) -> str:
+    """clients.md's text."""
+    rows, rounds = cell_rows(experiment, results)
     parts = [
         f"# {experiment.name}: client models",
         "",
@@ -107,15 +105,10 @@ def clients_report(experiment: Experiment, results_dir: Path) -> str:
     return "\n".join(parts)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("file", type=Path)
-    parser.add_argument("--results-dir", type=Path, required=True)
-    args = parser.parse_args(argv)
-    text = clients_report(load_experiment(args.file), args.results_dir)
-    (args.results_dir / "clients.md").write_text(text)
-    print(text)
-
-
-if __name__ == "__main__":
-    main()
+def write_clients_report(experiment: Experiment, results: Mapping[Cell, CellResult], directory: Path) -> list[Path]:
+    """``clients.md`` when some finished cell recorded the clients' mean accuracy; returns the files written."""
+    if not any(r.get("client_accuracy_mean") is not None for result in results.values() for r in result.rounds):
+        return []
+    path = directory / CLIENTS_FILE
+    path.write_text(clients_report(experiment, results))
+    return [path]
