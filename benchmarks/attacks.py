@@ -1,14 +1,15 @@
 """Hostile clients against every ``aggregation`` rule, and what the default defence costs honest runs.
 
-    python -m benchmarks.attacks [--rounds 5] [--local-epochs 1] [--cost-seeds 0 1 2] [--part all]
+    python -m benchmarks attacks [--rounds 5] [--local-epochs 1] [--cost-seeds 0 1 2] [--part all]
 
 Part ``attacks``: one client (partition 0) of 8 and of 10 runs each ``fail-partitions`` attack (``scale100``,
 ``signflip10``, ``huge``, ``inflate``, ``gaussian``, ``labelflip``) every round, for FedAvg and FedFT-EDS under
 every rule, next to the honest run; Dir(0.1), seed 0. Part ``cost``: honest runs with ``mean`` and the default
 ``clipped-mean`` at Dir(0.1) and Dir(0.5) over ``--cost-seeds`` (10 clients). All runs use LeNet-5 on the
 embedded fashion-mnist-mini set, the app's defaults otherwise, and the real ServerApp and ClientApps in one
-process (``tests/in_process.py``, no Ray), one torch thread. Runs of one seed share one pretrained checkpoint
-(the cache is keyed by the pretraining recipe and seed, which every method and rule here shares).
+process (the in-process engine, ``simulation/in_process.py``: no Ray), one torch thread. Runs of one seed share one
+pretrained checkpoint (the cache is keyed by the pretraining recipe and seed, which every method and rule here
+shares).
 
 Writes ``measurements/benchmarks/attacks.json`` (every run: accuracies per round and the rule's per-round report)
 and ``measurements/benchmarks/attacks_table.md`` (final and best accuracy against the honest run).
@@ -16,7 +17,6 @@ and ``measurements/benchmarks/attacks_table.md`` (final and best accuracy agains
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -27,13 +27,14 @@ from typing import Any
 
 import torch
 
-from benchmarks import RESULTS_DIR
+from benchmarks import RESULTS_DIR, command_line
 from run_config.choices import AGGREGATION_RULES
 from run_config.defaults import load_defaults
 from run_config.fail_partitions import ATTACK_MODES
-from tests.in_process import run_in_process
+from simulation.in_process import run_in_process
 
-RESULTS = RESULTS_DIR
+NAME = "attacks"
+RESULTS = RESULTS_DIR / "attacks.json"
 METHODS = ("fedavg", "fedft-eds")
 ATTACKER = 0
 HONEST = "honest"
@@ -295,6 +296,36 @@ def cost_table(runs: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def worst_drops(runs: list[dict[str, Any]]) -> str:
+    """Per method and population, each rule's worst drop in final accuracy under any attack against its honest run
+    (points), as a Markdown table."""
+    lines = [
+        "| method, clients | " + " | ".join(f"`{rule}`" for rule in AGGREGATION_RULES) + " |",
+        "|---|" + "---|" * len(AGGREGATION_RULES),
+    ]
+    for method in METHODS:
+        for num_clients in (8, 10):
+            cell = {(r["rule"], r["attack"]): r for r in runs if r["method"] == method and r["clients"] == num_clients}
+            drops = []
+            for rule in AGGREGATION_RULES:
+                honest = cell.get((rule, HONEST))
+                attacked = [cell[(rule, a)]["final_accuracy"] for a in ATTACK_MODES if (rule, a) in cell]
+                drops.append(_pct(honest["final_accuracy"] - min(attacked)) if honest and attacked else "–")
+            lines.append(f"| {method}, 1 attacker of {num_clients} | " + " | ".join(drops) + " |")
+    return "\n".join(lines)
+
+
+def recorded_figure() -> str:
+    recorded = json.loads(RESULTS.read_text())
+    return (
+        "Worst drop in final accuracy (points) under any of the attacks, against the same rule's honest run:\n\n"
+        + worst_drops(recorded["attacks"])
+        + "\n\nWhat the default (`clipped-mean`) costs honest runs against `mean` (accuracy in %, mean ± sd over "
+        + "seeds):\n\n"
+        + cost_table(recorded["cost"])
+    )
+
+
 def dump(result: dict[str, Any]) -> str:
     """The results as JSON with one run per line (readable diffs, a tenth of the size of indented JSON)."""
     parts = []
@@ -313,22 +344,22 @@ def _mean_std(values: list[float], signed: bool = False) -> str:
     return f"{mean:+.1f} ± {std:.1f}" if signed else f"{mean:.1f} ± {std:.1f}"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = command_line(NAME, __doc__)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--local-epochs", type=int, default=1)
     parser.add_argument("--cost-seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--part", choices=("attacks", "tune", "cost", "all"), default="all")
     parser.add_argument("--clips", type=float, nargs="+", default=[1.0, 1.5, 2.0], help="tune: clip-multiple values")
     parser.add_argument("--caps", type=float, nargs="+", default=[1.0, 2.0], help="tune: weight-cap-multiple values")
-    parser.add_argument("--out", type=Path, default=RESULTS / "attacks.json")
+    parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--work-dir", type=Path, default=None, help="keeps run folders and caches (default: temporary)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_num_threads(1)
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="attacks-"))
     previous = json.loads(args.out.read_text()) if args.out.exists() else {}
     result = {
-        "command": " ".join(["python -m benchmarks.attacks", *sys.argv[1:]]),
+        "command": " ".join([f"python -m benchmarks {NAME}", *(sys.argv[1:] if argv is None else argv)]),
         "setup": {
             "model": "lenet5",
             "dataset": "fashion-mnist-mini",
@@ -353,7 +384,4 @@ def main() -> None:
     )
     args.out.with_name("attacks_table.md").write_text(table + "\n")
     print(table)
-
-
-if __name__ == "__main__":
-    main()
+    return 0

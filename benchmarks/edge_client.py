@@ -1,6 +1,6 @@
 """A FedFT-EDS client's peak memory and time per round at several local-data sizes, as a small node runs it.
 
-    python -m benchmarks.edge_client [--sizes 500 2000 5000] [--rounds 3] [--threads 0] [--modes ...]
+    python -m benchmarks edge-client [--sizes 500 2000 5000] [--rounds 3] [--threads 0] [--modes ...]
 
 Each (size, mode) runs in a fresh Python process, so its peak memory is that client's alone. The client reads only
 its own samples from a node folder (``data-path``, written here from the first N Fashion-MNIST-mini training
@@ -38,8 +38,9 @@ from typing import Any
 
 import torch
 
-from benchmarks import RESULTS_DIR
+from benchmarks import RESULTS_DIR, command_line
 
+NAME = "edge-client"
 RESULTS = RESULTS_DIR / "edge_client.json"
 MODES: dict[str, tuple[dict[str, Any], bool]] = {  # mode -> (run-config overrides, whether the cache gets a folder)
     "memory": ({}, False),
@@ -114,12 +115,29 @@ def measure(folder: Path, mode: str, rounds: int, threads: int, cache_dir: Path)
     }
 
 
+def table(recorded: dict[str, Any]) -> str:
+    """The recorded rows as a Markdown table."""
+    lines = [
+        "| local samples | mode | selected | threads | round 1 (s) | later rounds, median (s) | peak RSS (MB) "
+        "| after imports (MB) | θ digest |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in recorded["rows"]:
+        later = r["later_round_seconds_median"]
+        lines.append(
+            f"| {r['samples']:,} | {r['mode']} | {r['selected']} | {r['threads']} | {r['round1_seconds']:.2f} "
+            f"| {'–' if later is None else f'{later:.2f}'} | {r['peak_rss_mb']:.0f} | {r['import_peak_rss_mb']:.0f} "
+            f"| {r['theta_digest']} |"
+        )
+    return "\n".join(lines)
+
+
+def recorded_figure() -> str:
+    return table(json.loads(RESULTS.read_text()))
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.edge_client",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_line(NAME, __doc__)
     parser.add_argument("--sizes", type=int, nargs="+", default=[500, 2000, 5000])
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
     parser.add_argument("--rounds", type=int, default=3)
@@ -140,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
                     [
                         sys.executable,
                         "-m",
-                        "benchmarks.edge_client",
+                        "benchmarks",
+                        NAME,
                         "--one",
                         str(folder),
                         mode,
@@ -162,7 +181,3 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"written to {RESULTS}")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

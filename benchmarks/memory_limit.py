@@ -1,10 +1,10 @@
 """The least memory a whole simulation needs: the run inside a memory cgroup with a hard limit, the limit bisected.
 
-    python -m benchmarks.memory_limit --case scale10|default-cached|default-first [--checkout DIR]
+    python -m benchmarks memory-limit --case scale10|default-cached|default-first [--checkout DIR]
         [--low 1] [--high 8] [--step 0.125]
 
-Needs root and a cgroup memory controller (``benchmarks/memory_cgroup.py``); CI has neither, so this is a benchmark,
-not a test.
+Needs root and a cgroup memory controller (``MemoryCgroup`` below); CI has neither, so this is a benchmark, not a
+test.
 
 Why: the other benchmarks report the peak PSS of a run's processes, which counts every page they map, clean
 file-backed pages included: the memory-mapped dataset and feature files, the libraries' code. The kernel can drop
@@ -21,7 +21,7 @@ running meanwhile are disturbed).
 
 The cases:
 
-- ``scale10``: the issue's 10-client case (``benchmarks.scale --clients 10 --rounds 3``: WRN-16-1 FedFT-EDS from
+- ``scale10``: the first scale runs' 10-client case (``scale10_memory.json``: WRN-16-1 FedFT-EDS from
   random weights, full Fashion-MNIST, Dir(0.5)), every run with empty caches of its own;
 - ``default-cached``: the default run (``make run``) with the caches (pretrained weights, features, decoded arrays)
   that the reference run filled;
@@ -29,29 +29,134 @@ The cases:
 
 The limit is bisected on a grid from ``--low`` to ``--high`` GiB in steps of ``--step``, on the assumption that a run
 that passes at L also passes at any larger limit; every run is kept in ``--out``.
+
+The cgroup (``MemoryCgroup``, Linux, root): the kernel charges a cgroup for its processes' anonymous memory and for the
+page cache they read or write; above the hard limit it first reclaims the cgroup's clean file pages (which are read
+again when needed) and, when that is not enough, kills one of its processes (an OOM kill, counted here). Swap is limited
+to nothing where the kernel accounts for it, so anonymous memory cannot be paged out instead. The new cgroup is made
+inside this process's own, so that the limits of whatever contains this process still hold. Measured with the cgroup-v1
+memory controller (``/sys/fs/cgroup/memory``). Under cgroup v2 this works only where this process's cgroup may hand the
+memory controller to a child: the real root, or a delegated cgroup that holds no process itself (a systemd session scope
+does, and then making the cgroup fails with an OSError).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
 import subprocess
 import tempfile
+import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks import RESULTS_DIR
-from benchmarks.memory_cgroup import MemoryCgroup, drop_page_cache
+from benchmarks import PROJECT_DIR, RESULTS_DIR, command_line
+from benchmarks.measured_run import cache_overrides, run_simulation_measured
 from benchmarks.scale import SCALE_WORKLOAD
-from benchmarks.simulation_runs import cache_overrides, run_simulation_measured
 from run_config.text import parse_overrides
-from simulation.local_run import PROJECT_DIR
+from simulation.local_run import stop_found
 
+NAME = "memory-limit"
+RESULTS = RESULTS_DIR / "memory_limit.json"
 GIB = 2**30
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+@dataclass(frozen=True)
+class Controller:
+    """Where a cgroup version keeps what this module reads and writes, relative to a cgroup's folder."""
+
+    mount: Path
+    limit: str
+    swap_limit: str
+    peak: str
+    events: str
+
+    def own_cgroup(self, proc_cgroup: str) -> Path:
+        """This process's cgroup folder under ``mount``, from the text of /proc/self/cgroup."""
+        for line in proc_cgroup.splitlines():
+            _, controllers, path = line.split(":", 2)
+            if (self is V1 and "memory" in controllers.split(",")) or (self is V2 and controllers == ""):
+                return self.mount / path.lstrip("/")
+        raise OSError("this process is in no memory cgroup")
+
+
+V1 = Controller(CGROUP_ROOT / "memory", "memory.limit_in_bytes", "memory.memsw.limit_in_bytes",
+                "memory.max_usage_in_bytes", "memory.oom_control")  # fmt: skip
+V2 = Controller(CGROUP_ROOT, "memory.max", "memory.swap.max", "memory.peak", "memory.events")
+
+
+def controller() -> Controller:
+    """The memory controller this machine has: cgroup v1's when mounted, else v2's (OSError when neither)."""
+    if (V1.mount / V1.limit).is_file():
+        return V1
+    if "memory" in (CGROUP_ROOT / "cgroup.controllers").read_text().split():
+        return V2
+    raise OSError("no cgroup memory controller is mounted")
+
+
+def oom_kills(events_text: str) -> int:
+    """The ``oom_kill`` count in a cgroup's ``memory.oom_control`` (v1) or ``memory.events`` (v2); 0 when the kernel
+    does not report it."""
+    for line in events_text.splitlines():
+        name, _, value = line.partition(" ")
+        if name == "oom_kill":
+            return int(value)
+    return 0
+
+
+class MemoryCgroup:
+    """A fresh cgroup limited to ``limit_bytes`` (None: no limit, only accounting), removed on ``close``.
+
+    ``enter`` moves the calling process into it: pass it as ``preexec_fn`` to ``subprocess`` so that the command and
+    everything it starts are charged to it from their first page.
+    """
+
+    def __init__(self, limit_bytes: int | None) -> None:
+        self.controller = controller()
+        parent = self.controller.own_cgroup(Path("/proc/self/cgroup").read_text())
+        if self.controller is V2:
+            (parent / "cgroup.subtree_control").write_text("+memory")
+        self.path = parent / f"fedft-{uuid.uuid4().hex[:12]}"
+        self.path.mkdir()
+        if limit_bytes is not None:
+            (self.path / self.controller.limit).write_text(str(limit_bytes))
+            swap = self.path / self.controller.swap_limit
+            if swap.exists():  # v1: memory + swap, so the same value; v2: swap alone
+                swap.write_text(str(limit_bytes) if self.controller is V1 else "0")
+
+    def enter(self) -> None:
+        """Move the calling process into this cgroup."""
+        (self.path / "cgroup.procs").write_text(str(os.getpid()))
+
+    def pids(self) -> list[int]:
+        """The processes in this cgroup now."""
+        return [int(pid) for pid in (self.path / "cgroup.procs").read_text().split()]
+
+    def peak_bytes(self) -> int:
+        """The most memory charged to this cgroup at once (page cache included)."""
+        return int((self.path / self.controller.peak).read_text())
+
+    def oom_kills(self) -> int:
+        """How many of its processes the kernel killed for want of memory."""
+        return oom_kills((self.path / self.controller.events).read_text())
+
+    def close(self) -> None:
+        """Stop what still runs in it (by PID), then remove it."""
+        stop_found(self.pids, grace=2.0)
+        self.path.rmdir()
+
+
+def drop_page_cache() -> None:
+    """Write dirty pages and drop the clean page cache, so that the files the next run reads are charged to its own
+    cgroup and not to whoever read them before."""
+    os.sync()
+    Path("/proc/sys/vm/drop_caches").write_text("1")
+
 
 #: Case name -> (run-config overrides, whether the runs share the reference run's caches).
 CASES: dict[str, tuple[str, bool]] = {
@@ -198,8 +303,29 @@ def measure(
     return result
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def figure(measurements: list[dict[str, Any]]) -> str:
+    """Each measurement's least passing limit beside its reference run, as a Markdown table."""
+    lines = [
+        "| case | commit | least passing limit (GiB) | reference: peak PSS (GiB) | reference: peak charged (GiB) "
+        "| reference: wall (s) | runs under a limit |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for m in measurements:
+        reference, limit = m["reference"] or {}, m["smallest_passing_limit_gib"]
+        lines.append(
+            f"| {m['case']} | {m['commit']} | {'–' if limit is None else f'{limit:g}'} "
+            f"| {reference.get('peak_pss_gib', 0):.2f} | {reference.get('peak_charged_gib', 0):.2f} "
+            f"| {reference.get('wall_seconds', 0):.0f} | {len(m['runs'])} |"
+        )
+    return "\n".join(lines)
+
+
+def recorded_figure() -> str:
+    return figure(json.loads(RESULTS.read_text())["measurements"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = command_line(NAME, __doc__)
     parser.add_argument("--case", choices=sorted(CASES), required=True)
     parser.add_argument("--checkout", type=Path, default=PROJECT_DIR, help="the code to run (default: this one)")
     parser.add_argument("--low", type=float, default=1.0, help="GiB")
@@ -207,7 +333,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--step", type=float, default=0.125, help="GiB")
     parser.add_argument("--slowdown", type=float, default=1.5, help="a run slower than this × the reference fails")
     parser.add_argument("--run-config", default="", help="further overrides, as for python -m simulation")
-    parser.add_argument("--out", type=Path, default=RESULTS_DIR / "memory_limit.json")
+    parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     kept = json.loads(args.out.read_text())["measurements"] if args.out.exists() else []
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -224,7 +350,4 @@ def main(argv: list[str] | None = None) -> None:
         f"(reference: peak PSS {result['reference']['peak_pss_gib']:.2f} GiB, "
         f"peak charged {result['reference']['peak_charged_gib']:.2f} GiB, {result['reference']['wall_seconds']:.0f} s)"
     )
-
-
-if __name__ == "__main__":
-    main()
+    return 0

@@ -4,7 +4,7 @@
 
 Run with a virtual environment that holds ``pfl[pytorch]==0.6.0`` and torch (``benchmarks/pfl_side_by_side.py``
 says how it was made); it imports nothing of this app (that environment has no Flower), so the job comes in a file
-that ``python -m benchmarks.pfl_side_by_side export`` writes with the app's own code: the training and test images,
+that ``python -m benchmarks pfl-side-by-side export`` writes with the app's own code: the training and test images,
 every client's partition (the app's IID split), the app's initial LeNet-5 weights with their checksum, each round's
 cohort and each client's batch order in that round (the app draws both from its seed; pfl is handed them), and the
 optimiser's settings. This file checks the weights it loaded against the checksum and refuses to run on a mismatch.

@@ -1,8 +1,8 @@
 """One FedAvg job run three ways, alternating: this app's Flower path, its in-process path, and pfl-research.
 
-    python -m benchmarks.pfl_side_by_side [--pairs 3] [--clients 100] [--pfl-python /tmp/pfl-venv/bin/python]
-    python -m benchmarks.pfl_side_by_side --method fedft-eds [--pairs 3]   # the FedFT-EDS variant of the job
-    python -m benchmarks.pfl_side_by_side export --out JOB.npz     # the job file alone
+    python -m benchmarks pfl-side-by-side [--pairs 3] [--clients 100] [--pfl-python /tmp/pfl-venv/bin/python]
+    python -m benchmarks pfl-side-by-side --method fedft-eds [--pairs 3]   # the FedFT-EDS variant of the job
+    python -m benchmarks pfl-side-by-side export --out JOB.npz     # the job file alone
 
 The job (issue 35): FedAvg, LeNet-5, full Fashion-MNIST split IID over 100 clients (no server hold-out:
 ``public-fraction = 0``, 600 images each), 10 clients a round, 1 local epoch, batch 32, SGD with the app's
@@ -13,7 +13,7 @@ still 10 a round. ``--method fedft-eds`` runs the job as FedFT-EDS (``FEDFT_EDS_
 pretraining, θ trained on each client's 10% highest-entropy samples, ranked every round with the global model.
 
 - **app, Flower**: ``python -m simulation --num-supernodes 100`` (SuperLink, Ray, one ClientApp actor per CPU).
-- **app, in-process**: the ServerApp's main against in-process nodes (``experiments.in_process``): no Ray, no
+- **app, in-process**: the ServerApp's main against in-process nodes (``simulation.in_process``): no Ray, no
   SuperLink, the clients one after another, in a fresh process (``in-process-run`` below).
 - **pfl**: ``benchmarks/pfl_job.py`` in pfl's own virtual environment (``pfl[pytorch]==0.6.0`` from the registry,
   torch pinned by ``constraints-cpu.txt``), one process.
@@ -32,7 +32,6 @@ falls on each alike); medians over the pairs and the ratios app ÷ pfl go to
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -47,7 +46,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from benchmarks import RESULTS_DIR
+from benchmarks import RESULTS_DIR, command_line
 from data.catalog import DatasetInfo
 from run_config import RunConfig
 from run_config.text import format_overrides
@@ -90,7 +89,16 @@ def job_for(clients: int, method: str = "fedavg") -> dict[str, object]:
     return {**JOBS[method], "fraction-train": PER_ROUND / clients}
 
 
+NAME = "pfl-side-by-side"
 PFL_PYTHON = Path("/tmp/pfl-venv/bin/python")
+#: The recorded runs docs/benchmarks.md shows, by what they measured.
+RECORDED = {
+    "FedAvg, 100 clients (600 images each)": "pfl_side_by_side.json",
+    "FedAvg, 100 clients, the central evaluator in channels-last": "pfl_side_by_side_scoring_layout.json",
+    "FedAvg, 1,000 clients (60 images each)": "pfl_side_by_side_1000.json",
+    "FedFT-EDS, 100 clients": "pfl_side_by_side_fedft_eds.json",
+    "FedFT-EDS, 100 clients, φ decoded once per process": "pfl_side_by_side_fedft_eds_phi_once.json",
+}
 SYSTEMS = ("app-flower", "app-in-process", "pfl")
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
@@ -235,7 +243,7 @@ def first_round_selections(
 
 def in_process_run(results_dir: Path, run_name: str, clients: int, method: str) -> int:
     """One in-process run of the job (the app's ``--in-process`` runner), in this process."""
-    from experiments.in_process import run_cell_in_process
+    from simulation.in_process import run_cell_in_process
     from simulation.local_run import Resources
 
     config = {**job_for(clients, method), "results-dir": str(results_dir), "run-name": run_name}
@@ -270,7 +278,7 @@ def run_one(
     system: str, work: Path, job_file: Path, pfl_python: Path, tag: str, clients: int, method: str
 ) -> dict[str, Any]:
     """Run ``system`` once; its record (load before and after included)."""
-    from benchmarks.simulation_runs import run_simulation_measured
+    from benchmarks.measured_run import run_simulation_measured
 
     env = {**os.environ, **ONE_THREAD}
     load_before = _load()
@@ -294,7 +302,7 @@ def run_one(
             },
         )
     elif system == "app-in-process":
-        command = [sys.executable, "-m", "benchmarks.pfl_side_by_side", "in-process-run", "--results-dir", str(work)]
+        command = [sys.executable, "-m", "benchmarks", NAME, "in-process-run", "--results-dir", str(work)]
         command += ["--run-name", tag, "--clients", str(clients), "--method", method]
         tick = time.perf_counter()
         with (work / f"{tag}.stdout").open("wb") as log:
@@ -428,7 +436,7 @@ def markdown(result: dict[str, Any]) -> str:
     lines = [
         f"# The same {title} job: this app (Flower, in-process) beside pfl-research",
         "",
-        f"Measured (last run) {result['date']} on {result['machine']}; `python -m benchmarks.pfl_side_by_side"
+        f"Measured (last run) {result['date']} on {result['machine']}; `python -m benchmarks {NAME}"
         f"{population}`, {result['pairs']} pairs (`--append` adds pairs). Job: {result['job_text']}, "
         f"{result['clients']} clients. pfl "
         f"{result['pfl_version']} in its own venv. Each pair runs the three in turn (order rotated); load = 1-minute "
@@ -510,8 +518,44 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def ratio_table(result: dict[str, Any]) -> str:
+    """Medians per system and, per app path, the median of the pairs' ratios to pfl (their range in brackets), as a
+    Markdown table."""
+    lines = [
+        "| system | runs | whole process (s) | per round (s) | start-up + shut-down (s) | ÷ pfl, whole process "
+        "| ÷ pfl, per round | final accuracy |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    ok = [r for r in result["runs"] if r["exit_code"] == 0 and r["rounds"] == JOB["num-server-rounds"]]
+    pfl = {r["pair"]: r for r in ok if r["system"] == "pfl"}
+    for system in SYSTEMS:
+        m = result["summary"]["medians"][system]
+        if not m["runs"]:
+            continue
+        cells = [f"{m['whole_seconds']:.1f}", f"{m['round_seconds']:.2f}", f"{m['startup_and_shutdown_seconds']:.1f}"]
+        for key in ("whole_seconds", "round_seconds_median"):
+            ratios = sorted(r[key] / pfl[r["pair"]][key] for r in ok if r["system"] == system and r["pair"] in pfl)
+            middle = statistics.median(ratios) if ratios and system != "pfl" else None
+            cells.append("–" if middle is None else f"{middle:.2f}× ({ratios[0]:.2f}–{ratios[-1]:.2f})")
+        cells.append(f"{100 * m['final_accuracy']:.2f}%")
+        lines.append(f"| {system} | {m['runs']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def recorded_figure() -> str:
+    parts = []
+    for what, name in RECORDED.items():
+        result = json.loads((RESULTS_DIR / name).read_text())
+        loads = [r["load_before"][0] for r in result["runs"]]
+        parts.append(
+            f"{what} (`{name}`, {result['pairs']} pairs, last run {result['date']}, 1-minute load "
+            f"{min(loads):.1f}–{max(loads):.1f}):\n\n" + ratio_table(result)
+        )
+    return "\n\n".join(parts)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = command_line(NAME, __doc__)
     sub = parser.add_subparsers(dest="command")
     ex = sub.add_parser("export", help="write the job file pfl_job.py reads")
     ex.add_argument("--out", type=Path, required=True)
@@ -601,7 +645,3 @@ def main(argv: list[str] | None = None) -> int:
                 args.out.with_suffix(".md").write_text(markdown(result))
     print(markdown(result))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,20 +1,30 @@
-"""Peak memory and seconds per round of whole simulations with 10, 100 and 1,000 clients.
+"""Round time and peak memory against the population and the clients per round, for FedAvg and FedFT-EDS; and the
+launcher's memory estimate against every recorded run.
 
-    python -m benchmarks.scale [--clients 10 100 1000] [--per-round 10] [--rounds 3]
+    python -m benchmarks scale [--methods fedavg fedft-eds] [--model lenet5] [--rounds 3] [--only 100/1 ...]
+    python -m benchmarks scale --table                    # the table of the recorded runs; runs nothing
+    python -m benchmarks scale --estimate [--fit | --leave-one-out]   # the memory estimate; runs nothing
 
-Each run is ``python -m simulation`` (a private SuperLink, Ray, the ServerApp and the ClientApp actors) on
-full Fashion-MNIST, Dir(0.5) (the split Dir(0.1) cannot make for 1,000 clients of ≥ 10 samples), WRN-16-1
-FedFT-EDS from random weights (scale is about the system, not accuracy), ``--per-round`` clients per round.
-Every process of the run carries a marker in its environment; their proportional set size (PSS, shared
-pages divided among the processes sharing them) is summed every 0.5 s, and the peak is reported with the
-peak number of Ray ClientApp actors, what the peak is made of (per process kind) and the load average before and
-after. Seconds per round come from rounds.jsonl (wall time per round).
-Writes ``measurements/benchmarks/scale.json`` and prints a Markdown table.
+Whole simulations (``python -m simulation``: a private SuperLink, Ray, the ServerApp and the ClientApp actors), every
+process's PSS (shared pages divided among the processes sharing them) summed every 0.5 s and the peak broken down by
+process kind: populations 10, 100, 1,000 and 10,000 at 10 clients per round, and 1 and 100 clients per round at a
+population of 100. The workload is small so that the grid fits a 2-core machine: full Fashion-MNIST split IID (48,000
+training images over the population: a client's data shrinks as the population grows), LeNet-5 (``--model``: another)
+from random weights (scale is about the system, not accuracy), one local epoch. Seconds per round come from
+rounds.jsonl. Each run is written to ``measurements/benchmarks/scale.json`` as soon as it ends (with the load average
+around it), and a Markdown table is printed at the end.
+
+``--estimate`` reads the runs recorded on the code of the fourth performance pass (this grid's ``scale.json``, the
+10-client runs of WRN-16-1 FedFT-EDS on full Fashion-MNIST, Dir(0.5), in ``scale10_memory.json`` at the pass's final
+commit, and the default runs of ``default_run.json``), estimates each from its run config and population as the
+launcher does (``simulation.memory_check``), and prints the estimate, the measured peak and their ratio; ``--fit``
+derives the estimate's fitted constants (``simulation.memory_estimate.FITTED``) again from those runs,
+``--leave-one-out`` estimates each run by a fit without it.
 """
 
 from __future__ import annotations
 
-import argparse
+import itertools
 import json
 import os
 import statistics
@@ -23,11 +33,20 @@ import sys
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from benchmarks import RESULTS_DIR
-from benchmarks.process_memory import PeakMemory, pss_kib, simulation_kind
-from simulation.local_run import PROJECT_DIR, processes_marked
+import numpy as np
+
+from benchmarks import PROJECT_DIR, RESULTS_DIR, command_line
+from benchmarks.measured_run import PeakMemory, pss_kib, simulation_kind
+from methods.registry import config_with_overrides
+from simulation.local_run import processes_marked
+from simulation.memory_check import simulation_size
+from simulation.memory_estimate import FITTED, MIB, FittedConstants, SimulationSize, estimate_peak
+
+NAME = "scale"
+RESULTS = RESULTS_DIR / "scale.json"
 
 MARKER = "FEDFT_SCALE_BENCHMARK"
 
@@ -36,8 +55,8 @@ def _is_actor(pid: int) -> bool:
     return simulation_kind(pid) == "client actor"
 
 
-#: The scale benchmark's workload (``measure``'s default): full Fashion-MNIST, Dir(0.5), WRN-16-1 FedFT-EDS from
-#: random weights.
+#: The first scale runs' workload (``scale10_memory.json``, memory-limit's ``scale10`` case): full Fashion-MNIST,
+#: Dir(0.5), WRN-16-1 FedFT-EDS from random weights.
 SCALE_WORKLOAD = "dataset='fashion-mnist' dirichlet-alpha=0.5 pretrain='none' method='fedft-eds'"
 
 
@@ -106,36 +125,258 @@ def measure(
     }
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--clients", type=int, nargs="+", default=[10, 100, 1000])
-    parser.add_argument("--per-round", type=int, default=10)
+#: (population, clients per round): the population curve at 10 per round, then the cohort curve at 100.
+GRID = ((10, 10), (100, 10), (1000, 10), (10000, 10), (100, 1), (100, 100))
+WORKLOAD = "dataset='fashion-mnist' partitioner='iid' pretrain='none' local-epochs=1"
+
+
+def workload(method: str, model: str) -> str:
+    """The run-config text of one method's runs."""
+    return f"{WORKLOAD} model='{model}' method='{method}'"
+
+
+def _cell(run: dict) -> tuple:
+    return run["method"], run.get("model", "lenet5"), run["clients"], run["clients_per_round"]
+
+
+#: Training images the clients share (full Fashion-MNIST less the server's public 20%).
+CLIENT_IMAGES = 48_000
+
+
+def _images(count: float) -> str:
+    return f"{count:,.0f}" if count >= 10 else f"{count:.1f}"
+
+
+def table(runs: list[dict]) -> str:
+    """The runs as a Markdown table, with what the peak is made of: the simulation engine's process (the ServerApp,
+    Ray's driver, every SuperNode's context) and the ClientApp actors."""
+    lines = [
+        "| method | model | clients | per round | images per client | round 1 (s) | later rounds, median (s) "
+        "| whole run (s) | peak PSS (GiB) | of it: engine + ServerApp, actors (GiB) | load average (1 min) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in runs:
+        cell = (
+            f"| {r['method']} | {r.get('model', 'lenet5')} | {r['clients']:,} | {r['clients_per_round']} "
+            f"| {_images(CLIENT_IMAGES / r['clients'])} "
+        )
+        if r["exit_code"] != 0 or r["round_1_seconds"] is None:
+            lines.append(f"{cell}| failed: exit code {r['exit_code']} |")
+            continue
+        parts = r["peak_by_kind_mib"]
+        lines.append(
+            f"{cell}| {r['round_1_seconds']:.1f} | {r['later_round_seconds_median']:.1f} | {r['total_seconds']:.0f} "
+            f"| {r['peak_memory_gib']:.2f} "
+            f"| {parts.get('simulation engine', 0) / 1024:.2f}, {parts.get('client actor', 0) / 1024:.2f} "
+            f"| {r['load_average_before'][0]:.1f} → {r['load_average_after'][0]:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+GIB = 2**30
+#: Ray ClientApp actors of the recorded runs that do not say: one per CPU of the 2-core machine.
+ACTORS = 2
+#: The commit whose 10-client scale runs in ``scale10_memory.json`` are the current code's (the fourth pass's last
+#: change to what a simulation holds: the feature cache's mapped files).
+FOURTH_PASS_COMMIT = "9e0ccf5"
+
+
+@dataclass(frozen=True)
+class RecordedRun:
+    """A measured simulation: where it is recorded, its run config text, population, peak PSS and what the peak
+    was made of (MiB per process kind, ``benchmarks.measured_run.SIMULATION_KINDS``)."""
+
+    source: str
+    run_config: str
+    num_supernodes: int
+    actors: int
+    peak_gib: float
+    peak_by_kind_mib: dict[str, float] = field(default_factory=dict)
+    #: The server pretrained during this run (the first run of a configuration that pretrains; later runs start
+    #: from the cached weights).
+    pretrains_in_run: bool = False
+
+    def size(self) -> SimulationSize:
+        """What the launcher estimates this run from."""
+        config = config_with_overrides(self.run_config)
+        return simulation_size(config, self.num_supernodes, self.actors, pretrains=self.pretrains_in_run)
+
+    def estimate_gib(self, constants: FittedConstants = FITTED) -> float:
+        """The launcher's estimate for this run."""
+        return estimate_peak(self.size(), constants).total / GIB
+
+
+def _read(name: str) -> dict:
+    return json.loads((RESULTS_DIR / name).read_text())
+
+
+def recorded_runs() -> list[RecordedRun]:
+    """Every recorded run of the current code with a peak and a known configuration."""
+    runs = [
+        RecordedRun(
+            f"grid {r['method']} {r.get('model', 'lenet5')} {r['clients']}/{r['clients_per_round']}",
+            f"{r['workload']} fraction-train={r['clients_per_round'] / r['clients']} num-server-rounds={r['rounds']}",
+            r["clients"],
+            r["peak_actors"],
+            r["peak_memory_gib"],
+            r["peak_by_kind_mib"],
+        )
+        for r in _read("scale.json")["runs"]
+        if r["exit_code"] == 0
+    ]
+    runs += [
+        RecordedRun(
+            f"WRN-16-1 {r['clients']}/{r['clients_per_round']} ({r['file']})",
+            f"{SCALE_WORKLOAD} fraction-train={r['clients_per_round'] / r['clients']} num-server-rounds=3",
+            r["clients"],
+            r["peak_actors"],
+            r["peak_memory_gib"],
+            r["peak_by_kind_mib"],
+        )
+        for r in _read("scale10_memory.json")["runs"]
+        if r["commit"] == FOURTH_PASS_COMMIT and not r["environment"] and r["exit_code"] == 0
+    ]
+    default = _read("default_run.json")
+    runs += [
+        RecordedRun(
+            f"default run ({'cached' if r['cached'] else 'first, pretraining'}, cycle {r['cycle']})",
+            default["run_config"],
+            10,
+            ACTORS,
+            r["peak_pss_gib"],
+            r["peak_pss_by_kind_mib"],
+            pretrains_in_run=not r["cached"],
+        )
+        for r in default["runs"]
+        if r["checkout"] == "after" and r["exit_code"] == 0
+    ]
+    return runs
+
+
+#: ``peak_by_kind_mib``'s names for the ClientApp actors and the simulation engine; every other kind is platform.
+ACTOR_KIND, ENGINE_KIND = "client actor", "simulation engine"
+#: The copy counts ``fit`` tries: at least one of each buffer, which each step does hold (with 0 allowed, these runs
+#: cannot tell the training activations from the bases, and the fit drops them).
+COPY_CHOICES = {
+    "client_data_copies": range(1, 13),
+    "training_activation_copies": range(1, 5),
+    "forward_activation_copies": range(1, 7),
+    "reply_copies": range(1, 13),
+}
+#: Bases ``fit`` tries for an actor and for the engine: 0 to 1,000 MiB in steps of 10.
+BASES = np.arange(0, 1001, 10) * MIB
+
+
+def _least_worst_base(parts: np.ndarray, measured: np.ndarray) -> tuple[int, np.ndarray]:
+    """The base from ``BASES`` whose addition to each estimated part gives the least worst |log| ratio to the
+    measured part, and the parts with it added."""
+    worst = np.abs(np.log((BASES[:, None] + parts[None, :]) / measured[None, :])).max(axis=1)
+    base = int(BASES[int(worst.argmin())])
+    return base, parts + base
+
+
+def fit(runs: list[RecordedRun]) -> FittedConstants:
+    """The fitted constants for ``runs`` (the module docstring of ``simulation.memory_estimate`` says how). The
+    estimate is linear in each constant, so every run's parts are computed once per constant and combined."""
+    sizes = [run.size() for run in runs]
+    kinds = [{kind: mib * MIB for kind, mib in run.peak_by_kind_mib.items()} for run in runs]
+    actors = np.array([size.concurrent_clients for size in sizes], dtype=float)
+    # The mapped dataset is its own term of the estimate; PSS spreads it over the engine and the actors that read it.
+    dataset_share = np.array([size.dataset_bytes for size in sizes]) / (actors + 1)
+    measured_actors = np.array([k[ACTOR_KIND] for k in kinds]) - actors * dataset_share
+    measured_engine = np.array([k[ENGINE_KIND] for k in kinds]) - dataset_share
+    measured_total = np.array([run.peak_gib * GIB for run in runs])
+    platform = round(statistics.median(sum(k.values()) - k[ACTOR_KIND] - k[ENGINE_KIND] for k in kinds) / MIB) * MIB
+
+    def parts(constants: FittedConstants) -> np.ndarray:
+        """Per run: the actors' part, the engine's part, and the rest of the estimate."""
+        estimates = [estimate_peak(size, constants) for size in sizes]
+        return np.array([(e.clients, e.server + e.per_node, e.platform + e.dataset) for e in estimates], dtype=float)
+
+    zero = FittedConstants(platform, 0, 0, 0, 0, 0, 0)
+    base = parts(zero)
+    per_copy = {name: parts(replace(zero, **{name: 1})) - base for name in COPY_CHOICES}
+    best: tuple[float, FittedConstants] | None = None
+    for copies in itertools.product(*COPY_CHOICES.values()):
+        chosen = dict(zip(COPY_CHOICES, copies, strict=True))
+        trial = base + sum(count * per_copy[name] for name, count in chosen.items())
+        actor, actor_parts = _least_worst_base(trial[:, 0] / actors, measured_actors / actors)
+        server, engine_parts = _least_worst_base(trial[:, 1], measured_engine)
+        total = actor_parts * actors + engine_parts + trial[:, 2]
+        score = float(np.abs(np.log(total / measured_total)).max())
+        if best is None or score < best[0]:
+            best = (score, FittedConstants(platform, actor, server, **chosen))
+    assert best is not None
+    return best[1]
+
+
+def estimate_report(runs: list[RecordedRun], *, fit_again: bool = False, leave_one_out: bool = False) -> str:
+    """The estimate against each run as a Markdown table; or the constants fitted again (``fit_again``), or each run
+    estimated by a fit without it (``leave_one_out``), with the range of the ratios."""
+    if leave_one_out:
+        held_out = [run.estimate_gib(fit(runs[:i] + runs[i + 1 :])) / run.peak_gib for i, run in enumerate(runs)]
+        lines = [f"{run.source}: {ratio:.2f}" for run, ratio in zip(runs, held_out, strict=True)]
+        lines.append(f"estimate / measured, each run left out of the fit: {min(held_out):.2f} to {max(held_out):.2f}")
+        return "\n".join(lines)
+    if fit_again:
+        fitted = fit(runs)
+        lines = [
+            f"{name} = {value // MIB} * MIB" if name.endswith("_bytes") else f"{name} = {value}"
+            for name, value in vars(fitted).items()
+        ]
+        ratios = [run.estimate_gib(fitted) / run.peak_gib for run in runs]
+        lines.append(f"estimate / measured over {len(runs)} runs: {min(ratios):.2f} to {max(ratios):.2f}")
+        return "\n".join(lines)
+    lines = [
+        "| run | clients | estimate (GiB) | measured peak PSS (GiB) | estimate / measured |",
+        "|---|---|---|---|---|",
+    ]
+    for run in runs:
+        estimate = run.estimate_gib()
+        lines.append(
+            f"| {run.source} | {run.num_supernodes:,} | {estimate:.2f} | {run.peak_gib:.2f} "
+            f"| {estimate / run.peak_gib:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def recorded_figure() -> str:
+    return table(json.loads(RESULTS.read_text())["runs"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = command_line(NAME, __doc__)
+    parser.add_argument("--methods", nargs="+", default=["fedavg", "fedft-eds"])
+    parser.add_argument("--model", default="lenet5")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--cpus-per-client", type=int, default=1, help="Ray CPUs per ClientApp actor")
-    parser.add_argument("--out", type=Path, default=RESULTS_DIR / "scale.json")
+    parser.add_argument("--only", nargs="*", default=[], help="only these cells, as population/per-round, e.g. 100/1")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--table", action="store_true", help="print the table of the recorded runs; run nothing")
+    parser.add_argument("--estimate", action="store_true", help="the memory estimate against the recorded runs")
+    parser.add_argument("--fit", action="store_true", help="with --estimate: derive the fitted constants again")
+    parser.add_argument("--leave-one-out", action="store_true", help="with --estimate: each run by a fit without it")
     args = parser.parse_args(argv)
+    if args.fit or args.leave_one_out:
+        args.estimate = True
+    if args.estimate:
+        print(estimate_report(recorded_runs(), fit_again=args.fit, leave_one_out=args.leave_one_out))
+        return 0
+    if args.table:
+        print(table(json.loads(args.out.read_text())["runs"]))
+        return 0
+    cells = [cell for cell in GRID if not args.only or f"{cell[0]}/{cell[1]}" in args.only]
+    previous = json.loads(args.out.read_text())["runs"] if args.out.exists() else []
+    runs: list[dict] = []
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        results = [
-            measure(n, args.per_round, args.rounds, args.cpus_per_client, Path(tmp), args.out.parent)
-            for n in args.clients
-        ]
-    args.out.write_text(json.dumps({"cpus": os.cpu_count(), "runs": results}, indent=1) + "\n")
-    print(
-        "| clients | per round | CPUs per client | peak memory (GiB, PSS) | Ray actors | round 1 (s) "
-        "| later rounds, median (s) | whole run (s) |"
-    )
-    print("|---|---|---|---|---|---|---|---|")
-    for r in results:
-        if r["exit_code"] != 0:
-            print(f"| {r['clients']} | failed with exit code {r['exit_code']} |")
-            continue
-        print(
-            f"| {r['clients']} | {r['clients_per_round']} | {r['cpus_per_client']} | {r['peak_memory_gib']:.2f} "
-            f"| {r['peak_actors']} | "
-            f"{r['round_1_seconds']:.1f} | {r['later_round_seconds_median']:.1f} | {r['total_seconds']:.0f} |"
-        )
-
-
-if __name__ == "__main__":
-    main()
+        for population, per_round in cells:
+            for method in args.methods:
+                name = f"cost-{method}-{args.model}-{population}-{per_round}"
+                text = workload(method, args.model)
+                result = measure(population, per_round, args.rounds, 1, Path(tmp), args.out.parent, text, name)
+                runs.append({"method": method, "model": args.model, "rounds": args.rounds, "workload": text, **result})
+                done = {_cell(r) for r in runs}
+                kept = [r for r in previous if _cell(r) not in done]
+                args.out.write_text(json.dumps({"cpus": os.cpu_count(), "runs": kept + runs}, indent=1) + "\n")
+    print(table(runs))
+    return 1 if any(r["exit_code"] for r in runs) else 0

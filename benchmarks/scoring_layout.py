@@ -1,6 +1,6 @@
 """Forward-only scoring in the default (NCHW) layout against channels-last, for the app's CNNs.
 
-    python -m benchmarks.scoring_layout [--device cpu] [--images 4000] [--repeats 7] [--threads 1] [--out FILE]
+    python -m benchmarks scoring-layout [--device cpu] [--images 4000] [--repeats 7] [--threads 1] [--out FILE]
 
 For each model (LeNet-5, ResNet-8 and WRN-16-1, each on 1-channel input as Fashion-MNIST's and on 3-channel input
 as CIFAR's) the same weights score the same random 32×32 images in batches of 64 (the app's default
@@ -13,7 +13,6 @@ behind ``models.memory_layout``. Writes ``--out`` (default
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import os
@@ -21,11 +20,12 @@ import platform
 import statistics
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 from flwr.app import ArrayRecord
 
-from benchmarks import RESULTS_DIR
+from benchmarks import RESULTS_DIR, command_line
 from benchmarks.pfl_side_by_side import CLIENTS, job_for
 from methods.registry import parse_config
 from models.device import compute_description, resolve_device, synchronize
@@ -36,6 +36,7 @@ from run_config import build_model_for
 from run_config.defaults import load_defaults
 from strategies.central_evaluation import CentralEvaluation
 
+NAME = "scoring-layout"
 MODELS = (("lenet5", 1), ("lenet5", 3), ("resnet8", 1), ("resnet8", 3), ("wrn-16-1", 1), ("wrn-16-1", 3))
 BATCH_SIZE = 64
 
@@ -109,21 +110,48 @@ def measure_evaluator(device: torch.device, repeats: int) -> dict[str, object]:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def _machine(machine: dict[str, Any]) -> str:
+    return ", ".join(f"{key} {value}" for key, value in machine.items() if key in ("device", "cpu", "torch", "threads"))
+
+
+def table(result: dict[str, Any]) -> str:
+    """A recorded result as a Markdown table, with the evaluator's line."""
+    columns = ("model", "input channels", "NCHW (s)", "channels-last (s)", "ratio", "max logit difference")
+    lines = ["| " + " | ".join((*columns, "equal predictions")) + " |", "|" + "---|" * (len(columns) + 1)]
+    for row in result["models"]:
+        lines.append(
+            f"| {row['model']} | {row['channels']} | {row['nchw_median']:.3f} | {row['channels_last_median']:.3f} | "
+            f"{row['ratio']:.2f}× | {row['max_logit_difference']:.1e} | {row['equal_predictions']:.4f} |"
+        )
+    evaluator = result["evaluator"]
+    lines += [
+        "",
+        f"The app's evaluator on the pfl job: {evaluator['nchw_median']:.3f} s NCHW, "
+        f"{evaluator['channels_last_median']:.3f} s in its layout ({evaluator['ratio']:.2f}×). "
+        f"`{result['command']}`, {result['when']}, {_machine(result['machine'])}, load {result['load_before']:.2f}.",
+    ]
+    return "\n".join(lines)
+
+
+def recorded_figure() -> str:
+    return table(json.loads((RESULTS_DIR / "scoring_layout.json").read_text()))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = command_line(NAME, __doc__)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--images", type=int, default=4000)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=None, help="default: scoring_layout[_<device type>].json")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
     load = os.getloadavg()[0]
     rows = [measure(name, channels, device, args.images, args.repeats) for name, channels in MODELS]
     evaluator = measure_evaluator(device, args.repeats)
     result = {
-        "command": "python -m benchmarks.scoring_layout " + f"--device {args.device} --images {args.images} "
+        "command": f"python -m benchmarks {NAME} --device {args.device} --images {args.images} "
         f"--repeats {args.repeats} --threads {args.threads}",
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": compute_description(device),
@@ -135,31 +163,9 @@ def main() -> None:
         "evaluator": evaluator,
     }
     suffix = "" if device.type == "cpu" else f"_{device.type}"
-    out = args.out or Path(RESULTS_DIR) / f"scoring_layout{suffix}.json"
+    out = args.out or RESULTS_DIR / f"scoring_layout{suffix}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
-    columns = (
-        "model",
-        "input channels",
-        "NCHW (s)",
-        "channels-last (s)",
-        "ratio",
-        "max logit difference",
-        "equal predictions",
-    )
-    print("| " + " | ".join(columns) + " |")
-    print("|" + "---|" * len(columns))
-    for row in rows:
-        print(
-            f"| {row['model']} | {row['channels']} | {row['nchw_median']:.3f} | {row['channels_last_median']:.3f} | "
-            f"{row['ratio']:.2f}× | {row['max_logit_difference']:.1e} | {row['equal_predictions']:.4f} |"
-        )
-    print(
-        f"\nThe app's evaluator on the pfl job: {evaluator['nchw_median']:.3f} s NCHW, "
-        f"{evaluator['channels_last_median']:.3f} s in its layout ({evaluator['ratio']:.2f}×); "
-        f"loss and accuracy {evaluator['loss_and_accuracy']}"
-    )
-    print(f"\n{args.images} images, batches of {BATCH_SIZE}, {args.threads} thread(s), load {load:.2f}; wrote {out}")
-
-
-if __name__ == "__main__":
-    main()
+    print(table(result))
+    print(f"\n{args.images} images, batches of {BATCH_SIZE}, {args.threads} thread(s); wrote {out}")
+    return 0

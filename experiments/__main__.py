@@ -32,13 +32,11 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from experiments.batched_cohorts import refusal
 from experiments.cell_archive import ARCHIVE_FILE, CELLS_DIR, ArchiveError, pack, recorded_cells
 from experiments.cell_results import CellFileError, unknown_keys
 from experiments.class_accuracy import classes_view
 from experiments.doc_tables import pages
 from experiments.fedfsc_rows import best_accuracies, markdown
-from experiments.in_process import run_cell_in_process
 from experiments.preflight import cell_problems
 from experiments.report import check_tables, finished_results, write_report
 from experiments.runner import (
@@ -51,6 +49,8 @@ from experiments.runner import (
 )
 from experiments.spec import Experiment, ExperimentFileError, load_experiment, select_cells
 from run_config.defaults import load_defaults
+from simulation.batched_cohorts import refusal
+from simulation.in_process import run_cell_in_process
 from simulation.local_run import add_placement_arguments, exit_on_sigterm
 
 #: A results folder's copy of the experiment file it was run with (the runner writes it).

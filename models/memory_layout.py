@@ -2,7 +2,7 @@
 
 PyTorch's CPU convolutions and max-pooling ran faster on channels-last (NHWC) tensors than on the default NCHW: a
 forward-only pass over 32×32 images took 0.5-0.9× the time for LeNet-5, ResNet-8 and WRN-16-1 on the project's
-2-core machine (an AMD EPYC with AVX-512), one thread (``python -m benchmarks.scoring_layout``); that is the one
+2-core machine (an AMD EPYC with AVX-512), one thread (``python -m benchmarks scoring-layout``); that is the one
 x86-64 processor it has been measured on. The logits agree to float rounding (about 1e-6 apart at most, not bit for
 bit), so a model keeps one layout for all its scoring. Only the weights change layout: inputs may come in either.
 Other devices (ARM CPUs such as a Raspberry Pi's, CUDA, MPS) keep the default layout until the benchmark has

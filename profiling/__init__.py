@@ -1,1 +1,1 @@
-"""Timestamps of a run's phases (``profiling.spans``), read by ``python -m benchmarks.profile_run``."""
+"""Timestamps of a run's phases (``profiling.spans``), read by ``python -m benchmarks default-run``."""

@@ -4,7 +4,7 @@ Every process of a run (the launcher, the ServerApp, each ClientApp) wraps its p
 environment variable ``FEDFT_PROFILE_DIR`` naming a folder, a finished span appends one JSON line (name, wall-clock
 start and end, process id and the span's attributes such as the round) to ``<folder>/spans-<pid>.jsonl``; without
 it a span costs a dictionary lookup. Wall-clock time (``time.time``) is what processes on one machine share, so the
-spans of the server and of its clients can be laid on one time line (``benchmarks/run_phases.py`` does).
+spans of the server and of its clients can be laid on one time line (``benchmarks/measured_run.py`` does).
 """
 
 from __future__ import annotations

@@ -310,7 +310,7 @@ class RunConfig:
         "the feature cache); lower bounds a small node's memory. A SuperNode's node "
         "config may set its own. The outputs do not depend on it (WRN-16-1 on the CPU, "
         "bit for bit); 64 ran WRN-16-1's φ 1.9× faster than 500 there, with a sixth of "
-        "the memory (`python -m benchmarks.eval_batch_size`).",
+        "the memory (`benchmarks/eval_batch_size.py`, retired at d22fd37).",
         positive,
         node=True,
     )

@@ -4,7 +4,7 @@ The run configuration is checked here, before Flower sees it, so a misspelt key 
 naming the key (and, for an unknown key, the closest known ones) and exit code 2. So do a split of the training set
 that cannot be drawn over the SuperNodes, and a population or cohort whose estimated peak memory exceeds what the
 machine has available (``simulation.memory_check``; not checked on an existing Ray cluster, whose memory is
-elsewhere).
+elsewhere), and a ``--ray-address`` where nothing listens (``simulation.ray_address``).
 
 The checks need the app's settings, models and datasets, and with them torch. Once they pass, the command replaces
 itself (``exec``: the same process, terminal and signals) with ``python -m simulation --checked``, which only
@@ -22,6 +22,7 @@ from pathlib import Path
 from run_config.settings import ConfigError
 from run_config.text import parse_overrides
 from simulation.local_run import Resources, add_placement_arguments, exit_on_sigterm, run_simulation
+from simulation.ray_address import check_ray_address
 
 #: The flag of the supervising process: the checks have passed.
 CHECKED = "--checked"
@@ -29,7 +30,8 @@ CHECKED = "--checked"
 
 def check(args: argparse.Namespace) -> None:
     """Raise ``ConfigError`` for a bad run config, a split that cannot be drawn over the SuperNodes, a population that
-    cannot run or a memory need beyond the machine."""
+    cannot run, a memory need beyond the machine or a ``--ray-address`` where nothing listens."""
+    check_ray_address(args.ray_address)  # first, before torch's import: Ray would retry for minutes
     # Imported here, not above: they import torch, which the supervising process does without.
     from methods.registry import config_with_overrides, generic_dataset, method
     from run_config.data_check import check_data, check_split

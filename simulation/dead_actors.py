@@ -2,9 +2,9 @@
 
 When a Ray actor's process dies (the kernel killed it for want of memory, say), Flower 1.41's engine puts the dead
 actor back into its pool. From then on it fails every message it is given, and fails it at once, so it is idle
-again first and takes most of the messages. Measured (``benchmarks.memory_limit``, the 10-client WRN-16-1 case in
-memory cgroups of 2.125 and 2.25 GiB): one actor killed in round 1 of 3, 9 of the 10 trainings failed in each later
-round, and the runs still exited 0, at 24% and 13% accuracy where a sound run reaches 44%.
+again first and takes most of the messages. Measured (``python -m benchmarks memory-limit``, the 10-client WRN-16-1
+case in memory cgroups of 2.125 and 2.25 GiB): one actor killed in round 1 of 3, 9 of the 10 trainings failed in each
+later round, and the runs still exited 0, at 24% and 13% accuracy where a sound run reaches 44%.
 
 Such a run's results describe the failure, not the method, so the ServerApp stops it at the first reply that says an
 actor died. Once its rounds have started, the run is recorded as failed with the reason (summary.json); if a round

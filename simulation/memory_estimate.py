@@ -23,7 +23,7 @@ ending in an out-of-memory kill in the middle of a run. The estimate adds what o
   ``pretrain = "dataset"``, copies of the model, a training batch's activations and a forward batch of its
   BatchNorm re-estimation;
 - the decoded dataset, once: every process maps the same cached arrays (PSS spreads it over those that read it;
-  ``benchmarks.memory_estimate_check --fit`` takes it out of the measured parts before it fits the bases).
+  ``python -m benchmarks scale --fit`` takes it out of the measured parts before it fits the bases).
 
 The per-node, model-copy and byte constants are counted or measured directly. The seven in ``FittedConstants`` come
 from the recorded runs' peaks (PSS summed over a run's processes at its peak and broken down by process kind, on
@@ -31,7 +31,7 @@ the 2-core development machine): the platform is the median of what the runs' pr
 the actors held; for each choice of the four copy counts, the actor's and the server's bases are the offsets
 that bring the actors' and the engine's estimated parts closest (least worst ratio) to their measured parts; the
 copy counts kept are those whose whole estimate has the least worst ratio to the measured peaks.
-``python -m benchmarks.memory_estimate_check`` compares the estimate with every recorded run, ``--fit`` derives
+``python -m benchmarks scale --estimate`` compares the estimate with every recorded run, ``--fit`` derives
 the constants again; docs/results.md has both.
 """
 
@@ -59,7 +59,7 @@ FLOAT32_BYTES = 4
 @dataclass(frozen=True)
 class FittedConstants:
     """The estimate's constants that no one measurement gives, set from the peaks of the recorded runs broken down
-    by process kind (``python -m benchmarks.memory_estimate_check --fit`` derives them; the module's docstring
+    by process kind (``python -m benchmarks scale --fit`` derives them; the module's docstring
     says how)."""
 
     #: Launcher, SuperLink, SuperExecs and Ray's daemons, without their per-node part.
@@ -85,7 +85,7 @@ class FittedConstants:
 #: Fitted on 2026-11-23 to the 31 runs of the code since the fourth performance pass (cost-model grid, 10-client
 #: scale runs, default runs first and cached): the estimate lies within 0.89x to 1.14x of each measured peak, and
 #: within 0.89x to 1.17x of each run when that run is left out of the fit (``python -m
-#: benchmarks.memory_estimate_check`` lists them). The counts are poorly determined by these runs: others bring
+#: benchmarks scale --estimate`` lists them). The counts are poorly determined by these runs: others bring
 #: the totals nearly as close.
 FITTED = FittedConstants(
     platform_bytes=721 * MIB,

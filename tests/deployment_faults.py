@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.memory_cgroup import MemoryCgroup
+from benchmarks.memory_limit import MemoryCgroup
 from data.node_data import export_partitions
 from deployment.credentials import write_credentials
 from run_config import federated_split
@@ -175,7 +175,7 @@ class CpuQuota:
 
 class MemoryCap(MemoryCgroup):
     """A memory cgroup whose processes may hold at most ``mib`` MiB between them, page cache included (swap too, where
-    the kernel accounts for it), made inside this process's own (``benchmarks/memory_cgroup.py``: cgroup v1's
+    the kernel accounts for it), made inside this process's own (``benchmarks/memory_limit.py``: cgroup v1's
     ``memory`` controller, else v2's ``memory.max``; Linux, root). Above the cap the kernel reclaims the cgroup's
     clean file pages, then kills its largest process. ``enter`` moves the calling process into it: pass it as
     ``preexec_fn``, so that a SuperNode, its SuperExec and every ClientApp they start share the cap. ``close`` stops

@@ -1,13 +1,13 @@
-"""An in-process stand-in for Flower's Grid: each message is answered by a Python function."""
+"""Clients stood in for by Python functions: the in-process engine (``simulation/in_process.py``) with each message
+answered by a responder of its type instead of the ClientApp, and canned responders and replies."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import torch
-from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.supercore.task_identity import TaskIdentity
 
 from protocol.messages import (
@@ -24,6 +24,7 @@ from protocol.messages import (
     PARTITION_ID,
     TRAIN_METRICS,
 )
+from simulation.in_process import InProcessGrid
 
 # Flower stamps messages with the identity of the running task; tests run outside any task.
 TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 1
@@ -79,28 +80,25 @@ def train_reply(msg: Message, arrays: dict[str, torch.Tensor], metrics: Mapping[
     return Message(RecordDict({ARRAYS: ArrayRecord(arrays), METRICS: MetricRecord(dict(metrics))}), reply_to=msg)
 
 
-class FakeGrid:
-    """Connected node ids, and a responder per message type; records every message sent.
+class BareContexts(dict[int, Context]):
+    """A node's ``Context`` for any node id, made when first asked for: responders hold no state."""
 
-    Like Flower's grid, it returns only the replies that came within ``timeout``: a responder that took
-    longer has its reply dropped.
-    """
+    def __missing__(self, node_id: int) -> Context:
+        context = Context(run_id=1, node_id=node_id, node_config={}, state=RecordDict(), run_config={})
+        self[node_id] = context
+        return context
 
-    def __init__(self, node_ids: Iterable[int], responders: dict[str, Respond]) -> None:
+
+def _responding(respond: Respond) -> Callable[[Message, Context], Message]:
+    return lambda msg, context: respond(msg)
+
+
+class FakeGrid(InProcessGrid):
+    """The in-process engine with connected ``node_ids`` (a list a test may change) and a responder per message
+    type; records every message sent. As with Flower's grid, only the replies that came within ``timeout`` are
+    returned, and a responder's exception becomes an error reply."""
+
+    def __init__(self, node_ids: Iterable[int], responders: Mapping[str, Respond]) -> None:
+        handlers = {kind: _responding(respond) for kind, respond in responders.items()}
+        super().__init__(BareContexts(), handlers, record_sent=True)
         self.node_ids = list(node_ids)
-        self.responders = responders
-        self.sent: list[Message] = []
-
-    def get_node_ids(self) -> list[int]:
-        return list(self.node_ids)
-
-    def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> list[Message]:
-        messages = list(messages)
-        self.sent += messages
-        replies = []
-        for msg in messages:
-            start = time.monotonic()
-            reply = self.responders[msg.metadata.message_type](msg)
-            if timeout is None or time.monotonic() - start <= timeout:
-                replies.append(reply)
-        return replies

@@ -1,4 +1,4 @@
-"""experiments/batched_cohorts.py and the in-process runner's ``batched``: whole runs whose rounds train their clients
+"""simulation/batched_cohorts.py and the in-process runner's ``batched``: whole runs whose rounds train their clients
 as one computation end where the one-client-at-a-time runs end; what cannot be batched is refused before it starts."""
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ import torch
 
 from client_app.epoch_training import train_alone
 from client_app.objective import CrossEntropy
-from experiments import batched_cohorts
 from experiments.__main__ import main as experiments_main
-from experiments.batched_cohorts import CohortRendezvous, covered_methods, refusal
-from experiments.in_process import run_cell_in_process
 from models.cohort_training import CohortError, train_cohort
 from models.device import available_devices
+from simulation import batched_cohorts
+from simulation.batched_cohorts import CohortRendezvous, covered_methods, refusal
+from simulation.in_process import run_cell_in_process
 from simulation.local_run import Resources
 from tests.in_process import small_run_config
 from tests.test_cohort_training import jobs_for

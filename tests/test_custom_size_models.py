@@ -150,20 +150,10 @@ def test_a_node_config_model_overrides_client_models(tmp_path: Path) -> None:
     assert answer(0, model="wrn-22-1") == "wrn-22-1" and answer(2, model="wrn-16-1") == "wrn-16-1"
 
 
-def _run_recording(config: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> list[Message]:
-    from tests.fake_grid import FakeGrid
-
-    sent: list[Message] = []
-    original = FakeGrid.send_and_receive
-
-    def recording(self: FakeGrid, messages: Any, *, timeout: float | None = None) -> list[Message]:
-        messages = list(messages)
-        sent.extend(m for m in messages if m.metadata.message_type == TRAIN)
-        return original(self, messages, timeout=timeout)
-
-    monkeypatch.setattr(FakeGrid, "send_and_receive", recording)
-    run_in_process(config, num_partitions=NUM_CLIENTS)
-    return sent
+def _run_recording(config: dict[str, Any]) -> list[Message]:
+    """The training messages a whole run sent, in order."""
+    grid = run_in_process(config, num_partitions=NUM_CLIENTS)
+    return [m for m in grid.sent if m.metadata.message_type == TRAIN]
 
 
 def _state_specs(name: str, channels: int = 1, classes: int = 4) -> dict[str, tuple[int, ...]]:
@@ -184,7 +174,7 @@ def test_fedat_end_to_end_each_client_receives_its_own_model_and_nothing_else(
         steps.append((step, changed, theta_weights if step == 3 else set(model.upper_state_keys(level))))
 
     monkeypatch.setattr(fedat, "train_server_step", watched)
-    sent = _run_recording(_config(tmp_path, method="fedat", **{"common.metadata-level": "mid"}), monkeypatch)
+    sent = _run_recording(_config(tmp_path, method="fedat", **{"common.metadata-level": "mid"}))
     summary = _summary(tmp_path)
     assert summary["status"] == "completed" and summary["best_client_accuracy_mean"] is not None
     assert len(sent) == NUM_CLIENTS
@@ -229,7 +219,7 @@ def test_fedat_clients_start_as_the_global_model_reduced_to_their_architecture(
         model="wrn-16-1",
         **{"common.client-models": "0:wrn-10-1", "fedat.client-init": "global"},
     )
-    sent = _run_recording(config, monkeypatch)
+    sent = _run_recording(config)
     states = {
         msg.metadata.dst_node_id - 101: {k: torch.from_numpy(a.numpy()) for k, a in msg.content[ARRAYS].items()}
         for msg in sent
@@ -390,7 +380,7 @@ def _replies_and_sent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **overrid
         return reply
 
     monkeypatch.setitem(harness.HANDLERS, TRAIN, keep)
-    sent = _run_recording(_config(tmp_path, **{**SMALL_FEDMD, **overrides}), monkeypatch)
+    sent = _run_recording(_config(tmp_path, **{**SMALL_FEDMD, **overrides}))
     return sent, replies
 
 
@@ -434,7 +424,7 @@ def test_fedmd_transfer_learning_trains_each_first_model_on_the_labelled_public_
     from data.loading import load_dataset
 
     def first_models(folder: Path, epochs: int) -> list[dict[str, torch.Tensor]]:
-        sent = _run_recording(_config(folder, **SMALL_FEDMD, **{"fedkad.fedmd-public-epochs": epochs}), monkeypatch)
+        sent = _run_recording(_config(folder, **SMALL_FEDMD, **{"fedkad.fedmd-public-epochs": epochs}))
         return [msg.content[ARRAYS].to_torch_state_dict() for msg in sent]
 
     config = parse_config(_config(tmp_path, **SMALL_FEDMD))

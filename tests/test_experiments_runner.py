@@ -225,7 +225,7 @@ def test_cells_pretrained_by_another_recipe_are_stale() -> None:
 
 def test_an_in_process_cell_set_to_die_fails_without_killing_the_runner(tmp_path: Path) -> None:
     """``fail-partitions`` mode ``die`` kills the client's process: in-process, that would be the runner itself."""
-    from experiments.in_process import run_cell_in_process
+    from simulation.in_process import run_cell_in_process
 
     log = tmp_path / "cell.log"
     assert run_cell_in_process({"fail-partitions": "1:die"}, 2, Resources(), log) == 1
@@ -233,7 +233,7 @@ def test_an_in_process_cell_set_to_die_fails_without_killing_the_runner(tmp_path
 
 
 def test_an_in_process_cell_with_a_bad_fail_partitions_value_fails_naming_it(tmp_path: Path) -> None:
-    from experiments.in_process import run_cell_in_process
+    from simulation.in_process import run_cell_in_process
 
     log = tmp_path / "cell.log"
     assert run_cell_in_process({"fail-partitions": "x:nonsense"}, 2, Resources(), log) == 1

@@ -22,10 +22,10 @@ from experiments.active_learning import (
     rounds_to_reach,
 )
 from experiments.cell_archive import recorded_cells
-from experiments.in_process import run_cell_in_process
 from experiments.report import finished_results, write_report
 from experiments.runner import run_experiment
 from experiments.spec import ExperimentFileError, parse_experiment
+from simulation.in_process import run_cell_in_process
 
 
 def write_pickle(path: Path, parts: object) -> Path:

@@ -1,5 +1,5 @@
 """The start-time memory estimate: its arithmetic on fixed numbers, the available-memory reading, the refusal's
-wording, and its distance from the peaks measured by ``benchmarks.cost_model``."""
+wording, and its distance from the peaks measured by ``python -m benchmarks scale``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.memory_estimate_check import RecordedRun, _least_worst_base, fit, recorded_runs
+from benchmarks.scale import RecordedRun, _least_worst_base, fit, recorded_runs
 from data.catalog import DATASETS
 from data.loading import load_dataset
 from methods.registry import config_with_overrides

@@ -9,8 +9,7 @@ import sys
 
 import pytest
 
-from benchmarks.memory_cgroup import V1, V2, MemoryCgroup, oom_kills
-from benchmarks.memory_limit import outcome, smallest_passing
+from benchmarks.memory_limit import V1, V2, MemoryCgroup, oom_kills, outcome, smallest_passing
 
 
 def test_bisection_finds_the_smallest_passing_limit_and_probes_high_first() -> None:
@@ -83,7 +82,7 @@ def test_a_process_over_the_limit_is_killed_and_one_under_it_is_not() -> None:
 def test_a_run_past_its_timeout_is_stopped_with_everything_it_started(tmp_path) -> None:
     """``run_simulation_measured`` with a timeout, on a stand-in ``python -m simulation`` that starts a child and
     hangs: ``preexec_fn`` ran in the command's process, the exit code is 124, and neither process is left."""
-    from benchmarks.simulation_runs import run_simulation_measured
+    from benchmarks.measured_run import run_simulation_measured
     from simulation.local_run import _start_time
 
     package = tmp_path / "simulation"
@@ -133,7 +132,7 @@ def test_measure_saves_after_every_run_and_ends_with_the_smallest_passing_limit(
 
 
 def test_cache_overrides_name_the_data_cache_only_for_a_checkout_that_has_one(tmp_path) -> None:
-    from benchmarks.simulation_runs import cache_overrides
+    from benchmarks.measured_run import cache_overrides
 
     (tmp_path / "pyproject.toml").write_text('pretrain-cache-dir = ""\n')
     assert cache_overrides(tmp_path, tmp_path / "c") == {

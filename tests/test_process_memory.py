@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.process_memory import by_kind, simulation_kind
+from benchmarks.measured_run import by_kind, simulation_kind
 
 
 def test_sizes_are_summed_per_kind_largest_first() -> None:

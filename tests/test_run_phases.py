@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from benchmarks.run_phases import CLIENT_OTHER, OTHER, STARTUP, TRANSFER, profile
+from benchmarks.measured_run import CLIENT_OTHER, OTHER, STARTUP, TRANSFER, profile
 from profiling.spans import (
     AGGREGATION,
     CHECKPOINT,
