@@ -160,14 +160,15 @@ def _report_one(args: argparse.Namespace, file: Path, results_dir: Path) -> int:
     if not cells:
         _error(f"{results_dir / ARCHIVE_FILE}: missing, and {results_dir / CELLS_DIR} holds no finished cell")
         return 2
+    unreadable = {name: unknown for name, result in cells.items() if (unknown := unknown_keys(result.config))}
+    for name, unknown in unreadable.items():
+        _error(
+            f"{results_dir}: cell {name}: its config.json holds keys that are not run-config keys today, {unknown}: "
+            "record it again under today's keys"
+        )
+    if unreadable:
+        return 2
     results = finished_results(experiment, cells)
-    for cell, result in results.items():
-        if unknown := unknown_keys(result.config):
-            print(
-                f"warning: {results_dir}: cell {cell.name}: its config.json holds keys that are not run-config keys "
-                f"today, {unknown}: record it again under today's keys",
-                file=sys.stderr,
-            )
     views: list[Callable[[], str]] = []
     if args.classes:
         pairs = _pairs(args.pair, experiment)

@@ -92,7 +92,8 @@ def cell_result(files: CellFiles, where: str) -> CellResult:
 
 def unknown_keys(config: Mapping[str, Any]) -> list[str]:
     """The keys of a recorded config.json that are not run-config keys today: it was recorded before a setting was
-    renamed or removed, and cannot be compared with today's settings until it is recorded again under today's keys."""
+    renamed or removed, and is neither compared with today's settings nor reported until it is recorded again under
+    today's keys (no reader translates an earlier version's keys)."""
     known = load_defaults()
     return sorted(key for key in config if key not in known)
 

@@ -143,11 +143,13 @@ def test_a_bad_archive_is_named_and_no_table_is_rewritten(
 def test_a_cell_recorded_under_keys_of_before_is_named(recorded: Path, capsys: pytest.CaptureFixture) -> None:
     config = recorded / CELLS_DIR / "fedprox__seed0" / "config.json"
     config.write_text(json.dumps({**json.loads(config.read_text()), "proximal-mu": 0.01}))
-    assert main(["report", "--no-figures", str(recorded)]) == 0
-    assert (
-        f"warning: {recorded}: cell fedprox__seed0: its config.json holds keys that are not run-config keys today, "
-        "['proximal-mu']: record it again under today's keys"
-    ) in capsys.readouterr().err
+    for command in (["report", "--no-figures", str(recorded)], ["report", "--check", str(recorded)]):
+        assert main(command) == 2
+        assert (
+            f"error: {recorded}: cell fedprox__seed0: its config.json holds keys that are not run-config keys today, "
+            "['proximal-mu']: record it again under today's keys"
+        ) in capsys.readouterr().err
+    assert not (recorded / "summary.md").exists()  # nothing written from the cells it could read
 
 
 def test_the_classes_view_prints_and_writes_nothing(recorded: Path, capsys: pytest.CaptureFixture) -> None:
