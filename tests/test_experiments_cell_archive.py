@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from experiments.__main__ import main
 from experiments.cell_archive import (
     ARCHIVE_FILE,
     CELLS_DIR,
@@ -163,3 +164,27 @@ def test_a_cell_missing_a_record_is_named(tmp_path: Path) -> None:
     write_archive(tmp_path / ARCHIVE_FILE, {"cells/a__seed0": {"summary.json": b"{}", "rounds.jsonl": b""}})
     with pytest.raises(CellFileError, match=r"cells/a__seed0 .*: config.json is missing"):
         recorded_cells(tmp_path)
+
+
+#: The smallest recorded experiment (10 cells, 11 kB archive): its tables as committed, and its archive.
+RECORDED = Path(__file__).resolve().parents[1] / "measurements" / "experiments" / "fedat-table5-7-2026-11-26"
+
+
+def test_report_writes_a_recorded_experiments_tables_again_from_its_archive_byte_for_byte(tmp_path: Path) -> None:
+    copy = tmp_path / RECORDED.name
+    copy.mkdir()
+    for name in ("experiment.yaml", ARCHIVE_FILE):
+        (copy / name).write_bytes((RECORDED / name).read_bytes())
+    assert main(["report", "--no-figures", str(copy)]) == 0
+    written = sorted(p.name for p in copy.iterdir() if p.name not in ("experiment.yaml", ARCHIVE_FILE))
+    assert {"summary.md", "summary.json", "summary.csv"} <= set(written)
+    for name in written:
+        assert (copy / name).read_bytes() == (RECORDED / name).read_bytes(), name
+    assert main(["report", "--check", str(RECORDED)]) == 0
+    archive = copy / ARCHIVE_FILE
+    archive.write_bytes(archive.read_bytes()[:-100])  # truncated: named, and no table written from part of it
+    (copy / "summary.md").unlink()
+    with pytest.raises(ArchiveError, match=f"^{archive}: truncated"):
+        recorded_cells(copy)
+    assert main(["report", "--no-figures", str(copy)]) == 2
+    assert not (copy / "summary.md").exists()
