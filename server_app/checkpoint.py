@@ -131,9 +131,7 @@ def load_checkpoint(path: Path) -> Checkpoint:
 def check_resumable(checkpoint: Checkpoint, config: RunConfig, path: Path) -> None:
     """Refuse to resume under a configuration that would compute something else."""
     current = config.to_dict()
-    changed = sorted(
-        k for k in current if k not in CHANGEABLE_ON_RESUME and checkpoint.config.get(k) != current[k]
-    )
+    changed = sorted(k for k in current if k not in CHANGEABLE_ON_RESUME and checkpoint.config.get(k) != current[k])
     if changed:
         diffs = ", ".join(f"'{k}' was {checkpoint.config.get(k)!r}, now {current[k]!r}" for k in changed)
         raise ConfigError(f"run config differs from the checkpoint {path}: {diffs}")
