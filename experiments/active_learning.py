@@ -10,7 +10,6 @@ every cycle (the summary's paired table compares only the final accuracy, the la
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,14 +23,6 @@ from experiments.summary import mean_std
 from methods.kafal.results import CYCLES
 
 TABLE_FILE, FIGURE_FILE, ROUNDS_TABLE_FILE = "labelled_accuracy.md", "accuracy_vs_labelled.png", "rounds_to_reach.md"
-
-
-def read_cycles(directory: Path) -> list[dict[str, Any]]:
-    """The rows of a cell's cycles.jsonl (none when it has no such file)."""
-    try:
-        return [json.loads(line) for line in (directory / CYCLES.file_name).read_text().splitlines() if line.strip()]
-    except OSError:
-        return []
 
 
 #: (grid-point label, method) -> per cycle: (labelled shares trained on, accuracies), one entry per seed
@@ -184,11 +175,11 @@ def rounds_table(experiment: Experiment, results: Mapping[Cell, CellResult], ref
     return "\n".join(lines) + "\n"
 
 
-def write_active_learning_report(
-    experiment: Experiment, results: Mapping[Cell, CellResult], cells_dir: Path, results_dir: Path
+def write_active_learning_tables(
+    experiment: Experiment, results: Mapping[Cell, CellResult], directory: Path
 ) -> list[Path]:
-    """The table and figure for the cells with cycles, and Table 1 when the file asks for it; the files written."""
-    cycles = {cell: read_cycles(cells_dir / cell.name) for cell in results}
+    """The table for the cells with cycles, and Table 1 when the file asks for it; the files written."""
+    cycles = {cell: result.jsonl(CYCLES.file_name) for cell, result in results.items()}
     curves = cycle_curves(experiment, cycles)
     written: list[Path] = []
     if curves:
@@ -200,20 +191,29 @@ def write_active_learning_report(
                 "cycle 0 trains on the same initial labels for every query strategy.\n\n"
                 + cycle_paired_table(curves, curve_seeds(experiment, cycles), experiment.compare)
             )
-        (results_dir / TABLE_FILE).write_text(
+        (directory / TABLE_FILE).write_text(
             f"# {experiment.name}: test accuracy (%) at each cycle's end, by labelled share trained on\n\n"
             "Mean ± std over seeds; columns are cycles, headed by their mean labelled share.\n\n"
             + labelled_table(curves)
             + paired
         )
-        figure = labelled_figure(curves, list(experiment.methods))
-        figure.savefig(results_dir / FIGURE_FILE, dpi=110)
-        written += [results_dir / TABLE_FILE, results_dir / FIGURE_FILE]
+        written.append(directory / TABLE_FILE)
     target = experiment.rounds_to_reach
     if target is not None and results:
-        (results_dir / ROUNDS_TABLE_FILE).write_text(
+        (directory / ROUNDS_TABLE_FILE).write_text(
             f"# {experiment.name}: rounds to reach a reference accuracy\n\n"
             + rounds_table(experiment, results, target.method, target.round)
         )
-        written.append(results_dir / ROUNDS_TABLE_FILE)
+        written.append(directory / ROUNDS_TABLE_FILE)
     return written
+
+
+def write_active_learning_figure(
+    experiment: Experiment, results: Mapping[Cell, CellResult], directory: Path
+) -> list[Path]:
+    """The figure for the cells with cycles (none without); the files written."""
+    curves = cycle_curves(experiment, {cell: result.jsonl(CYCLES.file_name) for cell, result in results.items()})
+    if not curves:
+        return []
+    labelled_figure(curves, list(experiment.methods)).savefig(directory / FIGURE_FILE, dpi=110)
+    return [directory / FIGURE_FILE]

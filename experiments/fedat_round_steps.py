@@ -1,12 +1,13 @@
 """FedAT's first round in the Table 5.7 setting, one server step at a time (a diagnostic, on the CPU):
 
-    python -m experiments.fedat_round_steps CELL_DIR [--set KEY=VALUE ...] [--classes 0,5,8] [--out FILE.jsonl]
+    python -m experiments.fedat_round_steps FOLDER CELL [--set KEY=VALUE ...] [--classes 0,5,8] [--out FILE.jsonl]
 
-``CELL_DIR`` is a recorded FedAT cell (its ``config.json`` gives the run config; keys added since take their
-defaults). The global model is the run's initial model (``server_app.pretraining.initial_state``, its cache
-included); each client model is built as the server builds it (``fedat.client-init``: the global model reduced to the
-client's architecture, or fresh from (seed, partition)) and trained as the client trains it (E epochs of the whole
-model at the run's learning rate); its metadata are its feature maps at the metadata level.
+``CELL`` names a recorded FedAT cell of the results folder ``FOLDER`` (in its archive or its cell folders): its
+``config.json`` gives the run config (keys added since take their defaults). The global model is the run's initial
+model (``server_app.pretraining.initial_state``, its cache included); each client model is built as the server builds
+it (``fedat.client-init``: the global model reduced to the client's architecture, or fresh from (seed, partition)) and
+trained as the client trains it (E epochs of the whole model at the run's learning rate); its metadata are its feature
+maps at the metadata level.
 Then, on fresh copies of the global model, with the server steps' settings (``methods/fedat/attention_transfer.py``):
 steps 1, 2 and 3 in order (test accuracy after each), and controls: step 1 with β = 0 (cross-entropy on D_g alone); step
 2 alone, also scored after θ's BatchNorm statistics are re-estimated on D_g through the global φ (no weight changes: can
@@ -30,6 +31,7 @@ from client_app.local_data import load_local_data
 from data.catalog import DATASETS
 from data.loading import load_dataset
 from data.transforms import to_model_input
+from experiments.cell_archive import recorded_cells
 from methods.common.client_models import ServerTrainingSettings, architecture_of, build_architecture
 from methods.common.generic_data import GenericDataSettings, load_generic_data, parse_classes
 from methods.common.metadata_level import MetadataLevelSettings
@@ -40,7 +42,7 @@ from methods.fedat.attention_transfer import (
     train_server_step,
 )
 from methods.fedat.method import FedATSettings
-from methods.registry import parse_config, recorded_config
+from methods.registry import parse_config
 from models import SplitModel
 from models.batchnorm import settle_batchnorm
 from models.outputs import extract_in_batches
@@ -54,7 +56,8 @@ CPU = torch.device("cpu")
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m experiments.fedat_round_steps", description=__doc__)
-    parser.add_argument("cell", type=Path, help="a recorded FedAT cell folder (holding config.json)")
+    parser.add_argument("folder", type=Path, help="an experiment's results folder")
+    parser.add_argument("cell", help="the name of one of its recorded FedAT cells")
     parser.add_argument("--clients", type=int, default=5, help="the cell's number of clients")
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a run-config entry (JSON value)"
@@ -65,8 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="also write the JSON lines here")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    recorded = recorded_config(json.loads((args.cell / "config.json").read_text()))
-    raw = {**load_defaults(), **recorded}  # keys added since: their defaults
+    cells = recorded_cells(args.folder)
+    if args.cell not in cells:
+        parser.error(f"{args.folder} records no finished cell {args.cell!r}")
+    raw = {**load_defaults(), **cells[args.cell].config}  # keys added since: their defaults
     for entry in args.set:
         key, _, value = entry.partition("=")
         raw[key] = json.loads(value)

@@ -1,6 +1,5 @@
-"""FedFSC(+)'s global model against its base trainer, split in two measured terms, round by round.
-
-    python -m experiments.fedfsc_lag --results-dir measurements/experiments/fedfsc-stragglers
+"""FedFSC(+)'s global model against its base trainer, split in two measured terms, round by round: the report's
+``decomposition.md``, written for an experiment whose cells made few-shot updates.
 
 A FedFSC-family run records each round t its global model's accuracy acc(t) and its base model's base(t), which is
 the base trainer's own model at round t (bit for bit; tests/test_fedfsc_method.py). The global model is
@@ -22,7 +21,6 @@ cross-entropy, so the averaged classifier can only debias the classes the round 
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -31,12 +29,13 @@ from typing import Any
 
 import torch
 
-from experiments.cell_results import is_finished, read_cell
-from experiments.runner import CELLS_DIR
+from experiments.cell_results import CellResult
+from experiments.spec import Cell, Experiment
 from experiments.summary import mean_std
 from methods.fedfsc.fewshot import eligible_classes
 from server_app.results import LABEL_COUNTS_FILE
 
+DECOMPOSITION_FILE = "decomposition.md"
 #: The last rounds the late columns average over (as the summary's last-10 mean accuracy).
 LATE_ROUNDS = 10
 
@@ -107,18 +106,17 @@ def cell_row(decomposition: Decomposition, late: int = LATE_ROUNDS) -> dict[str,
     }
 
 
-def read_decompositions(results_dir: Path) -> dict[str, dict[str, float]]:
-    """Cell name -> ``cell_row``, for every finished cell with few-shot updates (FedFSC, FedFSC+, FedFSC+(B+))."""
+def read_decompositions(results: Mapping[Cell, CellResult]) -> dict[str, dict[str, float]]:
+    """Cell name -> ``cell_row``, for every finished cell with few-shot updates (FedFSC, FedFSC+, FedFSC+(B+)), in
+    the order of the cells' names."""
     rows = {}
-    for directory in sorted((results_dir / CELLS_DIR).iterdir()):
-        if not (directory.is_dir() and is_finished(directory)):
+    for cell, result in sorted(results.items(), key=lambda item: item[0].name):
+        if len(result.rounds) < 2 or not any(r.get("fewshot_updates") for r in result.rounds):
             continue
-        cell = read_cell(directory)
-        if len(cell.rounds) < 2 or not any(r.get("fewshot_updates") for r in cell.rounds):
-            continue
-        counts = json.loads((directory / LABEL_COUNTS_FILE).read_text())
+        counts = json.loads(result.files[LABEL_COUNTS_FILE])
         label_counts = {int(pid): values for pid, values in counts.items()}
-        rows[directory.name] = cell_row(decompose(cell.rounds, label_counts, int(cell.config["fedfsc.fewshot-shots"])))
+        shots = int(result.config["fedfsc.fewshot-shots"])
+        rows[cell.name] = cell_row(decompose(result.rounds, label_counts, shots))
     return rows
 
 
@@ -164,7 +162,7 @@ def markdown(rows: Mapping[str, Mapping[str, float]]) -> str:
 
 PREAMBLE = """# {name}: FedFSC(+) against its base trainer, round by round
 
-Written by `python -m experiments.fedfsc_lag`. For each round t ≥ 2 of a run with few-shot updates, in points:
+Written by `python -m experiments report`. For each round t ≥ 2 of a run with few-shot updates, in points:
 acc − base = acc(t) − base(t), the global model {{θ_fs^t, φ^t}} against the base trainer's model at round t;
 classifier gain = acc(t) − base(t − 1), the averaged few-shot classifier against the base classifier on the same
 extractor φ^t; extractor lag = base(t) − base(t − 1), what the base trainer gained in round t, which the global
@@ -174,14 +172,13 @@ least one few-shot participant trained on (10 = all).
 """
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--results-dir", type=Path, default=Path("measurements/experiments/fedfsc-stragglers"))
-    args = parser.parse_args(argv)
-    print(PREAMBLE.format(name=args.results_dir.name))
-    print(markdown(read_decompositions(args.results_dir)))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+def write_decomposition_report(
+    experiment: Experiment, results: Mapping[Cell, CellResult], directory: Path
+) -> list[Path]:
+    """``decomposition.md`` when some finished cell made few-shot updates; returns the files written."""
+    rows = read_decompositions(results)
+    if not rows:
+        return []
+    path = directory / DECOMPOSITION_FILE
+    path.write_text(PREAMBLE.format(name=experiment.name) + "\n" + markdown(rows) + "\n")
+    return [path]

@@ -1,6 +1,5 @@
-"""The FedFSC straggler suite in the rows of the thesis's Tables 4.5–4.7, with gains paired by seed.
-
-    python -m experiments.fedfsc_rows [--results-dir measurements/experiments/fedfsc-table5]
+"""The FedFSC straggler suite in the rows of the thesis's Tables 4.5–4.7, with gains paired by seed
+(``python -m experiments report measurements/experiments/fedfsc-table5 --fedfsc-rows`` prints it).
 
 A FedFSC-family cell trains its base trainer's model exactly and records both accuracies, so one cell gives two of
 the thesis's rows (experiments/fedfsc_table5.yaml says which). For each Dirichlet α and base trainer B (FedAvg,
@@ -11,13 +10,10 @@ computed per seed (same partition, same initial model) and then averaged.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
-from experiments.cell_results import is_finished, read_cell
-from experiments.runner import CELLS_DIR
+from experiments.cell_results import CellResult
 from experiments.summary import mean_std
 
 BASES = {"fedavg": "FedAvg", "fedprox": "FedProx", "moon": "MOON"}
@@ -67,15 +63,14 @@ def paired_gain(values: Mapping[int, float], baseline: Mapping[int, float]) -> l
     return [values[seed] - baseline[seed] for seed in sorted(values.keys() & baseline.keys())]
 
 
-def read_results(results_dir: Path) -> dict[str, float]:
+def best_accuracies(cells: Mapping[str, CellResult]) -> dict[str, float]:
     """``<cell>|<summary key>`` -> value, for every finished cell's best accuracies."""
     results = {}
-    for directory in sorted((results_dir / CELLS_DIR).iterdir()):
-        if directory.is_dir() and is_finished(directory):
-            summary = read_cell(directory).summary
-            for key in ("best_accuracy", "best_base_accuracy"):
-                if summary.get(key) is not None:
-                    results[f"{directory.name}|{key}"] = summary[key]
+    for name in sorted(cells):
+        summary = cells[name].summary
+        for key in ("best_accuracy", "best_base_accuracy"):
+            if summary.get(key) is not None:
+                results[f"{name}|{key}"] = summary[key]
     return results
 
 
@@ -110,16 +105,3 @@ def markdown(results: Mapping[str, float], alphas: list[str]) -> str:
                     f"| {gain} | {per_seed} |"
                 )
     return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--results-dir", type=Path, default=Path("measurements/experiments/fedfsc-table5"))
-    parser.add_argument("--alphas", nargs="+", default=["0.1", "0.5"])
-    args = parser.parse_args(argv)
-    print(markdown(read_results(args.results_dir), args.alphas))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,8 +1,9 @@
 """Run an experiment's cells one after another in Flower's simulation engine, resumably.
 
-A cell whose summary.json says it completed is finished and skipped; an interrupted or failed cell goes on from its
-last round's checkpoint (``resume = true``). Finished cells whose recorded configuration no longer matches the file
-stop the run before anything starts, so a table never mixes settings.
+A cell in the results folder's archive, or whose summary.json says it completed, is finished and skipped; an
+interrupted or failed cell goes on from its last round's checkpoint (``resume = true``). Finished cells whose recorded
+configuration no longer matches the file stop the run before anything starts, so a table never mixes settings. The
+run ends by packing the finished cells' records into the archive (``experiments/cell_archive.py``).
 """
 
 from __future__ import annotations
@@ -14,14 +15,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.cell_results import config_differences, is_finished, read_cell, read_rounds
+from experiments.cell_archive import CELLS_DIR, finished_cell_names, pack, recorded_cells
+from experiments.cell_results import config_differences, is_finished, read_rounds, unknown_keys
 from experiments.progress import progress_line, seconds_left
 from experiments.spec import Cell, Experiment
 from run_config.defaults import load_defaults
 from server_app.pretraining import RECIPE_VERSION
 from simulation.local_run import Resources, run_simulation
 
-CELLS_DIR, LOGS_DIR = "cells", "logs"
+LOGS_DIR = "logs"
 POLL_SECONDS = 0.5
 
 #: Runs one cell; returns its exit code. Arguments: run-config overrides, number of clients, the clients'
@@ -101,26 +103,30 @@ def pretraining_differences(config: dict, summary: dict) -> list[str]:
 
 def check_finished_cells(experiment: Experiment, results_dir: Path) -> None:
     """Raise ``StaleResultsError`` if a finished cell was made with other values than the file gives."""
+    recorded = recorded_cells(results_dir)
     stale = []
     for cell in experiment.cells:
-        directory = results_dir / CELLS_DIR / cell.name
-        if is_finished(directory):
-            recorded = read_cell(directory)
-            differences = config_differences(recorded.config, {**cell.overrides, "seed": cell.seed})
-            differences += pretraining_differences(recorded.config, recorded.summary)
+        if cell.name in recorded:
+            result = recorded[cell.name]
+            if unknown := unknown_keys(result.config):
+                stale.append(f"  {cell.name}: its config.json holds keys that are not run-config keys today: {unknown}")
+                continue
+            differences = config_differences(result.config, {**cell.overrides, "seed": cell.seed})
+            differences += pretraining_differences(result.config, result.summary)
             if differences:
                 stale.append(f"  {cell.name}: {'; '.join(differences)}")
     if stale:
         raise StaleResultsError(
             f"{results_dir} holds finished cells made with other settings than {experiment.path} gives now:\n"
             + "\n".join(stale)
-            + "\nremove those cell folders, or choose another --results-dir"
+            + f"\ndrop them (python -m experiments pack {results_dir} --drop NAME), or choose another --results-dir"
         )
 
 
 def unfinished_cells(cells: tuple[Cell, ...], results_dir: Path) -> tuple[Cell, ...]:
-    """The cells with no finished run in ``results_dir``: those ``run`` will run."""
-    return tuple(c for c in cells if not is_finished(results_dir / CELLS_DIR / c.name))
+    """The cells with no finished run in ``results_dir`` (its archive or its cell folders): those ``run`` runs."""
+    finished = finished_cell_names(results_dir)
+    return tuple(c for c in cells if c.name not in finished)
 
 
 def run_experiment(
@@ -133,7 +139,8 @@ def run_experiment(
     ray_address: str = "",
 ) -> RunOutcome:
     """Run every unfinished cell (of ``cells``, default all the file's); print a progress line whenever a round
-    finishes. Every finished cell of the file is checked against it first, since the report covers them all."""
+    finishes; then pack the finished cells into the results folder's archive. Every finished cell of the file is
+    checked against it first, since the report covers them all."""
     cells = experiment.cells if cells is None else cells
     resources = Resources(experiment.cpus_per_client, gpus_per_client, ray_address)
     results_dir.mkdir(parents=True, exist_ok=True)
@@ -185,4 +192,5 @@ def run_experiment(
             failed.append(cell)
             rounds_total -= rounds_of[cell] - watcher.seen  # the rounds it will not run
             echo(f"{cell.name}: failed (exit code {code}); see {log_file}")
+    pack(results_dir)
     return RunOutcome(finished, skipped, failed)

@@ -22,7 +22,7 @@ from run_config import RunConfig
 from run_config.catalogue import Catalogue, SettingValue
 from run_config.defaults import default_config as _default_config
 from run_config.overrides import config_with_overrides as _config_with_overrides
-from run_config.parsing import default_values, keys_ignored_by, parse_run_config, with_current_keys
+from run_config.parsing import default_values, keys_ignored_by, parse_run_config
 from run_config.settings import namespace_of
 
 #: Modules and packages of ``methods/`` that hold no method.
@@ -124,12 +124,6 @@ def generic_dataset(config: RunConfig) -> str | None:
 def parse_config(run_config: Mapping[str, Any]) -> RunConfig:
     """``run_config`` validated against every registered method (``run_config.parse_run_config``)."""
     return parse_run_config(run_config, CATALOGUE)
-
-
-def recorded_config(recorded: Mapping[str, Any]) -> dict[str, Any]:
-    """A run's recorded config.json under today's keys (one written before settings had namespaces holds
-    ``proximal-mu`` for ``fedprox.proximal-mu``)."""
-    return with_current_keys(recorded, CATALOGUE)
 
 
 def for_run(values: Mapping[str, Any], keep: Iterable[str] = ()) -> dict[str, Any]:

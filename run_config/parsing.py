@@ -38,12 +38,6 @@ def moved_key_message(key: str, catalogue: Catalogue) -> str | None:
     return f"run config '{key}' is now '{new}' (a method's settings live under the name of the package declaring them)"
 
 
-def with_current_keys(recorded: Mapping[str, Any], catalogue: Catalogue) -> dict[str, Any]:
-    """A configuration recorded before settings had namespaces (a run's config.json) under today's keys."""
-    moved = moved_keys(catalogue)
-    return {moved.get(key, key): value for key, value in recorded.items()}
-
-
 def resolved_axes(values: Mapping[str, Any], catalogue: Catalogue) -> dict[str, Any]:
     """The ``auto`` axes (``freeze``, ``data-selection``, …) as the method sets them: its preset, else the axis's
     default; an axis given explicitly keeps its value."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -455,34 +455,6 @@ class RunConfig:
         for instance in self.method_settings:
             values.update({s.key: getattr(instance, s.attribute) for s in declared_settings(type(instance))})
         return values
-
-
-#: What a setting meant before it existed: results and checkpoints recorded earlier hold no value for it, and behave
-#: as if they had this one (before robust aggregation every run took FedAvg's mean; the feature cache held float32;
-#: FedFSC's few-shot SGD had no dampening).
-IMPLIED_BEFORE_IT_EXISTED: dict[str, Any] = {
-    "aggregation": "mean",
-    "clip-multiple": 1.0,
-    "weight-cap-multiple": 1.0,
-    "trim-fraction": 0.2,
-    "byzantine-clients": 1,
-    "feature-cache-dtype": "float32",
-    "server-device": "auto",
-    "fedfsc.fewshot-dampening": 0.0,
-    "straggler-mode": "redraw",
-    "straggler-work": "none",
-}
-
-
-def recorded_value(recorded: Mapping[str, Any], key: str) -> Any:
-    """The value of ``key`` in a configuration recorded by an earlier version (None if it cannot be known); one
-    recorded before settings had namespaces holds ``fedprox.proximal-mu`` as ``fedprox.proximal-mu``."""
-    if key in recorded:
-        return recorded[key]
-    before_namespaces = key.partition(".")[2]
-    if before_namespaces in recorded:
-        return recorded[before_namespaces]
-    return IMPLIED_BEFORE_IT_EXISTED.get(key)
 
 
 def unknown_key_message(key: str, known: Iterable[str]) -> str:

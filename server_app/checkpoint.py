@@ -23,7 +23,6 @@ import torch
 from flwr.common.logger import log
 
 from run_config import ConfigError, RunConfig
-from run_config.schema import recorded_value
 from server_app.atomic_write import replace_file
 from server_app.background import Background
 from server_app.torch_files import load_torch_file
@@ -132,11 +131,9 @@ def load_checkpoint(path: Path) -> Checkpoint:
 def check_resumable(checkpoint: Checkpoint, config: RunConfig, path: Path) -> None:
     """Refuse to resume under a configuration that would compute something else."""
     current = config.to_dict()
-    changed = sorted(
-        k for k in current if k not in CHANGEABLE_ON_RESUME and recorded_value(checkpoint.config, k) != current[k]
-    )
+    changed = sorted(k for k in current if k not in CHANGEABLE_ON_RESUME and checkpoint.config.get(k) != current[k])
     if changed:
-        diffs = ", ".join(f"'{k}' was {recorded_value(checkpoint.config, k)!r}, now {current[k]!r}" for k in changed)
+        diffs = ", ".join(f"'{k}' was {checkpoint.config.get(k)!r}, now {current[k]!r}" for k in changed)
         raise ConfigError(f"run config differs from the checkpoint {path}: {diffs}")
     if checkpoint.server_round > config.num_server_rounds:
         raise ConfigError(

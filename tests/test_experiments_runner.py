@@ -9,9 +9,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from experiments.cell_results import config_differences, read_cell, read_rounds
-from experiments.report import write_report
-from experiments.runner import CELLS_DIR, StaleResultsError, cell_run_config, run_experiment, unfinished_cells
+from experiments.cell_archive import ARCHIVE_FILE, CELLS_DIR, recorded_cells
+from experiments.cell_results import config_differences, read_rounds
+from experiments.report import finished_results, write_report
+from experiments.runner import (
+    StaleResultsError,
+    cell_run_config,
+    check_finished_cells,
+    run_experiment,
+    unfinished_cells,
+)
 from experiments.spec import load_experiment
 from simulation.local_run import Resources
 from tests.in_process import ServerKilled, run_in_process, small_run_config
@@ -77,7 +84,9 @@ def test_runs_every_cell_once_then_skips_finished_cells(tmp_path: Path) -> None:
     assert [c.name for c in outcome.failed] == ["fedft-rds__seed1"]
     assert lines[-1] == f"fedft-rds__seed1: failed (exit code 1); see {results_dir / 'logs' / 'fedft-rds__seed1.log'}"
     assert any(line.startswith("[0/4 cells] fedft-eds__seed0: round 3/3, accuracy ") for line in lines)
-    result = read_cell(results_dir / CELLS_DIR / "fedft-eds__seed1")
+    result = recorded_cells(results_dir)["fedft-eds__seed1"]
+    assert not (results_dir / CELLS_DIR / "fedft-eds__seed1" / "rounds.jsonl").exists()  # packed into the archive
+    assert "fedft-rds__seed1" not in recorded_cells(results_dir)  # the failed cell
     assert result.config["seed"] == 1 and result.config["method"] == "fedft-eds" and len(result.rounds) == 3
 
     again = InProcessCells()
@@ -127,6 +136,21 @@ def test_finished_cells_made_with_other_settings_are_refused(tmp_path: Path) -> 
         run_experiment(load_experiment(path), results_dir, run_cell=InProcessCells(), echo=lambda line: None)
 
 
+def test_a_finished_cell_recorded_under_keys_of_before_is_named(tmp_path: Path) -> None:
+    experiment = load_experiment(write_experiment(tmp_path, seeds=[0]))
+    cell = experiment.cells[0]
+    folder = tmp_path / "out" / CELLS_DIR / cell.name
+    folder.mkdir(parents=True)
+    (folder / "summary.json").write_text(json.dumps({"status": "completed"}))
+    (folder / "rounds.jsonl").write_text("")
+    (folder / "config.json").write_text(json.dumps({**cell.overrides, "seed": 0, "proximal-mu": 0.1}))
+    with pytest.raises(StaleResultsError) as raised:
+        check_finished_cells(experiment, tmp_path / "out")
+    assert f"{cell.name}: its config.json holds keys that are not run-config keys today: ['proximal-mu']" in str(
+        raised.value
+    )
+
+
 def test_config_differences_compares_numbers_by_value() -> None:
     assert config_differences({"a": 0.1, "b": 1, "c": "x", "d": True}, {"a": 0.1, "b": 1.0, "c": "x", "d": True}) == []
     assert config_differences({"a": 0.1, "d": True}, {"a": 0.2, "d": False}) == ["a: 0.1 -> 0.2", "d: True -> False"]
@@ -136,7 +160,7 @@ def test_report_tables_and_figures_from_real_cells(tmp_path: Path) -> None:
     experiment = load_experiment(write_experiment(tmp_path))
     results_dir = tmp_path / "out"
     run_experiment(experiment, results_dir, run_cell=InProcessCells(), echo=lambda line: None)
-    written = write_report(experiment, results_dir)
+    written = write_report(experiment, finished_results(experiment, recorded_cells(results_dir)), results_dir)
     names = sorted(p.name for p in written)
     assert names == [
         "accuracy_vs_client_seconds.png",
@@ -152,9 +176,8 @@ def test_report_tables_and_figures_from_real_cells(tmp_path: Path) -> None:
     for path in written:
         if path.suffix == ".png":
             assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    summaries = {
-        s: json.loads((results_dir / CELLS_DIR / f"fedft-eds__seed{s}" / "summary.json").read_text()) for s in (0, 1)
-    }
+    summaries = {s: recorded_cells(results_dir)[f"fedft-eds__seed{s}"].summary for s in (0, 1)}
+    assert (results_dir / ARCHIVE_FILE).is_file()
     mean_best = (summaries[0]["best_accuracy"] + summaries[1]["best_accuracy"]) / 2
     table = (results_dir / "summary.md").read_text()
     row = next(line for line in table.splitlines() if line.startswith("| fedft-eds |"))
@@ -188,7 +211,7 @@ def test_an_interrupted_cell_resumes_from_its_checkpoint(tmp_path: Path) -> None
     outcome = run_experiment(experiment, results_dir, run_cell=InProcessCells(), echo=lines.append)
     assert [c.name for c in outcome.finished] == ["fedft-eds__seed0"]
     assert lines[0].startswith("[0/1 cells] fedft-eds__seed0: round 3/3, accuracy ")
-    assert [r["round"] for r in read_cell(directory).rounds] == [1, 2, 3]
+    assert [r["round"] for r in recorded_cells(results_dir)["fedft-eds__seed0"].rounds] == [1, 2, 3]
 
 
 def test_cells_pretrained_by_another_recipe_are_stale() -> None:

@@ -9,7 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from experiments.fedfsc_lag import cell_row, covered_classes, decompose, markdown, read_decompositions
+from experiments.cell_results import CellResult
+from experiments.fedfsc_lag import (
+    cell_row,
+    covered_classes,
+    decompose,
+    markdown,
+    read_decompositions,
+    write_decomposition_report,
+)
+from experiments.spec import Cell, parse_experiment
 
 COUNTS = {0: [12, 0, 3], 1: [0, 10, 9], 2: [4, 2, 0]}
 
@@ -54,24 +63,33 @@ def test_cell_row_averages_each_term_and_splits_the_gain_by_coverage() -> None:
     assert math.isnan(cell_row(decompose(rounds([0.5, 0.6], [0.5, 0.5], [[], [2]]), COUNTS, 10))["full_coverage_gain"])
 
 
-def write_cell(root: Path, name: str, records: list[dict], status: str = "completed") -> None:
-    cell = root / "cells" / name
-    cell.mkdir(parents=True)
-    (cell / "summary.json").write_text(json.dumps({"status": status}))
-    (cell / "config.json").write_text(json.dumps({"fedfsc.fewshot-shots": 10}))
-    (cell / "label_counts.json").write_text(json.dumps({str(k): v for k, v in COUNTS.items()}))
-    (cell / "rounds.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+def cell(name: str, records: list[dict]) -> tuple[Cell, CellResult]:
+    method, alpha, seed = name.split("__")
+    files = {"label_counts.json": json.dumps({str(k): v for k, v in COUNTS.items()}).encode()}
+    point = (("dirichlet-alpha", float(alpha.split("=")[1])),)
+    return Cell(method, point, int(seed[4:]), {}), CellResult({}, records, {"fedfsc.fewshot-shots": 10}, files)
 
 
-def test_only_finished_cells_with_fewshot_updates_are_read_and_seeds_are_grouped(tmp_path: Path) -> None:
+def test_only_cells_with_fewshot_updates_are_read_and_seeds_are_grouped(tmp_path: Path) -> None:
     few = rounds([0.5, 0.6, 0.7], [0.5, 0.65, 0.62], [[], [0, 1], [2]])
-    write_cell(tmp_path, "fedfsc-plus__dirichlet-alpha=0.1__seed0", few)
-    write_cell(tmp_path, "fedfsc-plus__dirichlet-alpha=0.1__seed1", few)
-    write_cell(tmp_path, "fedfsc-plus__dirichlet-alpha=0.1__seed2", few, status="interrupted")
-    write_cell(tmp_path, "fedavg-plus__dirichlet-alpha=0.1__seed0", rounds([0.5, 0.6], [0.5, 0.6], [[], []]))
-    rows = read_decompositions(tmp_path)
-    assert sorted(rows) == ["fedfsc-plus__dirichlet-alpha=0.1__seed0", "fedfsc-plus__dirichlet-alpha=0.1__seed1"]
+    results = dict(
+        [
+            cell("fedfsc-plus__dirichlet-alpha=0.1__seed1", few),
+            cell("fedfsc-plus__dirichlet-alpha=0.1__seed0", few),
+            cell("fedavg-plus__dirichlet-alpha=0.1__seed0", rounds([0.5, 0.6], [0.5, 0.6], [[], []])),
+        ]
+    )
+    rows = read_decompositions(results)
+    assert list(rows) == ["fedfsc-plus__dirichlet-alpha=0.1__seed0", "fedfsc-plus__dirichlet-alpha=0.1__seed1"]
     table = markdown(rows).splitlines()
     assert len(table) == 3
     assert table[2].startswith("| fedfsc-plus__dirichlet-alpha=0.1 | 2 | +1.5 ± 0.0 | +7.5 ± 0.0 | +6.0 ± 0.0 |")
     assert table[2].endswith("| 100% ± 0.0 | 1.5 ± 0.0 |")
+    experiment = parse_experiment(
+        {"description": "d", "cost": "c", "methods": ["fedavg"]}, tmp_path / "fedfsc-stragglers.yaml"
+    )
+    assert write_decomposition_report(experiment, results, tmp_path) == [tmp_path / "decomposition.md"]
+    text = (tmp_path / "decomposition.md").read_text()
+    assert text.startswith("# fedfsc-stragglers: FedFSC(+) against its base trainer") and text.endswith(table[2] + "\n")
+    no_fewshot = {c: r for c, r in results.items() if c.method == "fedavg-plus"}
+    assert write_decomposition_report(experiment, no_fewshot, tmp_path / "none") == []

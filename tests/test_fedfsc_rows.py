@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
-from experiments.fedfsc_rows import markdown, paired_gain, read_results, row_values, thesis_rows
+from experiments.cell_results import CellResult
+from experiments.fedfsc_rows import best_accuracies, markdown, paired_gain, row_values, thesis_rows
 
 CELL = "fedfsc-fedavg__dirichlet-alpha=0.1__seed{}"
 
@@ -31,10 +29,9 @@ def test_rows_read_the_right_cell_and_accuracy_and_gains_are_paired_by_seed() ->
     assert [row.label for row in thesis_rows("fedavg")][-2:] == ["FedAvg w/ FSCProx", "FedFSC+(FedAvg) w/ FSCProx"]
 
 
-def test_only_finished_cells_are_read(tmp_path: Path) -> None:
-    for name, status in (("done", "completed"), ("stopped", "interrupted")):
-        cell = tmp_path / "cells" / name
-        cell.mkdir(parents=True)
-        (cell / "summary.json").write_text(json.dumps({"status": status, "best_accuracy": 0.5}))
-        (cell / "config.json").write_text("{}")
-    assert read_results(tmp_path) == {"done|best_accuracy": 0.5}
+def test_best_accuracies_are_keyed_by_cell_and_summary_field() -> None:
+    cells = {
+        "b": CellResult({"best_accuracy": 0.5, "best_base_accuracy": 0.4}, [], {}),
+        "a": CellResult({"best_accuracy": 0.6, "best_base_accuracy": None}, [], {}),
+    }
+    assert best_accuracies(cells) == {"a|best_accuracy": 0.6, "b|best_accuracy": 0.5, "b|best_base_accuracy": 0.4}

@@ -21,8 +21,9 @@ from experiments.active_learning import (
     labelled_table,
     rounds_to_reach,
 )
-from experiments.report import write_report
-from experiments.runner import CELLS_DIR, run_experiment
+from experiments.cell_archive import recorded_cells
+from experiments.report import finished_results, write_report
+from experiments.runner import run_experiment
 from experiments.spec import ExperimentFileError, parse_experiment
 from simulation.in_process import run_cell_in_process
 
@@ -120,9 +121,10 @@ def test_kafal_cells_run_in_process_and_are_reported(tmp_path: Path) -> None:
     (tmp_path / "tiny.yaml").write_text(json.dumps(raw))
     outcome = run_experiment(experiment, tmp_path / "out", run_cell=run_cell_in_process, echo=lambda line: None)
     assert [c.method for c in outcome.finished] == ["kafal", "random"] and not outcome.failed
-    assert (tmp_path / "out" / CELLS_DIR / "kafal__seed0" / "cycles.jsonl").is_file()
+    cells = recorded_cells(tmp_path / "out")
+    assert cells["kafal__seed0"].jsonl("cycles.jsonl")  # KAFAL's own file, packed with the cell
     assert "round 4" in (tmp_path / "out" / "logs" / "kafal__seed0.log").read_text()
-    written = write_report(experiment, tmp_path / "out")
+    written = write_report(experiment, finished_results(experiment, cells), tmp_path / "out")
     names = {path.name for path in written}
     assert {TABLE_FILE, FIGURE_FILE, "rounds_to_reach.md"} <= names
     table = (tmp_path / "out" / TABLE_FILE).read_text()

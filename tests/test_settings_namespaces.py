@@ -18,12 +18,11 @@ from methods.registry import (
     check_namespaces,
     config_with_overrides,
     parse_config,
-    recorded_config,
 )
 from run_config import ConfigError
 from run_config.defaults import PYPROJECT, load_defaults
 from run_config.parsing import all_settings, default_values, moved_keys
-from run_config.schema import RunConfig, recorded_value
+from run_config.schema import RunConfig
 from run_config.settings import declared_settings, setting
 
 
@@ -64,13 +63,6 @@ def test_another_methods_namespaced_setting_is_refused_naming_the_key_and_its_me
         ConfigError, match="'common.client-models' is a setting of method 'fedat' or 'fedkad' or 'fedmd'"
     ):
         config_with_overrides('method=fedavg common.client-models="0:wrn-16-1"')
-
-
-def test_a_configuration_recorded_before_namespaces_is_read_under_the_new_keys() -> None:
-    recorded = {"proximal-mu": 0.5, "seed": 1}
-    assert recorded_value(recorded, "fedprox.proximal-mu") == 0.5 and recorded_value(recorded, "seed") == 1
-    assert recorded_value({}, "fedfsc.fewshot-dampening") == 0.0  # what it meant before it existed
-    assert recorded_config(recorded) == {"fedprox.proximal-mu": 0.5, "seed": 1}  # a cell's config.json
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,13 +3,17 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 
+from experiments.cell_archive import recorded_runs
 from experiments.doc_tables.blocks import bullet, prose
 from experiments.doc_tables.markdown import table
 from experiments.doc_tables.recorded import (
+    RECORDED,
     RecordedCell,
     RecordedExperiment,
+    RecordError,
     load,
     load_json,
     mean_of,
@@ -22,6 +26,7 @@ from experiments.doc_tables.recorded import (
 )
 from experiments.fedfsc_rows import BASES, thesis_rows
 from experiments.summary import mean_std
+from server_app.results import SUMMARY_FILE
 
 A01, A05 = {"dirichlet-alpha": 0.1}, {"dirichlet-alpha": 0.5}
 BEST = "best_accuracy"
@@ -359,14 +364,21 @@ def _seeded(values: Mapping[int, float]) -> str:
     return f"{mean_pm(list(values.values()))} ({', '.join(pct(values[s]) for s in sorted(values))})"
 
 
+#: The centralised bound's runs inside an experiment's archive: ``centralised/seed<s>``.
+CENTRALISED = "centralised/seed"
+
+
 def _centralised(folder: str) -> dict[int, float]:
-    """The centralised bound's best accuracy per seed, from its runs' summary.json beside the experiment's."""
-    found = {}
-    for seed in (0, 1, 2):
-        try:
-            found[seed] = float(load_json(f"{folder}/centralised/seed{seed}/summary.json")["best_accuracy"])
-        except LookupError:
-            continue
+    """The centralised bound's best accuracy per seed, from its runs' summary.json packed with the experiment's cells
+    (``centralised/seed<s>`` in its cells.tar.xz); ``RecordError`` when it holds none."""
+    runs = recorded_runs(RECORDED / folder)
+    found = {
+        int(run.removeprefix(CENTRALISED)): float(json.loads(files[SUMMARY_FILE])["best_accuracy"])
+        for run, files in runs.items()
+        if run.startswith(CENTRALISED)
+    }
+    if not found:
+        raise RecordError(f"{RECORDED / folder}: holds no {CENTRALISED}<s> run")
     return found
 
 
