@@ -71,6 +71,7 @@ def wait_for(launcher: subprocess.Popen, done: Callable[[], bool], seconds: floa
 
 
 @pytest.mark.e2e
+@pytest.mark.slow_e2e
 def test_python_m_simulation_runs_under_the_same_pid_without_torch(tmp_path: Path) -> None:
     with launched(tmp_path, rounds=1) as launcher:
 
