@@ -161,7 +161,8 @@ class RunConfig:
         "(`pretrain-round-tolerance`, at most `pretrain-round-max-epochs`), with no deadline, and the server "
         "averages them by sample count into the model FL starts from (φ is frozen from it). `auto`: the method's "
         "(on for the FedFT family and its paper's baselines FedAvg, FedProx and their RDS variants, off for the "
-        'others), always off with `pretrain = "none"` (FedAvg w/o pretraining has neither step).',
+        'others), off with `pretrain = "none"` (FedAvg w/o pretraining has neither step); `true` runs it from the '
+        "model's own initialisation there (the round alone as the start).",
         auto=True,
     )
     pretrain_round_tolerance: float = setting(
