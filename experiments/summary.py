@@ -147,7 +147,8 @@ def write_summary(
         f"Cost: {experiment.cost.strip()}",
         "",
         f"{experiment.clients} clients; mean ± sample std over seeds; learning efficiency = best accuracy (%) "
-        "÷ client training seconds summed over clients and rounds.",
+        "÷ client training seconds summed over clients and rounds; last-10 = the mean accuracy of the last 10 "
+        "rounds, which over a run of 10 rounds or fewer is the mean of all of them, round 1 included.",
         "",
         markdown_table(experiment, rows),
         "",
