@@ -32,6 +32,15 @@ def test_a_block_is_replaced_and_the_text_around_it_kept() -> None:
     assert rewrite(text, {"a": lambda: "new 3.0"}) == "before\n<!-- a:start -->\nnew 3.0\n<!-- a:end -->\nafter 2.0\n"
 
 
+def test_the_quick_references_markers_are_left_as_they_are() -> None:
+    """tests/test_quick_reference.py reads the rows between them; they are not a generated block."""
+    text = (
+        "<!-- quick-reference:start -->\n| row 1.0 |\n<!-- quick-reference:end -->\n"
+        "<!-- a:start -->\nold\n<!-- a:end -->\n"
+    )
+    assert rewrite(text, {"a": lambda: "new"}) == text.replace("old", "new")
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
