@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from experiments.doc_tables.markdown import table
 from experiments.doc_tables.recorded import load, pct
 from server_app.collapse import CHANCE_MULTIPLE
 
@@ -19,25 +20,27 @@ CHANCE = CHANCE_MULTIPLE / 10
 def seeds_table() -> str:
     """Final and best accuracy per seed of each setting, and on how many seeds the run ended at chance."""
     recorded = load("scaffold-seeds")
-    lines = [
-        "| setting | learning rate | local epochs | aggregation | final accuracy, seeds "
-        + " / ".join(str(s) for s in recorded.seeds)
-        + " (%) | best accuracy (%) | ended at chance |",
-        "|---|---|---|---|---|---|---|",
-    ]
+    seed_names = " / ".join(str(s) for s in recorded.seeds)
+    header = ["setting", "learning rate", "local epochs", "aggregation", f"final accuracy, seeds {seed_names} (%)"]
+    header += ["best accuracy (%)", "ended at chance"]
+    rows = []
     for name, rate, epochs, aggregation in SETTINGS:
         final = recorded.values(name, "final_accuracy")
         best = recorded.values(name, "best_accuracy")
         seeds = sorted(final)
         fallen = sum(final[s] <= CHANCE for s in seeds)
-        lines.append(
-            f"| `{name}` | {rate} | {epochs} | {aggregation} | "
-            + " / ".join(pct(final[s]) for s in seeds)
-            + " | "
-            + " / ".join(pct(best[s]) for s in seeds)
-            + f" | {fallen} of {len(seeds)} |"
+        rows.append(
+            [
+                f"`{name}`",
+                rate,
+                str(epochs),
+                aggregation,
+                " / ".join(pct(final[s]) for s in seeds),
+                " / ".join(pct(best[s]) for s in seeds),
+                f"{fallen} of {len(seeds)}",
+            ]
         )
-    return "\n".join(lines)
+    return table(header, rows)
 
 
 BLOCKS = {"scaffold-seeds": seeds_table}
