@@ -3,6 +3,12 @@
 A seed fixes the split, the start and every draw, so the difference of two methods' runs on one seed removes what the
 two runs share; the mean of those differences, their spread and how many seeds the method wins say more than two
 means of unpaired runs (``compare: {method: baseline}`` in an experiment file).
+
+A pair is only as good as its shared start. Two runs whose pretraining settings agree should start from one model, yet
+they do not when the cached start was made again between them under other conditions (torch's thread count changes
+the pretrained weights: docs/configuration.md, Pretraining). Such a seed is left out of the pair and named, judged by
+the start's fingerprint (summary.json's ``start_fingerprint``) or, for runs recorded before it, by the start's test
+accuracy.
 """
 
 from __future__ import annotations
@@ -10,10 +16,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from experiments.cell_results import CellResult
 from experiments.spec import Cell, Experiment, point_label
 from experiments.summary import mean_std
+
+Point = tuple[tuple[str, object], ...]
 
 #: summary.json fields compared, with their column titles (accuracies, shown in percentage points).
 COMPARED = {"best_accuracy": "best acc.", "final_accuracy": "final acc.", "mean_last10_accuracy": "last-10 mean"}
@@ -29,23 +38,90 @@ ALSO_COMPARED = {
 class PairedRow:
     """One method against its baseline at one grid point: the per-seed differences of each compared field."""
 
-    point: tuple[tuple[str, object], ...]
+    point: Point
     method: str
     baseline: str
     seeds: tuple[int, ...]
     differences: Mapping[str, tuple[float, ...]]  # field -> method − baseline, per seed (fractions)
 
 
+#: Two recorded accuracies of one model may differ by float32 rounding (0.106 was recorded as 0.10600000619888306 and
+#: as 0.10599999874830246); two models differ by at least one test sample of 10,000 or fewer.
+ACCURACY_ROUNDING = 1e-6
+#: config.json keys that do not change the model a run starts from, among those named ``pretrain*``.
+NOT_START_SETTINGS = frozenset({"pretrain-cache-dir"})
+
+Results = Mapping[tuple[Point, str, int], CellResult]
+
+
+def start_settings(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings of a run's config that fix its start (with the seed and the split, which a pair shares)."""
+    return {k: v for k, v in config.items() if k.startswith("pretrain") and k not in NOT_START_SETTINGS}
+
+
+def different_starts(a: CellResult, b: CellResult) -> bool:
+    """Whether two runs meant to share a start (same start settings) started from different models: their start
+    fingerprints differ, or, where either predates the fingerprint, the start's test accuracy does."""
+    if start_settings(a.config) != start_settings(b.config):
+        return False  # the pair compares starts on purpose (e.g. FedAvg with and without pretraining)
+    fingerprints = a.summary.get("start_fingerprint"), b.summary.get("start_fingerprint")
+    if None not in fingerprints:
+        return fingerprints[0] != fingerprints[1]
+    first, second = a.summary.get("initial_accuracy"), b.summary.get("initial_accuracy")
+    if first is None or second is None:
+        return False
+    return abs(float(first) - float(second)) > ACCURACY_ROUNDING
+
+
+@dataclass(frozen=True)
+class StartMismatch:
+    """A seed left out of a pair: its two runs started from different models although they were meant not to."""
+
+    point: Point
+    method: str
+    baseline: str
+    seed: int
+
+
+def _paired_seeds(
+    experiment: Experiment, by_key: Results, point: Point, method: str, baseline: str
+) -> tuple[tuple[int, ...], list[StartMismatch]]:
+    """The seeds both runs finished from one start, and those whose runs started apart."""
+    seeds, apart = [], []
+    for s in experiment.seeds:
+        if (point, method, s) not in by_key or (point, baseline, s) not in by_key:
+            continue
+        if different_starts(by_key[(point, method, s)], by_key[(point, baseline, s)]):
+            apart.append(StartMismatch(point, method, baseline, s))
+        else:
+            seeds.append(s)
+    return tuple(seeds), apart
+
+
+def _by_key(experiment: Experiment, results: Mapping[Cell, CellResult]) -> Results:
+    return {(c.point, c.method, c.seed): results[c] for c in experiment.cells if c in results}
+
+
+def start_mismatches(experiment: Experiment, results: Mapping[Cell, CellResult]) -> list[StartMismatch]:
+    """Every seed left out of a ``compare`` pair because its runs started from different models."""
+    by_key = _by_key(experiment, results)
+    points = list(dict.fromkeys(c.point for c in experiment.cells))
+    return [
+        mismatch
+        for point in points
+        for method, baseline in experiment.compare.items()
+        for mismatch in _paired_seeds(experiment, by_key, point, method, baseline)[1]
+    ]
+
+
 def paired_rows(experiment: Experiment, results: Mapping[Cell, CellResult]) -> list[PairedRow]:
-    """Every ``compare`` pair at every grid point, over the seeds both finished."""
-    by_key = {(c.point, c.method, c.seed): results[c] for c in experiment.cells if c in results}
+    """Every ``compare`` pair at every grid point, over the seeds both finished from one start."""
+    by_key = _by_key(experiment, results)
     points = list(dict.fromkeys(c.point for c in experiment.cells))
     rows = []
     for point in points:
         for method, baseline in experiment.compare.items():
-            seeds = tuple(
-                s for s in experiment.seeds if (point, method, s) in by_key and (point, baseline, s) in by_key
-            )
+            seeds, _ = _paired_seeds(experiment, by_key, point, method, baseline)
             if not seeds:
                 continue
             pairs = [(by_key[(point, method, s)].summary, by_key[(point, baseline, s)].summary) for s in seeds]
@@ -91,19 +167,30 @@ def paired_table(experiment: Experiment, rows: Sequence[PairedRow]) -> str:
 
 
 def paired_section(experiment: Experiment, results: Mapping[Cell, CellResult]) -> list[str]:
-    """The summary's lines on the paired differences (none when the file compares nothing)."""
+    """The summary's lines on the paired differences (none when the file compares nothing), and the seeds left out
+    because their runs started from different models."""
     rows = paired_rows(experiment, results)
-    if not rows:
-        return []
-    where = {point_label(r.point) for r in rows} - {""}
-    return [
-        "Paired differences (method − baseline on the same seed: same split, start and draws), in percentage points"
-        + (f" at {', '.join(sorted(where))}" if where else "")
-        + ":",
-        "",
-        paired_table(experiment, rows),
-        "",
+    apart = [
+        f"{m.method} − {m.baseline}" + (f" at {point_label(m.point)}" if m.point else "") + f", seed {m.seed}"
+        for m in start_mismatches(experiment, results)
     ]
+    lines = []
+    if rows:
+        where = {point_label(r.point) for r in rows} - {""}
+        lines += [
+            "Paired differences (method − baseline on the same seed: same split, start and draws), in percentage"
+            " points" + (f" at {', '.join(sorted(where))}" if where else "") + ":",
+            "",
+            paired_table(experiment, rows),
+            "",
+        ]
+    if apart:
+        lines += [
+            "Left out of the paired differences, as their two runs started from different models although their"
+            " pretraining settings agree (a start made again between them): " + "; ".join(apart) + ".",
+            "",
+        ]
+    return lines
 
 
 @dataclass(frozen=True)
@@ -111,7 +198,7 @@ class PairedCurve:
     """One method against its baseline at one grid point, round by round: the per-seed differences of the test
     accuracy after each round (method − baseline, fractions), over the rounds every paired seed scored."""
 
-    point: tuple[tuple[str, object], ...]
+    point: Point
     method: str
     baseline: str
     seeds: tuple[int, ...]
@@ -135,14 +222,12 @@ def _accuracy_by_round(result: CellResult) -> dict[int, float]:
 def paired_curves(experiment: Experiment, results: Mapping[Cell, CellResult]) -> list[PairedCurve]:
     """Every ``compare`` pair at every grid point, round by round, over the seeds both finished (the paper's
     question of when a method's gain shows: FedFT-EDS §IV-F, most in the first rounds)."""
-    by_key = {(c.point, c.method, c.seed): results[c] for c in experiment.cells if c in results}
+    by_key = _by_key(experiment, results)
     points = list(dict.fromkeys(c.point for c in experiment.cells))
     curves = []
     for point in points:
         for method, baseline in experiment.compare.items():
-            seeds = tuple(
-                s for s in experiment.seeds if (point, method, s) in by_key and (point, baseline, s) in by_key
-            )
+            seeds, _ = _paired_seeds(experiment, by_key, point, method, baseline)
             pairs = [
                 (_accuracy_by_round(by_key[(point, method, s)]), _accuracy_by_round(by_key[(point, baseline, s)]))
                 for s in seeds

@@ -39,6 +39,7 @@ from data.loading import DataNotFoundError
 from data.partitioning import PartitioningError
 from data.sample_share import selection_size
 from models.device import DeviceUnavailableError, compute_description, resolve_device
+from models.fingerprint import state_fingerprint
 from profiling.spans import CHECKPOINT, EVALUATION, FINISH, NODE_WAIT, PRETRAINING, RESULTS, SETUP, span
 from protocol.messages import LEARNING_RATE
 from run_config import ConfigError, RunConfig, build_model_for, data_cache, federated_split, parse_run_config
@@ -426,6 +427,9 @@ class FederatedRun:
         if flower_round == 0 and self.first_round > 1:
             return None
         server_round = strategy.run_round(flower_round) if flower_round else 0
+        if flower_round == 0:
+            start = merge_state(self.frozen, strategy.global_arrays(theta).to_torch_state_dict(), self.order)
+            self.recorder.started_from(state_fingerprint(start))
         loss: float | None = None
         accuracy: float | None = None
         class_accuracy: list[float | None] | None = None

@@ -36,6 +36,7 @@ from flwr.app import ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 from flwr.common.logger import log
 from flwr.serverapp import Grid
 
+from models.fingerprint import state_fingerprint
 from protocol.messages import EPOCHS, LEARNING_RATE, MAX_EPOCHS, METRICS, PRETRAINING_ROUND, PRETRAINING_ROUND_METRICS
 from protocol.messages import TOLERANCE as TOLERANCE_KEY
 from protocol.replies import Refused
@@ -106,16 +107,6 @@ class RoundReport:
 
     def evaluations_received(self, server_round: int, **fields: Any) -> None:
         """The round has no federated evaluation."""
-
-
-def state_fingerprint(state: Mapping[str, torch.Tensor]) -> str:
-    """SHA-256 of a state dict's names, dtypes, shapes and values, in its order."""
-    digest = hashlib.sha256()
-    for key, tensor in state.items():
-        value = tensor.detach().cpu().contiguous()
-        digest.update(f"{key}|{value.dtype}|{tuple(value.shape)}|".encode())
-        digest.update(value.view(-1).view(torch.uint8).numpy().tobytes() if value.numel() else b"")
-    return digest.hexdigest()
 
 
 def round_key(config: RunConfig, start: Mapping[str, torch.Tensor], sizes: Mapping[int, int]) -> dict[str, Any]:

@@ -115,6 +115,9 @@ class RunRecorder:
         #: when the run has none.
         self.pretraining_round: dict[str, Any] | None = resume_from.get("pretraining_round") if resume_from else None
         self.initial_accuracy: float | None = resume_from["initial_accuracy"] if resume_from else None
+        #: SHA-256 of the whole model the federated rounds start from (after the pretraining round, if any): runs
+        #: that are compared must share it (``experiments/paired.py``).
+        self.start_fingerprint: str | None = resume_from.get("start_fingerprint") if resume_from else None
         self.initial_class_accuracy: list[float | None] | None = (
             resume_from.get("initial_class_accuracy") if resume_from else None
         )
@@ -185,6 +188,7 @@ class RunRecorder:
             "pretraining_round": self.pretraining_round,
             "initial_accuracy": self.initial_accuracy,
             "initial_class_accuracy": self.initial_class_accuracy,
+            "start_fingerprint": self.start_fingerprint,
             "files": {name: list(rows) for name, rows in self.rows.items()},
         }
 
@@ -244,6 +248,10 @@ class RunRecorder:
     def evaluations_received(self, server_round: int, **fields: Any) -> None:
         """The clients' federated evaluation of the round's model (their mean loss and accuracy, who was refused)."""
         self._pending.setdefault("evaluation_fields", {}).update(fields)
+
+    def started_from(self, fingerprint: str) -> None:
+        """The fingerprint (``models.fingerprint.state_fingerprint``) of the model the federated rounds start from."""
+        self.start_fingerprint = fingerprint
 
     def evaluated(self, server_round: int, loss: float | None, accuracy: float | None, **fields: Any) -> None:
         """Central evaluation after a round (round 0 = the initial model) completes that round's record; ``fields``
@@ -317,6 +325,7 @@ class RunRecorder:
             "rounds_skipped": len(self.rounds) - aggregated,
             "initial_accuracy": self.initial_accuracy,
             "initial_class_accuracy": self.initial_class_accuracy,
+            "start_fingerprint": self.start_fingerprint,
             "best_accuracy": best["accuracy"] if best else None,
             "best_round": best["round"] if best else None,
             "final_accuracy": scored[-1]["accuracy"] if scored else None,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from experiments.cell_results import CellResult
-from experiments.paired import paired_curves, paired_rows, paired_section
+from experiments.paired import StartMismatch, paired_curves, paired_rows, paired_section, start_mismatches
 from experiments.spec import ExperimentFileError, parse_experiment
 
 
@@ -96,3 +96,59 @@ def test_round_by_round_differences_over_the_rounds_every_paired_seed_scored():
     (curve,) = paired_curves(exp, results)
     assert curve.rounds == (1, 2, 3) and [list(d) for d in curve.differences] == [pytest.approx([0.10, -0.05, 0.10])]
     assert curve.mean_std()[1] == [None, None, None]
+
+
+def started(best: float, config: dict, **start: object) -> CellResult:
+    """A finished run with its start's record (``start_fingerprint`` and/or ``initial_accuracy``)."""
+    return CellResult({**result(best, best).summary, **start}, [{"round": 1, "accuracy": best}], config)
+
+
+PRETRAINED = {"pretrain": "dataset", "pretrain-round": True, "pretrain-cache-dir": ""}
+
+
+def test_a_seed_whose_runs_started_from_different_models_is_left_out_and_named():
+    """Seed 1's runs agree on every start setting (the cache folder aside) yet started apart: a remade start."""
+    exp = experiment(compare={"fedft-eds": "fedavg"})
+    by_name = {c.name: c for c in exp.cells}
+    elsewhere = {**PRETRAINED, "pretrain-cache-dir": "/elsewhere"}
+    results = {
+        by_name["fedft-eds__seed0"]: started(0.70, PRETRAINED, start_fingerprint="a"),
+        by_name["fedavg__seed0"]: started(0.60, elsewhere, start_fingerprint="a"),
+        by_name["fedft-eds__seed1"]: started(0.80, PRETRAINED, start_fingerprint="b"),
+        by_name["fedavg__seed1"]: started(0.60, PRETRAINED, start_fingerprint="c"),
+    }
+    (row,) = paired_rows(exp, results)
+    assert row.seeds == (0,) and row.differences["best_accuracy"] == pytest.approx((0.10,))
+    (curve,) = paired_curves(exp, results)
+    assert curve.seeds == (0,)
+    assert start_mismatches(exp, results) == [StartMismatch((), "fedft-eds", "fedavg", 1)]
+    assert "started from different models although their pretraining settings agree" in "\n".join(
+        paired_section(exp, results)
+    )
+    assert "fedft-eds − fedavg, seed 1." in "\n".join(paired_section(exp, results))
+
+
+def test_runs_recorded_before_the_fingerprint_are_judged_by_the_start_accuracy():
+    exp = experiment(compare={"fedft-eds": "fedavg"})
+    by_name = {c.name: c for c in exp.cells}
+    results = {
+        by_name["fedft-eds__seed0"]: started(0.70, PRETRAINED, initial_accuracy=0.3423),
+        by_name["fedavg__seed0"]: started(0.60, PRETRAINED, initial_accuracy=0.3956),
+        by_name["fedft-eds__seed1"]: started(0.70, PRETRAINED, initial_accuracy=0.3423, start_fingerprint="a"),
+        by_name["fedavg__seed1"]: started(0.60, PRETRAINED, initial_accuracy=0.34230001),  # float32 rounding
+    }
+    (row,) = paired_rows(exp, results)
+    assert row.seeds == (1,)
+    assert [m.seed for m in start_mismatches(exp, results)] == [0]
+
+
+def test_a_pair_that_compares_starts_on_purpose_is_kept():
+    """FedAvg with and without pretraining: their start settings differ, so their starts may."""
+    exp = experiment(compare={"fedft-eds": "fedavg"})
+    by_name = {c.name: c for c in exp.cells}
+    results = {
+        by_name["fedft-eds__seed0"]: started(0.70, PRETRAINED, start_fingerprint="a"),
+        by_name["fedavg__seed0"]: started(0.60, {**PRETRAINED, "pretrain": "none"}, start_fingerprint="b"),
+    }
+    (row,) = paired_rows(exp, results)
+    assert row.seeds == (0,) and start_mismatches(exp, results) == []

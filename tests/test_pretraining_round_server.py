@@ -13,6 +13,7 @@ import torch
 from flwr.app import ArrayRecord, ConfigRecord
 
 from methods.registry import CATALOGUE
+from models.fingerprint import state_fingerprint
 from protocol.messages import ARRAYS, EPOCHS, TRAIN
 from run_config import ConfigError, parse_run_config
 from run_config.defaults import load_defaults
@@ -87,6 +88,8 @@ def test_every_client_trains_the_whole_model_once_then_phi_is_frozen_from_its_ou
     for key in phi:
         assert torch.equal(phi[key], final[key]) and torch.equal(phi[key], output[key])
     assert any(not torch.equal(phi[k], sent_whole[k]) for k in phi if k.endswith("weight"))
+    assert summary(tmp_path)["start_fingerprint"] == state_fingerprint(output)  # the summary names the start
+    assert state_fingerprint(output) != state_fingerprint(sent_whole)
 
 
 def load_checkpoint_model(tmp_path: Path) -> dict[str, torch.Tensor]:
@@ -105,6 +108,7 @@ def test_fedavg_starts_from_the_same_cached_output(fedft_run):
     first = records(tmp_path)[0]
     assert {k: v for k, v in phase.items() if k != "cached"} == {k: v for k, v in first.items() if k != "cached"}
     assert summary(tmp_path, "fedavg")["initial_accuracy"] == summary(tmp_path)["initial_accuracy"]
+    assert summary(tmp_path, "fedavg")["start_fingerprint"] == summary(tmp_path)["start_fingerprint"]
 
 
 NODES = {11: 0, 22: 1, 33: 2}

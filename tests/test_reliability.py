@@ -98,8 +98,10 @@ def test_a_killed_run_resumes_and_ends_as_the_uninterrupted_one(uninterrupted: P
         assert after.pop("bytes_down") > before.pop("bytes_down")
     assert without_timings(resumed) == without_timings(first)
     summary = json.loads((results / "killed" / "summary.json").read_text())
-    assert summary["final_accuracy"] == json.loads((results / "a" / "summary.json").read_text())["final_accuracy"]
+    uninterrupted_summary = json.loads((results / "a" / "summary.json").read_text())
+    assert summary["final_accuracy"] == uninterrupted_summary["final_accuracy"]
     assert summary["rounds"] == 4
+    assert summary["start_fingerprint"] == uninterrupted_summary["start_fingerprint"] is not None  # kept across it
 
 
 def test_a_run_stopped_by_a_signal_records_the_rounds_done_before_it_and_resumes(uninterrupted: Path) -> None:
