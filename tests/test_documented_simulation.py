@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from simulation.local_run import PROJECT_DIR, free_port
-from tests.test_end_to_end import processes_using
+from tests.test_end_to_end import described, processes_using
 
 pytestmark = pytest.mark.e2e
 
@@ -43,4 +43,5 @@ def test_the_readme_flwr_run_commands_run_as_written(tmp_path: Path) -> None:
     assert done.returncode == 0, log[-3000:]
     assert "10 clients connected" in log and "round 2: accuracy" in log
     assert "stopped the local SuperLink" in log
-    assert processes_using(flwr_home) == [], "the local SuperLink (or something it started) is still running"
+    left = processes_using(flwr_home)
+    assert left == [], f"the local SuperLink (or something it started) is still running: {described(left)}"

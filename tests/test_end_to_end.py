@@ -57,6 +57,19 @@ def processes_using(flwr_home: Path) -> list[int]:
     return found
 
 
+def described(pids: list[int]) -> str:
+    """Each PID with its parent and command line (what a leftover process was, for the failure's message)."""
+    lines = []
+    for pid in pids:
+        try:
+            command = (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            parent = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[1]
+        except OSError:
+            command, parent = "(ended meanwhile)", "?"
+        lines.append(f"{pid} (parent {parent}): {command[:300]}")
+    return "; ".join(lines)
+
+
 def simulate(tmp_path: Path, overrides: dict, num_supernodes: int = 3) -> tuple[int, str]:
     flwr_home = tmp_path / "flwr-home"
     log = tmp_path / "run.log"
@@ -73,7 +86,8 @@ def simulate(tmp_path: Path, overrides: dict, num_supernodes: int = 3) -> tuple[
             stream_to=out,
             timeout=400,
         )
-    assert processes_using(flwr_home) == [], "a SuperLink, SuperExec or Ray process was left running"
+    left = processes_using(flwr_home)
+    assert left == [], f"a SuperLink, SuperExec or Ray process was left running: {described(left)}"
     return code, log.read_text(errors="replace")
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import simulation.__main__ as launcher
 from simulation.local_run import PROJECT_DIR
 from simulation.memory_check import AVAILABLE_ENV
 
@@ -42,7 +43,21 @@ CASES = [
 
 
 @pytest.mark.parametrize(("run_config", "message"), CASES)
-def test_python_m_simulation_names_the_key_in_one_line(run_config: str, message: str) -> None:
+def test_the_launcher_names_the_key_in_one_line(
+    run_config: str, message: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The launcher's ``main`` in this process (each ``python -m simulation`` costs seconds of imports); the run
+    itself must not start."""
+    monkeypatch.setattr(launcher, "run_simulation", lambda *args, **kwargs: pytest.fail("the run started"))
+    assert launcher.main(["--run-config", run_config]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1 and message in captured.err, captured.err
+    assert captured.out == ""
+
+
+def test_python_m_simulation_refuses_in_one_line_with_code_2() -> None:
+    """As a process: nothing else on stderr or stdout (no warning at import, no traceback)."""
+    run_config, message = CASES[0]
     done = subprocess.run(
         [sys.executable, "-m", "simulation", "--run-config", run_config],
         cwd=PROJECT_DIR,
