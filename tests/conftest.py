@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +13,7 @@ import torch
 
 from methods.registry import default_config
 from run_config.defaults import load_defaults
+from tests.in_process import SHARED_PRETRAINING
 
 make_config = default_config  # the default configuration with snake_case overrides
 
@@ -29,9 +32,14 @@ def pretrained(tmp_path_factory) -> Path:
 def pytest_configure(config: pytest.Config) -> None:
     """One torch thread per xdist worker: ``make test`` runs two workers on two cores, and two threads each made
     the CPU-bound tests wait on each other's spinning OpenMP threads (a test that spawns its own processes sets theirs).
-    """
+    The session's pretraining cache (``tests/in_process.py``), made by the main process before xdist starts the
+    workers, which inherit its environment."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
         torch.set_num_threads(1)
+    elif SHARED_PRETRAINING not in os.environ:
+        folder = tempfile.mkdtemp(prefix="fedft-test-pretrained-")
+        os.environ[SHARED_PRETRAINING] = folder
+        config.add_cleanup(lambda: (shutil.rmtree(folder, ignore_errors=True), os.environ.pop(SHARED_PRETRAINING)))
 
 
 #: Environment variable that runs the ``slow_e2e`` tests: Flower simulations of edge behaviours (a client actor that

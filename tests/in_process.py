@@ -9,6 +9,7 @@ is the ClientApp's own table, which the engine reads at each message: a test rep
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +21,16 @@ from simulation.in_process import InProcessGrid, ServerFaults, ServerKilled, flo
 from simulation.in_process import run_in_process as run_engine
 
 HANDLERS = client.HANDLERS
+#: Environment variable naming the test session's pretraining cache, which tests/conftest.py sets for every worker:
+#: the suite's small runs pretrain each recipe once, instead of once per test (seconds each).
+SHARED_PRETRAINING = "FEDFT_TEST_PRETRAINED"
 __all__ = ["HANDLERS", "InProcessGrid", "ServerKilled", "flower_stop", "run_in_process", "small_run_config"]
 
 
 def small_run_config(tmp_path: Path, **overrides: Any) -> dict[str, Any]:
-    """A FedFT-EDS run on the synthetic dataset with LeNet-5, small enough for seconds per round."""
+    """A FedFT-EDS run on the synthetic dataset with LeNet-5, small enough for seconds per round. Its pretrained
+    weights come from the session's cache (``SHARED_PRETRAINING``), unless the run has a pretraining round (whose
+    output a test may expect to compute) or ``overrides`` name a cache of the test's own."""
     config = load_defaults()
     config.update(
         {
@@ -49,6 +55,9 @@ def small_run_config(tmp_path: Path, **overrides: Any) -> dict[str, Any]:
         }
     )
     config.update(overrides)
+    shared = os.environ.get(SHARED_PRETRAINING)
+    if shared and "pretrain-cache-dir" not in overrides and config["pretrain-round"] is False:
+        config["pretrain-cache-dir"] = shared
     return config
 
 

@@ -71,7 +71,10 @@ def test_an_impossible_run_is_refused_and_its_pretraining_cancelled(tmp_path: Pa
     """The population check fails as soon as the clients have answered; the pretraining started in the background
     (10,000 epochs: minutes) is stopped before the ServerApp reports the failure, instead of running on (a process
     ending while torch computes in a thread aborts)."""
-    config = small_run_config(tmp_path, **{"pretrain-epochs": 10_000, "min-train-nodes": 50})
+    config = small_run_config(
+        tmp_path,
+        **{"pretrain-epochs": 10_000, "min-train-nodes": 50, "pretrain-cache-dir": str(tmp_path / "pretrained")},
+    )
     with pytest.raises(RunSetupError, match="min-train-nodes"):
         run_in_process(config)
     assert not any(t.name == "pretraining" for t in threading.enumerate())

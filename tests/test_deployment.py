@@ -1,6 +1,7 @@
 """A real deployment on loopback: SuperLink with TLS, SuperNode authentication and the loopback gate,
 SuperNodes reading their own exported data, a FedFT-EDS run with FedEntOpt selection submitted with ``flwr``
-(the scripts in ``deployment/`` start and stop everything).
+(the scripts in ``deployment/`` start and stop everything); and, opt-in (``FEDFT_SLOW_E2E=1``, docs/development.md),
+``flwr stop`` of a deployed run.
 
 The SuperLink listens on 0.0.0.0. Its "public" address in this test is 127.0.0.2, which the gate treats like
 any non-loopback interface: SuperNodes connect there (Fleet API); an outsider holding the CA certificate tries
@@ -16,6 +17,8 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -56,90 +59,128 @@ def assert_refused_by_gate(result: subprocess.CompletedProcess) -> None:
     assert reply["success"] is False and REFUSED in reply["error-message"], result.stdout
 
 
-@pytest.mark.e2e
-def test_tls_authenticated_deployment_runs_fedft_eds_with_fedentopt(tmp_path: Path) -> None:
-    keys, homes = tmp_path / "keys", tmp_path / "nodes"
-    write_credentials(keys, ["127.0.0.1", "127.0.0.2", "localhost"], num_supernodes=6)
-    run_config = {"dataset": "fashion-mnist-mini", "partitioner": "dirichlet", "dirichlet-alpha": 0.5}
-    split = federated_split(make_config(**{k.replace("-", "_"): v for k, v in run_config.items()}))
-    export_partitions(split, 4, tmp_path / "data")
+class Deployment:
+    """A SuperLink (TLS, node authentication, the loopback gate) on loopback, started by ``deployment/`` scripts,
+    with the app staged once and Fashion-MNIST-mini exported for 4 SuperNodes; ``flwr`` runs Flower's CLI against
+    it (``deploy`` on 127.0.0.1, ``outside`` on the public address 127.0.0.2)."""
 
-    # What `flwr run .` packs, staged once (Flower walks the whole folder, its virtual environment included, at
-    # every `flwr run`: about 10 s each on a loaded machine; `python -m simulation` stages the same way).
-    app = stage_app(PROJECT, tmp_path / "app")
-    marker = uuid.uuid4().hex
-    flwr_home = tmp_path / "flwr-home"
-    flwr_home.mkdir()
-    env = {
-        **os.environ,
-        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
-        MARKER: marker,
-        "FLWR_HOME": str(flwr_home),
-        "FLWR_DISABLE_UPDATE_CHECK": "1",
-        "SUPERNODE_EXTRA_ARGS": "--max-retries 3 --max-wait-time 20",
-        "PYTHON": sys.executable,
-    }
-    port = free_port()
-    public = f"127.0.0.2:{port}"  # what SuperNodes and outsiders reach
-    (flwr_home / "config.toml").write_text(
-        f'[superlink]\ndefault = "deploy"\n\n'
-        f'[superlink.deploy]\naddress = "127.0.0.1:{port}"\nroot-certificates = "{keys / "ca.crt"}"\n\n'
-        f'[superlink.outside]\naddress = "{public}"\nroot-certificates = "{keys / "ca.crt"}"\n'
-    )
-    link_state = tmp_path / "superlink"
-    states = [link_state]
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path, self.keys, self.homes = tmp_path, tmp_path / "keys", tmp_path / "nodes"
+        write_credentials(self.keys, ["127.0.0.1", "127.0.0.2", "localhost"], num_supernodes=6)
+        run_config = {"dataset": "fashion-mnist-mini", "partitioner": "dirichlet", "dirichlet-alpha": 0.5}
+        split = federated_split(make_config(**{k.replace("-", "_"): v for k, v in run_config.items()}))
+        export_partitions(split, 4, tmp_path / "data")
+        # What `flwr run .` packs, staged once (Flower walks the whole folder, its virtual environment included, at
+        # every `flwr run`: about 10 s each on a loaded machine; `python -m simulation` stages the same way).
+        self.app = stage_app(PROJECT, tmp_path / "app")
+        self.marker = uuid.uuid4().hex
+        flwr_home = tmp_path / "flwr-home"
+        flwr_home.mkdir()
+        self.env = {
+            **os.environ,
+            "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+            MARKER: self.marker,
+            "FLWR_HOME": str(flwr_home),
+            "FLWR_DISABLE_UPDATE_CHECK": "1",
+            "SUPERNODE_EXTRA_ARGS": "--max-retries 3 --max-wait-time 20",
+            "PYTHON": sys.executable,
+        }
+        self.port = free_port()
+        self.public = f"127.0.0.2:{self.port}"  # what SuperNodes and outsiders reach
+        ca = self.keys / "ca.crt"
+        (flwr_home / "config.toml").write_text(
+            f'[superlink]\ndefault = "deploy"\n\n'
+            f'[superlink.deploy]\naddress = "127.0.0.1:{self.port}"\nroot-certificates = "{ca}"\n\n'
+            f'[superlink.outside]\naddress = "{self.public}"\nroot-certificates = "{ca}"\n'
+        )
+        self.states = [tmp_path / "superlink"]
 
-    def sh(*args: str, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
+    def sh(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
         return subprocess.run(
-            args, check=False, env=env, cwd=PROJECT, capture_output=True, text=True, timeout=timeout, **kw
+            args, check=False, env=self.env, cwd=PROJECT, capture_output=True, text=True, timeout=timeout
         )
 
-    def flwr(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-        return sh(str(BIN / "flwr"), *args, timeout=timeout)
+    def flwr(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+        return self.sh(str(BIN / "flwr"), *args, timeout=timeout)
 
-    def supernode(name: str, key: str, node_config: str, ca: Path | None = None) -> Path:
-        state = homes / name
-        states.append(state)
-        result = sh(
+    def start_superlink(self) -> None:
+        started = self.sh(
+            str(SCRIPTS / "start-superlink.sh"), str(self.states[0]), str(self.keys), "0.0.0.0", str(self.port)
+        )
+        assert started.returncode == 0, started.stderr
+        wait_for(
+            lambda: '"success": true' in self.flwr("supernode", "list", "deploy", "--format", "json").stdout,
+            60,
+            "the SuperLink's control API",
+        )
+
+    def register(self, count: int) -> None:
+        """Register the public keys of SuperNodes 0 to ``count`` − 1, as the operator does."""
+        for i in range(count):
+            registered = self.flwr("supernode", "register", str(self.keys / f"supernode-{i}.pub"), "deploy")
+            assert registered.returncode == 0, registered.stdout + registered.stderr
+
+    def supernode(self, name: str, key: str, node_config: str, ca: Path | None = None) -> Path:
+        """Start a SuperNode with ``key``'s private key; its log."""
+        state = self.homes / name
+        self.states.append(state)
+        result = self.sh(
             str(SCRIPTS / "start-supernode.sh"),
             str(state),
-            public,
-            str(ca or keys / "ca.crt"),
-            str(keys / key),
+            self.public,
+            str(ca or self.keys / "ca.crt"),
+            str(self.keys / key),
             str(free_port()),
             node_config,
         )
         assert result.returncode == 0, result.stderr
         return state / "supernode.log"
 
+    def data_node(self, i: int) -> Path:
+        """SuperNode ``i`` on its exported partition."""
+        data = self.tmp_path / "data" / f"node-{i}"
+        return self.supernode(f"node-{i}", f"supernode-{i}", f'partition-id={i} num-partitions=4 data-path="{data}"')
+
+    def submit(self, overrides: str, federation: str = "deploy") -> subprocess.CompletedProcess:
+        return self.flwr("run", str(self.app), federation, "--format", "json", "--run-config", overrides)
+
+
+@contextmanager
+def deployment(tmp_path: Path) -> Iterator[Deployment]:
+    """A ``Deployment``, stopped by ``deployment/stop.sh`` afterwards: nothing it started may outlive the script."""
+    running = Deployment(tmp_path)
     try:
-        assert sh(str(SCRIPTS / "start-superlink.sh"), str(link_state), str(keys), "0.0.0.0", str(port)).returncode == 0
-        wait_for(
-            lambda: '"success": true' in flwr("supernode", "list", "deploy", "--format", "json").stdout,
-            60,
-            "the SuperLink's control API",
-        )
+        yield running
+    finally:
+        stop = running.sh(str(SCRIPTS / "stop.sh"), *map(str, running.states))
+        leftovers = processes_marked(running.marker, MARKER)
+        for pid in leftovers:
+            os.kill(pid, 9)
+    assert stop.returncode == 0
+    assert leftovers == [], "a SuperLink, SuperNode or app process outlived stop.sh"
+
+
+@pytest.mark.e2e
+def test_tls_authenticated_deployment_runs_fedft_eds_with_fedentopt(tmp_path: Path) -> None:
+    with deployment(tmp_path) as d:
+        d.start_superlink()
         # An outsider with the CA certificate, on the public address: cannot register its key (with Flower's CLI,
         # as an operator would), list or stop runs, or take the ServerApp's task from the Runtime API (the gate answers
         # before Flower, which would answer 415 to these empty requests; each CLI call costs seconds of imports).
-        outsider_key = str(keys / "supernode-4.pub")
-        assert_refused_by_gate(flwr("supernode", "register", outsider_key, "outside", "--format", "json"))
-        trust_ca = ssl.create_default_context(cafile=str(keys / "ca.crt"))
+        outsider_key = str(d.keys / "supernode-4.pub")
+        assert_refused_by_gate(d.flwr("supernode", "register", outsider_key, "outside", "--format", "json"))
+        trust_ca = ssl.create_default_context(cafile=str(d.keys / "ca.crt"))
         for path in ("/v1/control/list-runs", "/v1/control/stop-run", "/v1/runtime/acquire-task"):
-            reply = httpx.post(f"https://{public}{path}", verify=trust_ca, timeout=30)
+            reply = httpx.post(f"https://{d.public}{path}", verify=trust_ca, timeout=30)
             assert reply.status_code == 403 and REFUSED in reply.json()["detail"], path
-        for i in range(4):  # node 4 and node 5 stay unregistered
-            registered = flwr("supernode", "register", str(keys / f"supernode-{i}.pub"), "deploy")
-            assert registered.returncode == 0, registered.stdout + registered.stderr
-
+        d.register(4)  # node 4 and node 5 stay unregistered
         for i in range(3):
-            data = tmp_path / "data" / f"node-{i}"
-            supernode(f"node-{i}", f"supernode-{i}", f'partition-id={i} num-partitions=4 data-path="{data}"')
+            d.data_node(i)
         # Registered, but its data-path does not exist: fails on its first data access, the run goes on.
-        supernode("node-3", "supernode-3", f'partition-id=3 num-partitions=4 data-path="{tmp_path / "missing"}"')
-        intruder_log = supernode("intruder", "supernode-4", "partition-id=0 num-partitions=4")
+        d.supernode("node-3", "supernode-3", f'partition-id=3 num-partitions=4 data-path="{tmp_path / "missing"}"')
+        intruder_log = d.supernode("intruder", "supernode-4", "partition-id=0 num-partitions=4")
         # The CA bundle of the system instead of ours: the SuperLink's certificate cannot be verified.
-        no_ca_log = supernode(
+        no_ca_log = d.supernode(
             "no-ca", "supernode-5", "partition-id=1 num-partitions=4", ca=Path("/etc/ssl/certs/ca-certificates.crt")
         )
 
@@ -150,20 +191,18 @@ def test_tls_authenticated_deployment_runs_fedft_eds_with_fedentopt(tmp_path: Pa
             f'run-name="deployed" results-dir="{tmp_path / "results"}" pretrain-cache-dir="{tmp_path / "pretrained"}" '
             f'feature-cache-dir="{tmp_path / "features"}" dirichlet-alpha=0.5'
         )
-        assert_refused_by_gate(flwr("run", str(app), "outside", "--format", "json", "--run-config", overrides))
-        started = flwr("run", str(app), "deploy", "--format", "json", "--run-config", overrides)
-        run_id = json.loads(started.stdout)["run-id"]
+        assert_refused_by_gate(d.submit(overrides, "outside"))
+        run_id = json.loads(d.submit(overrides).stdout)["run-id"]
         # Pretraining and 2 rounds: minutes on a loaded machine.
-        streamed = flwr("log", run_id, "deploy", "--stream", timeout=400)
+        streamed = d.flwr("log", run_id, "deploy", "--stream", timeout=400)
         log = streamed.stdout + streamed.stderr
         (tmp_path / "flwr-run.log").write_text(log)
         # One run (the outsider's was refused), completed.
-        listing = json.loads(flwr("ls", "deploy", "--format", "json").stdout)
+        listing = json.loads(d.flwr("ls", "deploy", "--format", "json").stdout)
         assert [(r["run-id"], r["status"]) for r in listing["runs"]] == [(run_id, "finished:completed")], log[-4000:]
-        nodes = json.loads(flwr("supernode", "list", "deploy", "--format", "json").stdout)["nodes"]
+        nodes = json.loads(d.flwr("supernode", "list", "deploy", "--format", "json").stdout)["nodes"]
         assert len(nodes) == 4  # supernode-4's registration from outside did not happen
         assert "proceeding with" not in log  # node 3 is connected and refused: no round waited for it
-
         results = tmp_path / "results" / "deployed"
         phase, *rounds = [json.loads(line) for line in (results / "rounds.jsonl").read_text().splitlines()]
         # The pretraining round (thesis §6.4.1 step 2) over the deployment: every node with data, at most 2 epochs each.
@@ -196,33 +235,33 @@ def test_tls_authenticated_deployment_runs_fedft_eds_with_fedentopt(tmp_path: Pa
             text = refused.read_text()
             assert any(sign in text for sign in signs) and "SuperNode ID:" not in text, text[-2000:]
             assert "Receiving:" not in text
-        assert "SuperNode ID:" in (homes / "node-0" / "supernode.log").read_text()
+        assert "SuperNode ID:" in (d.homes / "node-0" / "supernode.log").read_text()
 
-        # `flwr stop` during a deployed run: the ServerApp's process records the stop, and summary.json, rounds.jsonl
-        # and the checkpoint hold the same rounds, with no final model. (Node 3 is refused again: no 20 s wait.)
+
+@pytest.mark.e2e
+@pytest.mark.slow_e2e
+def test_flwr_stop_of_a_deployed_run_is_recorded(tmp_path: Path) -> None:
+    """``flwr stop`` during a deployed run: the ServerApp's process records the stop, and summary.json, rounds.jsonl
+    and the checkpoint hold the same rounds, with no final model."""
+    with deployment(tmp_path) as d:
+        d.start_superlink()
+        d.register(4)
+        for i in range(4):
+            d.data_node(i)
         long_run = (
             'method="fedavg" model="lenet5" pretrain="none" num-server-rounds=500 local-epochs=1 client-threads=1 '
-            f'node-wait-seconds=2.0 run-name="stopped" results-dir="{tmp_path / "results"}" '
+            f'node-wait-seconds=60.0 run-name="stopped" results-dir="{tmp_path / "results"}" '
             f'feature-cache-dir="{tmp_path / "features"}" dirichlet-alpha=0.5'
         )
-        run_id = json.loads(flwr("run", str(app), "deploy", "--format", "json", "--run-config", long_run).stdout)[
-            "run-id"
-        ]
+        run_id = json.loads(d.submit(long_run).stdout)["run-id"]
         stopped = tmp_path / "results" / "stopped"
         wait_for(lambda: len(read_lines(stopped / "rounds.jsonl")) >= 1, 300, "a round of the run to stop")
-        assert flwr("stop", run_id, "deploy").returncode == 0
+        assert d.flwr("stop", run_id, "deploy").returncode == 0
         wait_for(lambda: (stopped / "summary.json").is_file(), 60, "the stopped run's summary")
-        listing = json.loads(flwr("ls", "deploy", "--format", "json").stdout)
+        listing = json.loads(d.flwr("ls", "deploy", "--format", "json").stdout)
         assert {r["run-id"]: r["status"] for r in listing["runs"]}[run_id] == "finished:stopped"
         summary = json.loads((stopped / "summary.json").read_text())
         assert summary["status"] == "interrupted" and 1 <= summary["rounds"] < 500
         assert len(read_lines(stopped / "rounds.jsonl")) == summary["rounds"]
         assert torch.load(stopped / "checkpoint.pt", weights_only=False)["server_round"] == summary["rounds"]
         assert not (stopped / "model.pt").exists()
-    finally:
-        stop = sh(str(SCRIPTS / "stop.sh"), *map(str, states))
-        leftovers = processes_marked(marker, MARKER)
-        for pid in leftovers:
-            os.kill(pid, 9)
-    assert stop.returncode == 0
-    assert leftovers == [], "a SuperLink, SuperNode or app process outlived stop.sh"

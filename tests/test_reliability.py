@@ -414,7 +414,10 @@ def test_one_scaled_update_collapses_plain_fedavg_but_not_the_default_clipped_me
 
 
 def test_impossible_aggregation_settings_stop_the_run_at_start(tmp_path: Path) -> None:
-    config = small_run_config(tmp_path, **{"aggregation": "bulyan", "byzantine-clients": 2})
+    config = small_run_config(
+        tmp_path,
+        **{"aggregation": "bulyan", "byzantine-clients": 2, "pretrain-cache-dir": str(tmp_path / "pretrained")},
+    )
     with pytest.raises(
         RunSetupError,
         match=r"'byzantine-clients' = 2 is too many for 'aggregation' = 'bulyan' with "

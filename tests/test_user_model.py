@@ -174,7 +174,12 @@ def test_a_built_in_model_takes_a_checkpoint_of_other_classes(tmp_path: Path) ->
 
 @pytest.mark.parametrize("method", ["fedft-eds", "fedavg"])
 def test_a_user_model_runs_end_to_end(tmp_path: Path, method: str) -> None:
-    overrides = {"model": "tests.user_models:grey_small_cnn", "phi-end": "features", "method": method}
+    overrides = {
+        "model": "tests.user_models:grey_small_cnn",
+        "phi-end": "features",
+        "method": method,
+        "pretrain-cache-dir": str(tmp_path / "pretrained"),
+    }
     run_in_process(small_run_config(tmp_path, **overrides), 3)  # pretrained on MNIST (10 classes), then 4
     folder = tmp_path / "results" / "run"
     summary = json.loads((folder / "summary.json").read_text())
