@@ -15,7 +15,7 @@ from experiments.class_accuracy import write_class_accuracy_report
 from experiments.client_accuracy import write_clients_report
 from experiments.entropy_histogram import client_entropies
 from experiments.fedfsc_lag import write_decomposition_report
-from experiments.paired import paired_curves, paired_section
+from experiments.paired import paired_curves, paired_section, start_mismatches
 from experiments.plots import (
     mean_curves,
     planned,
@@ -48,7 +48,11 @@ def write_tables(experiment: Experiment, results: Mapping[Cell, CellResult], dir
         experiment, rows, directory, missing, computed_on(results), paired_section(experiment, results)
     )
     cycles = {cell: result.jsonl(CYCLES.file_name) for cell, result in results.items()}
-    written = [summary, directory / "summary.csv", write_summary_json(experiment, results, directory, cycles)]
+    apart = [
+        {"method": m.method, "baseline": m.baseline, "point": dict(m.point), "seed": m.seed}
+        for m in start_mismatches(experiment, results)
+    ]
+    written = [summary, directory / "summary.csv", write_summary_json(experiment, results, directory, cycles, apart)]
     if results:
         written += write_class_accuracy_report(experiment, results, directory)
         written += write_clients_report(experiment, results, directory)

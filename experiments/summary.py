@@ -234,10 +234,13 @@ def summary_record(
     experiment: Experiment,
     results: Mapping[Cell, CellResult],
     cycles: Mapping[Cell, Sequence[Mapping[str, Any]]] | None = None,
+    started_apart: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """summary.json's content: the file's name, clients, seeds, grid, methods and ``compare`` pairs, the cells not
-    finished, and one ``cell_record`` per finished cell in the file's order."""
+    finished, the seeds of ``compare`` pairs whose runs started from different models (``started_apart``, only when
+    there are any: ``experiments/paired.py``) and one ``cell_record`` per finished cell in the file's order."""
     cycles = cycles or {}
+    apart = {"started_apart": [dict(entry) for entry in started_apart]} if started_apart else {}
     return {
         "format": RECORD_FORMAT,
         "experiment": experiment.name,
@@ -247,6 +250,7 @@ def summary_record(
         "methods": list(experiment.methods),
         "compare": dict(experiment.compare),
         "missing": [c.name for c in experiment.cells if c not in results],
+        **apart,
         "cells": [cell_record(c, results[c], cycles.get(c, ())) for c in experiment.cells if c in results],
     }
 
@@ -256,10 +260,11 @@ def write_summary_json(
     results: Mapping[Cell, CellResult],
     directory: Path,
     cycles: Mapping[Cell, Sequence[Mapping[str, Any]]] | None = None,
+    started_apart: Sequence[Mapping[str, Any]] = (),
 ) -> Path:
     """summary.json in ``directory``: ``summary_record``, one field and one cell a line (so that a rerun cell is one
     changed line)."""
-    record = summary_record(experiment, results, cycles)
+    record = summary_record(experiment, results, cycles, started_apart)
     cells = record.pop("cells")
     fields = [f"{json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}" for k, v in record.items()]
     rows = [json.dumps(c, ensure_ascii=False, separators=(",", ":")) for c in cells]

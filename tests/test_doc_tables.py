@@ -163,3 +163,26 @@ def test_the_verdict_follows_the_seeds(differences: list[float], direction: int,
 def test_a_level_claim_holds_within_one_standard_deviation() -> None:
     assert level_verdict({0: 0.018, 1: -0.009, 2: -0.022}) == "reproduces (level)"
     assert level_verdict({0: 0.05, 1: 0.06, 2: 0.04}) == "does not"
+
+
+def test_a_pair_whose_runs_started_apart_is_refused_to_the_docs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """summary.json names the seeds the report left out of a pair (its runs started from different models), and the
+    docs' tables refuse to pair them; a file without such seeds has no such field (older records read the same)."""
+    experiment = _experiment(tmp_path)
+    fedavg0, _, eds0, _ = experiment.cells
+    results = {fedavg0: _result(0.6, [0.5, 0.6]), eds0: _result(0.65, [0.6, 0.65])}
+    folder = tmp_path / "made-up"
+    folder.mkdir()
+    assert "started_apart" not in json.loads(write_summary_json(experiment, results, folder).read_text())
+    apart = [{"method": "fedft-eds", "baseline": "fedavg", "point": {"dirichlet-alpha": 0.1}, "seed": 0}]
+    record = json.loads(write_summary_json(experiment, results, folder, started_apart=apart).read_text())
+    assert record["started_apart"] == apart
+
+    monkeypatch.setattr(recorded, "RECORDED", tmp_path)
+    recorded.load.cache_clear()
+    run = recorded.load("made-up")
+    recorded.load.cache_clear()
+    with pytest.raises(RecordError, match="'fedavg' and 'fedft-eds' started from different models on seed 0"):
+        run.paired("fedavg", "fedft-eds", "best_accuracy")

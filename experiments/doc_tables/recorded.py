@@ -70,6 +70,9 @@ class RecordedExperiment:
     compare: Mapping[str, str]
     missing: tuple[str, ...]
     cells: tuple[RecordedCell, ...]
+    #: Seeds of ``compare`` pairs whose two runs started from different models (``experiments/paired.py``): method,
+    #: baseline, grid point and seed of each.
+    started_apart: tuple[Mapping[str, Any], ...] = ()
 
     def cells_of(self, method: str, at: Point | None = None) -> dict[int, RecordedCell]:
         """The method's finished cells at a grid point (every key of ``at`` must match), by seed."""
@@ -91,6 +94,14 @@ class RecordedExperiment:
         seeds = [s for s in a if s in b]
         if not seeds:
             raise RecordError(f"{self.folder}: {method!r} and {baseline!r} share no seed at {dict(at or {})}")
+        for entry in self.started_apart:
+            same_pair = {entry["method"], entry["baseline"]} == {method, baseline}
+            at_point = all(entry["point"].get(k) == v for k, v in (at or {}).items())
+            if same_pair and at_point and entry["seed"] in seeds:
+                raise RecordError(
+                    f"{self.folder}: {method!r} and {baseline!r} started from different models on seed "
+                    f"{entry['seed']} at {entry['point']}: the pair would not compare the methods alone"
+                )
         return {s: a[s] - b[s] for s in seeds}
 
     def one(self, method: str, field: str, at: Point | None = None) -> float:
@@ -138,6 +149,7 @@ def load(folder: str) -> RecordedExperiment:
         compare=record["compare"],
         missing=tuple(record["missing"]),
         cells=cells,
+        started_apart=tuple(record.get("started_apart", ())),
     )
 
 
