@@ -1,7 +1,7 @@
 # Sourced by the start scripts: sets `python` to the interpreter of the environment the app is installed in, or
 # exits with one line saying how to point at it. Order: $PYTHON, the active virtual environment ($VIRTUAL_ENV), the
-# project's .venv (made by `make setup`), python3 on PATH. Flower is looked up, not imported (its import takes seconds
-# on a small device, at every start).
+# project's .venv (made by `make setup`), python3 on PATH. Flower's installed distribution is looked up, not imported
+# (its import takes seconds on a small device, at every start).
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 if [[ -n "${PYTHON:-}" ]]; then
   python=$PYTHON
@@ -12,7 +12,7 @@ elif [[ -x "$here/../.venv/bin/python" ]]; then
 else
   python=python3
 fi
-if ! "$python" -c 'import importlib.util as u, sys; sys.exit(u.find_spec("flwr") is None)' 2>/dev/null; then
+if ! "$python" -c 'import importlib.metadata as m; m.version("flwr")' 2>/dev/null; then
   echo "error: $python has no Flower: activate the environment the app is installed in (source .venv/bin/activate)" \
        "or set PYTHON=/path/to/venv/bin/python" >&2
   exit 1

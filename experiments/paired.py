@@ -4,11 +4,11 @@ A seed fixes the split, the start and every draw, so the difference of two metho
 two runs share; the mean of those differences, their spread and how many seeds the method wins say more than two
 means of unpaired runs (``compare: {method: baseline}`` in an experiment file).
 
-A pair is only as good as its shared start. Two runs whose pretraining settings agree should start from one model, yet
-they do not when the cached start was made again between them under other conditions (torch's thread count changes
-the pretrained weights: docs/configuration.md, Pretraining). Such a seed is left out of the pair and named, judged by
-the start's fingerprint (summary.json's ``start_fingerprint``) or, for runs recorded before it, by the start's test
-accuracy.
+A pair is only as good as its shared start. Two runs whose start settings agree (``start_settings``) should start from
+one model, yet they do not when the cached start was made again between them under other conditions (torch's thread
+count changes the pretrained weights: docs/configuration.md, "Reproducible starts"). Such a seed is left out of the
+pair and named, judged by the start's fingerprint (summary.json's ``start_fingerprint``) or, for runs recorded before
+it, by the start's test accuracy.
 """
 
 from __future__ import annotations
@@ -46,23 +46,62 @@ class PairedRow:
 
 
 #: Two recorded accuracies of one model may differ by float32 rounding (0.106 was recorded as 0.10600000619888306 and
-#: as 0.10599999874830246); two models differ by at least one test sample of 10,000 or fewer.
+#: as 0.10599999874830246). The accuracy stands in for the fingerprint only where a run predates it, and it only
+#: tells apart starts whose accuracies differ.
 ACCURACY_ROUNDING = 1e-6
 #: config.json keys that do not change the model a run starts from, among those named ``pretrain*``.
 NOT_START_SETTINGS = frozenset({"pretrain-cache-dir"})
+#: Settings besides ``pretrain*`` that fix the start: the model and the split over the clients
+#: (``run_config.federated_split``), and, where the run has a pretraining round, how its clients train
+#: (``server_app.pretraining_round.round_key``).
+MODEL_AND_SPLIT = (
+    "model",
+    "dropout",
+    "phi-end",
+    "dataset",
+    "data-dir",
+    "image-column",
+    "label-column",
+    "partitioner",
+    "dirichlet-alpha",
+    "min-partition-size",
+    "self-balancing",
+    "classes-per-client",
+    "public-fraction",
+)
+ROUND_TRAINING = (
+    "learning-rate",
+    "momentum",
+    "weight-decay",
+    "batch-size",
+    "augment",
+    "eval-batch-size",
+    "fail-partitions",
+    "client-threads",
+)
 
 Results = Mapping[tuple[Point, str, int], CellResult]
 
 
 def start_settings(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The settings of a run's config that fix its start (with the seed and the split, which a pair shares)."""
-    return {k: v for k, v in config.items() if k.startswith("pretrain") and k not in NOT_START_SETTINGS}
+    """The settings of a run's config that fix its start (with the seed, which a pair shares)."""
+    keys = [k for k in config if k.startswith("pretrain") and k not in NOT_START_SETTINGS]
+    keys += MODEL_AND_SPLIT
+    if config.get("pretrain-round") is True:
+        keys += ROUND_TRAINING
+    return {k: config[k] for k in keys if k in config}
+
+
+def _same_settings(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two runs' start settings agree on every key both recorded (a key added since one ran is not held
+    against it)."""
+    return all(a[k] == b[k] for k in a.keys() & b.keys()) and a.get("pretrain-round") == b.get("pretrain-round")
 
 
 def different_starts(a: CellResult, b: CellResult) -> bool:
     """Whether two runs meant to share a start (same start settings) started from different models: their start
     fingerprints differ, or, where either predates the fingerprint, the start's test accuracy does."""
-    if start_settings(a.config) != start_settings(b.config):
+    if not _same_settings(start_settings(a.config), start_settings(b.config)):
         return False  # the pair compares starts on purpose (e.g. FedAvg with and without pretraining)
     fingerprints = a.summary.get("start_fingerprint"), b.summary.get("start_fingerprint")
     if None not in fingerprints:
@@ -187,7 +226,7 @@ def paired_section(experiment: Experiment, results: Mapping[Cell, CellResult]) -
     if apart:
         lines += [
             "Left out of the paired differences, as their two runs started from different models although their"
-            " pretraining settings agree (a start made again between them): " + "; ".join(apart) + ".",
+            " start settings agree (a start made again between them): " + "; ".join(apart) + ".",
             "",
         ]
     return lines
@@ -220,8 +259,8 @@ def _accuracy_by_round(result: CellResult) -> dict[int, float]:
 
 
 def paired_curves(experiment: Experiment, results: Mapping[Cell, CellResult]) -> list[PairedCurve]:
-    """Every ``compare`` pair at every grid point, round by round, over the seeds both finished (the paper's
-    question of when a method's gain shows: FedFT-EDS §IV-F, most in the first rounds)."""
+    """Every ``compare`` pair at every grid point, round by round, over the seeds both finished from one start (the
+    paper's question of when a method's gain shows: FedFT-EDS §IV-F, most in the first rounds)."""
     by_key = _by_key(experiment, results)
     points = list(dict.fromkeys(c.point for c in experiment.cells))
     curves = []

@@ -429,7 +429,8 @@ class FederatedRun:
         server_round = strategy.run_round(flower_round) if flower_round else 0
         if flower_round == 0:
             start = merge_state(self.frozen, strategy.global_arrays(theta).to_torch_state_dict(), self.order)
-            self.recorder.started_from(state_fingerprint(start))
+            with self.recorder.writing:  # a stop's summary, written meanwhile, names the start too
+                self.recorder.started_from(state_fingerprint(start))
         loss: float | None = None
         accuracy: float | None = None
         class_accuracy: list[float | None] | None = None

@@ -13,9 +13,11 @@ import torch
 
 from methods.registry import default_config
 from run_config.defaults import load_defaults
-from tests.in_process import SHARED_PRETRAINING
 
 make_config = default_config  # the default configuration with snake_case overrides
+#: Environment variable naming the test session's pretraining cache, which every worker inherits: the suite's small
+#: runs (``tests/in_process.py``) pretrain each recipe once, instead of once per test (seconds each).
+SHARED_PRETRAINING = "FEDFT_TEST_PRETRAINED"
 
 
 @pytest.fixture

@@ -19,11 +19,10 @@ import client_app.app as client
 from run_config.defaults import load_defaults
 from simulation.in_process import InProcessGrid, ServerFaults, ServerKilled, flower_stop
 from simulation.in_process import run_in_process as run_engine
+from tests.conftest import SHARED_PRETRAINING
 
 HANDLERS = client.HANDLERS
-#: Environment variable naming the test session's pretraining cache, which tests/conftest.py sets for every worker:
-#: the suite's small runs pretrain each recipe once, instead of once per test (seconds each).
-SHARED_PRETRAINING = "FEDFT_TEST_PRETRAINED"
+
 __all__ = ["HANDLERS", "InProcessGrid", "ServerKilled", "flower_stop", "run_in_process", "small_run_config"]
 
 

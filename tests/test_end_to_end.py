@@ -94,7 +94,8 @@ def simulate(tmp_path: Path, overrides: dict, num_supernodes: int = 3) -> tuple[
 @pytest.mark.e2e
 def test_fedft_eds_writes_the_results_contract_sending_theta_only_and_phi_once(tmp_path: Path) -> None:
     """One run in the engine checks both what every run writes and what FedFT-EDS sends (each run of the engine
-    costs Ray's start: one run, not one per check)."""
+    costs Ray's start: one run, not one per check). FedAvg without pretraining in the engine (whole models both ways)
+    is among the opt-in ``slow_e2e`` runs below; in process, every method's messages are tested in its own tests."""
     overrides = {
         "method": "fedft-eds",
         "model": "lenet5",

@@ -122,7 +122,7 @@ def test_a_seed_whose_runs_started_from_different_models_is_left_out_and_named()
     (curve,) = paired_curves(exp, results)
     assert curve.seeds == (0,)
     assert start_mismatches(exp, results) == [StartMismatch((), "fedft-eds", "fedavg", 1)]
-    assert "started from different models although their pretraining settings agree" in "\n".join(
+    assert "started from different models although their start settings agree" in "\n".join(
         paired_section(exp, results)
     )
     assert "fedft-eds − fedavg, seed 1." in "\n".join(paired_section(exp, results))
@@ -152,3 +152,22 @@ def test_a_pair_that_compares_starts_on_purpose_is_kept():
     }
     (row,) = paired_rows(exp, results)
     assert row.seeds == (0,) and start_mismatches(exp, results) == []
+
+
+def test_settings_that_shape_the_pretraining_round_count_as_start_settings():
+    """With a pretraining round, a pair that trains its clients at another learning rate starts apart on purpose;
+    without one, the learning rate does not touch the start. A key one run predates is not held against it."""
+    exp = experiment(compare={"fedft-eds": "fedavg"})
+    by_name = {c.name: c for c in exp.cells}
+    faster = {**PRETRAINED, "learning-rate": 0.1}
+    results = {
+        by_name["fedft-eds__seed0"]: started(0.70, {**PRETRAINED, "learning-rate": 0.01}, start_fingerprint="a"),
+        by_name["fedavg__seed0"]: started(0.60, faster, start_fingerprint="b"),
+        by_name["fedft-eds__seed1"]: started(
+            0.70, {**PRETRAINED, "pretrain-round": False, "learning-rate": 0.01}, start_fingerprint="a"
+        ),
+        by_name["fedavg__seed1"]: started(0.60, {**faster, "pretrain-round": False}, start_fingerprint="b"),
+        by_name["fedft-eds__seed2"]: started(0.70, {**PRETRAINED, "dropout": 0.0}, start_fingerprint="a"),
+        by_name["fedavg__seed2"]: started(0.60, PRETRAINED, start_fingerprint="b"),
+    }
+    assert [m.seed for m in start_mismatches(exp, results)] == [1, 2]
