@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from experiments.cell_results import CellResult
 from experiments.paired import StartMismatch, paired_curves, paired_rows, paired_section, start_mismatches
+from experiments.report import write_tables
 from experiments.spec import ExperimentFileError, parse_experiment
 
 
@@ -171,3 +173,19 @@ def test_settings_that_shape_the_pretraining_round_count_as_start_settings():
         by_name["fedavg__seed2"]: started(0.60, PRETRAINED, start_fingerprint="b"),
     }
     assert [m.seed for m in start_mismatches(exp, results)] == [1, 2]
+
+
+def test_the_report_records_a_seed_left_out_for_the_docs(tmp_path: Path):
+    """From the cells to summary.json's ``started_apart``, which the docs' tables read (tests/test_doc_tables.py)."""
+    exp = experiment(compare={"fedft-eds": "fedavg"})
+    by_name = {c.name: c for c in exp.cells}
+    full = {"rounds": 1, "initial_accuracy": 0.3, "total_client_train_seconds": 1.0, "learning_efficiency": 1.0}
+    results = {
+        by_name["fedft-eds__seed0"]: started(0.70, PRETRAINED, **full, start_fingerprint="a"),
+        by_name["fedavg__seed0"]: started(0.60, PRETRAINED, **full, start_fingerprint="b"),
+        by_name["fedft-eds__seed1"]: started(0.70, PRETRAINED, **full, start_fingerprint="a"),
+        by_name["fedavg__seed1"]: started(0.60, PRETRAINED, **full, start_fingerprint="a"),
+    }
+    write_tables(exp, results, tmp_path)
+    record = json.loads((tmp_path / "summary.json").read_text())
+    assert record["started_apart"] == [{"method": "fedft-eds", "baseline": "fedavg", "point": {}, "seed": 0}]
