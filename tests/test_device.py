@@ -354,8 +354,7 @@ PRESET_SETTINGS: dict[str, dict[str, object]] = {
     "moon-plus": _STRAGGLERS,
     "fedsplit-kmeans": {"fedsplit.meta-epochs": 1, "fedsplit.n-com": 8, "fedsplit.k-means-clusters": 2},
     "fedsplit-all": {"fedsplit.meta-epochs": 1},
-    # the server's three steps at one level: the other levels run the same code on other layers
-    "fedat": {**CUSTOM, "fedat.at-levels": "mid"},
+    "fedat": CUSTOM,
     "fedkad": CUSTOM,
     # one epoch of the transfer learning on public data (10 by default) runs the same code on the device
     "fedmd": {**CUSTOM, "fedkad.fedmd-public-epochs": 1},
