@@ -49,6 +49,21 @@ def wait_for(predicate, timeout: float, what: str, every: float = 0.5) -> Any:
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
+def deployment_env(flwr_home: Path, marker: str, supernode_args: str) -> dict[str, str]:
+    """The environment of a loopback deployment's scripts and CLI calls: this virtual environment's Flower first on
+    PATH, ``marker`` under ``MARKER`` (every process it starts is found by it), its own Flower home, no update check,
+    ``supernode_args`` for the SuperNodes."""
+    return {
+        **os.environ,
+        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+        MARKER: marker,
+        "FLWR_HOME": str(flwr_home),
+        "FLWR_DISABLE_UPDATE_CHECK": "1",
+        "SUPERNODE_EXTRA_ARGS": supernode_args,
+        "PYTHON": sys.executable,
+    }
+
+
 def read_rounds(folder: Path) -> list[dict[str, Any]]:
     """The records of ``folder/rounds.jsonl`` (none while it does not exist)."""
     path = folder / "rounds.jsonl"
@@ -222,15 +237,7 @@ class Deployment:
         self.marker = uuid.uuid4().hex
         flwr_home = tmp_path / "flwr-home"
         flwr_home.mkdir()
-        self.env = {
-            **os.environ,
-            "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
-            MARKER: self.marker,
-            "FLWR_HOME": str(flwr_home),
-            "FLWR_DISABLE_UPDATE_CHECK": "1",
-            "SUPERNODE_EXTRA_ARGS": "",  # as the unit's template: retry the SuperLink for ever
-            "PYTHON": sys.executable,
-        }
+        self.env = deployment_env(flwr_home, self.marker, "")  # as the unit's template: retry the SuperLink for ever
         self.port = free_port()
         (flwr_home / "config.toml").write_text(
             f'[superlink]\ndefault = "deploy"\n\n'

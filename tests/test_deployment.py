@@ -14,8 +14,6 @@ import json
 import os
 import ssl
 import subprocess
-import sys
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,21 +29,9 @@ from run_config import federated_split
 from simulation.app_files import stage_app
 from simulation.local_run import free_port, processes_marked
 from tests.conftest import make_config
+from tests.deployment_faults import BIN, MARKER, PROJECT, SCRIPTS, deployment_env, wait_for
 
-PROJECT = Path(__file__).resolve().parents[1]
-SCRIPTS = PROJECT / "deployment"
-BIN = Path(sys.executable).parent
-MARKER = "FEDFT_DEPLOYMENT_TEST_ID"
 REFUSED = "answers its Control and Runtime APIs only on 127.0.0.1"
-
-
-def wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def read_lines(path: Path) -> list[str]:
@@ -76,15 +62,7 @@ class Deployment:
         self.marker = uuid.uuid4().hex
         flwr_home = tmp_path / "flwr-home"
         flwr_home.mkdir()
-        self.env = {
-            **os.environ,
-            "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
-            MARKER: self.marker,
-            "FLWR_HOME": str(flwr_home),
-            "FLWR_DISABLE_UPDATE_CHECK": "1",
-            "SUPERNODE_EXTRA_ARGS": "--max-retries 3 --max-wait-time 20",
-            "PYTHON": sys.executable,
-        }
+        self.env = deployment_env(flwr_home, self.marker, "--max-retries 3 --max-wait-time 20")
         self.port = free_port()
         self.public = f"127.0.0.2:{self.port}"  # what SuperNodes and outsiders reach
         ca = self.keys / "ca.crt"
