@@ -10,58 +10,21 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from benchmarks.memory_limit import MemoryCgroup
-from data.node_data import export_partitions
-from deployment.credentials import write_credentials
-from run_config import federated_split
-from simulation.local_run import free_port, processes_marked
-from tests.conftest import make_config
+from deployment.loopback import LoopbackFederation
+from simulation.local_run import free_port
 
-PROJECT = Path(__file__).resolve().parents[1]
-SCRIPTS = PROJECT / "deployment"
-BIN = Path(sys.executable).parent
-MARKER = "FEDFT_DEPLOYMENT_TEST_ID"
-SPLIT = {"dataset": "fashion-mnist-mini", "partitioner": "iid"}
 #: The run settings every fault test shares: a small, fast FedAvg.
 RUN = (
     'method="fedavg" model="lenet5" pretrain="none" local-epochs=1 dataset="fashion-mnist-mini" partitioner="iid" '
     "fraction-train=1.0 min-train-nodes=1"
 )
-
-
-def wait_for(predicate, timeout: float, what: str, every: float = 0.5) -> Any:
-    """The first true value of ``predicate()``, polled every ``every`` s; AssertionError after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-
-
-def deployment_env(flwr_home: Path, marker: str, supernode_args: str) -> dict[str, str]:
-    """The environment of a loopback deployment's scripts and CLI calls: this virtual environment's Flower first on
-    PATH, ``marker`` under ``MARKER`` (every process it starts is found by it), its own Flower home, no update check,
-    ``supernode_args`` for the SuperNodes."""
-    return {
-        **os.environ,
-        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
-        MARKER: marker,
-        "FLWR_HOME": str(flwr_home),
-        "FLWR_DISABLE_UPDATE_CHECK": "1",
-        "SUPERNODE_EXTRA_ARGS": supernode_args,
-        "PYTHON": sys.executable,
-    }
 
 
 def read_rounds(folder: Path) -> list[dict[str, Any]]:
@@ -223,83 +186,20 @@ class MemoryCap(MemoryCgroup):
             super().close()
 
 
-class Deployment:
-    """A SuperLink (TLS, SuperNode auth, the loopback gate) and SuperNodes started with the deployment scripts, each
-    SuperNode kept running by a restart loop like systemd's (``restart_seconds`` after it exits, as many times as
-    needed), every process recorded by PID and stopped by ``close``."""
+class Deployment(LoopbackFederation):
+    """A ``LoopbackFederation`` whose SuperNodes are kept running by a restart loop like systemd's
+    (``restart_seconds`` after one exits, as many times as needed), some reaching the SuperLink through a ``Proxy``;
+    ``close`` stops the loop and the proxies too."""
 
     def __init__(self, tmp_path: Path, num_nodes: int, restart_seconds: float = 2.0) -> None:
-        self.tmp, self.num_nodes, self.restart_seconds = tmp_path, num_nodes, restart_seconds
-        self.keys = tmp_path / "keys"
-        write_credentials(self.keys, ["127.0.0.1", "127.0.0.2", "localhost"], num_supernodes=num_nodes)
-        split = federated_split(make_config(**{k.replace("-", "_"): v for k, v in SPLIT.items()}))
-        export_partitions(split, num_nodes, tmp_path / "data")
-        self.marker = uuid.uuid4().hex
-        flwr_home = tmp_path / "flwr-home"
-        flwr_home.mkdir()
-        self.env = deployment_env(flwr_home, self.marker, "")  # as the unit's template: retry the SuperLink for ever
-        self.port = free_port()
-        (flwr_home / "config.toml").write_text(
-            f'[superlink]\ndefault = "deploy"\n\n'
-            f'[superlink.deploy]\naddress = "127.0.0.1:{self.port}"\nroot-certificates = "{self.keys / "ca.crt"}"\n'
-        )
-        self.link_state = tmp_path / "superlink"
-        self.node_states = [tmp_path / "nodes" / f"node-{i}" for i in range(num_nodes)]
-        self.node_address = [f"127.0.0.2:{self.port}"] * num_nodes
-        self.node_ports = [free_port() for _ in range(num_nodes)]
-        self.starts = [0] * num_nodes  # how often each SuperNode was started
-        self.node_preexec: list[Callable[[], None] | None] = [None] * num_nodes  # e.g. CpuQuota.enter
+        super().__init__(tmp_path, num_nodes)  # no SuperNode arguments, as the unit's template: retry for ever
+        self.restart_seconds = restart_seconds
         self.proxies: list[Proxy] = []
         self._keep = [False] * num_nodes
         self._closing = threading.Event()
         self._lock = threading.Lock()
         self._watcher = threading.Thread(target=self._restart_loop, daemon=True)
 
-    # Commands.
-    def sh(
-        self, *args: str, timeout: float = 120, preexec_fn: Callable[[], None] | None = None
-    ) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            args, check=False, env=self.env, cwd=PROJECT, capture_output=True, text=True, timeout=timeout,
-            preexec_fn=preexec_fn,
-        )  # fmt: skip
-
-    def flwr(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-        return self.sh(str(BIN / "flwr"), *args, timeout=timeout)
-
-    def flwr_json(self, *args: str) -> dict[str, Any]:
-        result = self.flwr(*args, "--format", "json")
-        try:
-            return json.loads(result.stdout)
-        except json.JSONDecodeError:
-            return {"success": False, "error-message": result.stdout + result.stderr}
-
-    # The SuperLink.
-    def start_superlink(self) -> None:
-        started = self.sh(str(SCRIPTS / "start-superlink.sh"), str(self.link_state), str(self.keys), "0.0.0.0",
-                          str(self.port))  # fmt: skip
-        assert started.returncode == 0, started.stdout + started.stderr
-        wait_for(lambda: self.flwr_json("supernode", "list", "deploy").get("success"), 90, "the Control API")
-
-    def stop_superlink(self) -> None:
-        assert self.sh(str(SCRIPTS / "stop.sh"), str(self.link_state)).returncode == 0
-
-    def register_nodes(self) -> None:
-        for i in range(self.num_nodes):
-            registered = self.flwr("supernode", "register", str(self.keys / f"supernode-{i}.pub"), "deploy")
-            assert registered.returncode == 0, registered.stdout + registered.stderr
-
-    def node_status(self) -> dict[int, str]:
-        """Node id -> status (online, offline, ...) in the SuperLink's view."""
-        reply = self.flwr_json("supernode", "list", "deploy")
-        return {n["node-id"]: n["status"] for n in reply.get("nodes", [])}
-
-    def wait_all_online(self, timeout: float = 120) -> None:
-        wait_for(
-            lambda: list(self.node_status().values()).count("online") == self.num_nodes, timeout, "every node online"
-        )
-
-    # SuperNodes.
     def via_proxy(self, i: int) -> Proxy:
         """Node ``i`` reaches the SuperLink through a proxy on 127.0.0.2 (call before ``start_nodes``)."""
         proxy = Proxy("127.0.0.2", ("127.0.0.1", self.port))
@@ -308,46 +208,11 @@ class Deployment:
         self.node_address[i] = proxy.address
         return proxy
 
-    def start_node(self, i: int) -> None:
-        data = self.tmp / "data" / f"node-{i}"
-        started = self.sh(
-            str(SCRIPTS / "start-supernode.sh"),
-            str(self.node_states[i]),
-            self.node_address[i],
-            str(self.keys / "ca.crt"),
-            str(self.keys / f"supernode-{i}"),
-            str(self.node_ports[i]),
-            f'partition-id={i} num-partitions={self.num_nodes} data-path="{data}"',
-            preexec_fn=self.node_preexec[i],
-        )
-        assert started.returncode == 0, started.stdout + started.stderr
-        self.starts[i] += 1
-
     def start_nodes(self) -> None:
         for i in range(self.num_nodes):
             self.start_node(i)
             self._keep[i] = True
         self._watcher.start()
-
-    def node_pid(self, i: int) -> int | None:
-        path = self.node_states[i] / "supernode.pid"
-        with contextlib.suppress(OSError, ValueError):
-            return int(path.read_text())
-        return None
-
-    def node_alive(self, i: int) -> bool:
-        pid = self.node_pid(i)
-        if pid is None:
-            return False
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            return False
-        return state != "Z"
-
-    def node_log(self, i: int) -> str:
-        path = self.node_states[i] / "supernode.log"
-        return path.read_text(errors="replace") if path.is_file() else ""
 
     def kill_node(self, i: int) -> None:
         """``kill -9`` the SuperNode's process group (the SuperNode and the ClientApp it runs)."""
@@ -372,30 +237,15 @@ class Deployment:
                             self.start_node(i)
                         down_since.pop(i, None)
 
-    # Results.
-    def results(self, run_name: str) -> Path:
-        return self.tmp / "results" / run_name
-
     def submit(self, run_name: str, settings: str) -> str:
-        overrides = f'{RUN} {settings} run-name="{run_name}" results-dir="{self.tmp / "results"}"'
-        reply = self.flwr_json("run", str(PROJECT), "deploy", "--run-config", overrides)
-        assert reply.get("success"), reply
-        return str(reply["run-id"])
-
-    def run_status(self, run_id: str) -> str | None:
-        reply = self.flwr_json("ls", "deploy")
-        return {str(r["run-id"]): r["status"] for r in reply.get("runs", [])}.get(run_id)
+        return super().submit(run_name, f"{RUN} {settings}")
 
     def close(self) -> list[int]:
         """Stop the restart loop, the SuperNodes, the SuperLink, the proxies; the PIDs that outlived stop.sh."""
         self._closing.set()
         if self._watcher.is_alive():
             self._watcher.join(timeout=30)
-        self.sh(str(SCRIPTS / "stop.sh"), *map(str, [*self.node_states, self.link_state]))
+        leftovers = super().close()
         for proxy in self.proxies:
             proxy.close()
-        leftovers = processes_marked(self.marker, MARKER)
-        for pid in leftovers:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
         return leftovers

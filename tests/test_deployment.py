@@ -25,11 +25,11 @@ import torch
 
 from data.node_data import export_partitions
 from deployment.credentials import write_credentials
+from deployment.loopback import BIN, MARKER, PROJECT, SCRIPTS, deployment_env, wait_for
 from run_config import federated_split
 from simulation.app_files import stage_app
 from simulation.local_run import free_port, processes_marked
 from tests.conftest import make_config
-from tests.deployment_faults import BIN, MARKER, PROJECT, SCRIPTS, deployment_env, wait_for
 
 REFUSED = "answers its Control and Runtime APIs only on 127.0.0.1"
 

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.deployment_faults import Deployment, read_rounds, trained, wait_for
+from deployment.loopback import wait_for
+from tests.deployment_faults import Deployment, read_rounds, trained
 
 #: Generous for a loaded 2-core machine: a ClientApp process starts, imports torch and trains in this time.
 ROUND_TIMEOUT = 60.0

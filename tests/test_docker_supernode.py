@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from deployment.loopback import wait_for
 from simulation.local_run import free_port
-from tests.deployment_faults import Deployment, read_rounds, trained, wait_for
+from tests.deployment_faults import Deployment, read_rounds, trained
 
 IMAGE = os.environ.get("FEDFT_DOCKER_IMAGE", "fedft-supernode")
 APP_UID = 49999  # the user `app` of Flower's images, which runs the SuperNode in the container

@@ -36,7 +36,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.deployment_faults import Deployment, MemoryCap, read_rounds, trained, wait_for
+from deployment.loopback import wait_for
+from tests.deployment_faults import Deployment, MemoryCap, read_rounds, trained
 
 CAPPED = 0  # the partition whose node runs out of memory
 CAP_MIB = int(os.environ.get("FEDFT_OOM_CAP_MIB", "350"))

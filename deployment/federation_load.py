@@ -1,0 +1,416 @@
+"""``python -m deployment.federation_load``: a federation of N SuperNodes under load, on this machine.
+
+    python -m deployment.federation_load --nodes 5 10 25 50 [--rounds 20] [--per-round 10] [--restart-at 25]
+    python -m deployment.federation_load --table        # the recorded figures; runs nothing
+    python -m deployment.federation_load docs [--check] # docs/deployment.md's table again, from the recorded file
+
+For each N: one SuperLink with TLS, SuperNode authentication and the loopback gate, and N SuperNodes, started with
+the scripts a user runs (``deployment/loopback.py``), each node on its own exported partition of Fashion-MNIST-mini
+(IID) with LeNet-5; then ``--rounds`` rounds of FedAvg and as many of FedFT-EDS (its defaults: the server's
+pretraining, cached once for every N, and the pretraining round over every node), submitted with ``flwr run``.
+Each round trains ``--per-round`` nodes (all of them when N is smaller; 0: all), so that the client work per round
+stays the same and what grows with N is the federation the SuperLink serves. Per run it records: rounds aggregated,
+updates lost (replies failed, rejected or timed out), round seconds (rounds.jsonl), the SuperLink process's CPU
+seconds and peak RSS, the ServerApp's, each node's peak RSS (its SuperNode and the ClientApp it runs), and the peak
+PSS of all the federation's processes together; processes are sampled every second. At N = ``--restart-at`` a third
+run (FedAvg) has its SuperLink killed (``kill -9`` of its process group) once half its rounds are recorded, started
+again with the same state folder, and the run submitted again with ``resume=true``: it must end with every round
+aggregated exactly once. Figures go to ``measurements/deployment/federation_load.json`` as each N ends.
+
+Everything runs on one machine, so the nodes' ClientApps share its cores with the SuperLink: round seconds are this
+machine's, not a real federation's, and the load average is recorded beside each run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from deployment.loopback import MARKER, PROJECT, LoopbackFederation, wait_for
+from simulation.local_run import processes_marked
+
+RESULTS = PROJECT / "measurements" / "deployment" / "federation_load.json"
+DOCS_PAGE = PROJECT / "docs" / "deployment.md"
+BLOCK_START, BLOCK_END = "<!-- federation-load:start -->", "<!-- federation-load:end -->"
+#: The lean nodes' workload; ``settings`` adds the method, the rounds and the cohort.
+WORKLOAD = (
+    "model='lenet5' dataset='fashion-mnist-mini' partitioner='iid' local-epochs=1 client-threads=1 "
+    "round-timeout=180.0 min-train-nodes=1"
+)
+METHODS = ("fedavg", "fedft-eds")
+SAMPLE_SECONDS = 1.0
+KIB_PER_MIB = 1024
+
+
+def settings(method: str, num_nodes: int, rounds: int, per_round: int, pretrain_cache: Path) -> str:
+    """The run config text of one load run."""
+    cohort = num_nodes if per_round <= 0 else min(per_round, num_nodes)
+    return (
+        f"{WORKLOAD} method='{method}' num-server-rounds={rounds} fraction-train={cohort / num_nodes} "
+        f"pretrain-cache-dir='{pretrain_cache}'"
+    )
+
+
+# Sampling the federation's processes.
+@dataclass
+class ProcessSample:
+    pid: int
+    group: int
+    cpu_seconds: float
+    rss_kib: int
+    pss_kib: int
+    command: str
+
+
+def _sample(pid: int) -> ProcessSample | None:
+    """One process's group, CPU seconds, RSS and PSS (None when it is gone)."""
+    proc = Path(f"/proc/{pid}")
+    try:
+        fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+        status = (proc / "status").read_text()
+        rollup = (proc / "smaps_rollup").read_text()
+        command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return None
+    ticks = os.sysconf("SC_CLK_TCK")
+    rss = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0)
+    pss = next((int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:")), 0)
+    return ProcessSample(pid, int(fields[2]), (int(fields[11]) + int(fields[12])) / ticks, rss, pss, command)
+
+
+@dataclass
+class Window:
+    """Peaks and CPU over one run: per process kind (``superlink``, ``serverapp``, ``node-<i>``, ``other``)."""
+
+    peak_rss_kib: dict[str, int] = field(default_factory=dict)
+    peak_total_pss_kib: int = 0
+    cpu_start: dict[int, float] = field(default_factory=dict)
+    cpu_last: dict[int, float] = field(default_factory=dict)
+    kind_of: dict[int, str] = field(default_factory=dict)
+
+    def cpu_seconds(self, kind: str) -> float:
+        """CPU seconds the processes of ``kind`` used inside the window (as last sampled)."""
+        return sum(self.cpu_last[pid] - self.cpu_start.get(pid, 0.0) for pid, k in self.kind_of.items() if k == kind)
+
+
+class FederationSampler:
+    """Samples every process of ``federation`` each second into the current ``Window``."""
+
+    def __init__(self, federation: LoopbackFederation) -> None:
+        self.federation = federation
+        self.window = Window()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def kind(self, sample: ProcessSample) -> str:
+        link = self.federation.superlink_pid()
+        if link is not None and sample.group == link:
+            return "superlink"
+        if "flwr-serverapp" in sample.command:
+            return "serverapp"
+        for i in range(self.federation.num_nodes):
+            if sample.group == self.federation.node_pid(i):
+                return f"node-{i}"
+        return "other"
+
+    def _loop(self) -> None:
+        while not self._stop.wait(SAMPLE_SECONDS):
+            self.tick()
+
+    def tick(self) -> None:
+        samples = [s for pid in processes_marked(self.federation.marker, MARKER) if (s := _sample(pid))]
+        by_kind: dict[str, int] = {}
+        with self._lock:
+            window = self.window
+            for s in samples:
+                kind = window.kind_of.setdefault(s.pid, self.kind(s))
+                by_kind[kind] = by_kind.get(kind, 0) + s.rss_kib
+                window.cpu_start.setdefault(s.pid, s.cpu_seconds)
+                window.cpu_last[s.pid] = s.cpu_seconds
+            for kind, kib in by_kind.items():
+                window.peak_rss_kib[kind] = max(window.peak_rss_kib.get(kind, 0), kib)
+            window.peak_total_pss_kib = max(window.peak_total_pss_kib, sum(s.pss_kib for s in samples))
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def next_window(self) -> Window:
+        """The window so far; a new one starts (processes already running start from their CPU time now)."""
+        self.tick()
+        with self._lock:
+            done, self.window = self.window, Window()
+            self.window.cpu_start = dict(done.cpu_last)
+        return done
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
+# One run's figures.
+def read_rounds(folder: Path) -> list[dict[str, Any]]:
+    """The records of ``folder/rounds.jsonl`` (none while it does not exist)."""
+    path = folder / "rounds.jsonl"
+    lines = path.read_text().splitlines() if path.is_file() else []
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def read_status(folder: Path, since: float = 0.0) -> str | None:
+    """summary.json's ``status`` (None while there is none, or it was written before ``since``, a ``time.time()``)."""
+    path = folder / "summary.json"
+    try:
+        if path.stat().st_mtime < since:
+            return None
+        return str(json.loads(path.read_text())["status"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def federated_rounds(folder: Path) -> int:
+    """Federated rounds (round ≥ 1) recorded in ``folder/rounds.jsonl`` so far."""
+    return sum(r["round"] >= 1 for r in read_rounds(folder))
+
+
+def lost_updates(record: dict[str, Any]) -> int:
+    """Updates a round asked for and did not aggregate: replies failed, rejected or timed out."""
+    return sum(len(record.get(key) or []) for key in ("failed", "rejected", "timed_out"))
+
+
+def round_figures(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the federated rounds (round ≥ 1) of ``records`` add up to."""
+    federated = [r for r in records if r["round"] >= 1]
+    seconds = [r["wall_seconds"] for r in federated]
+    numbers = [r["round"] for r in federated]
+    return {
+        "rounds_recorded": len(federated),
+        "rounds_aggregated": sum(bool(r.get("aggregated")) for r in federated),
+        "rounds_recorded_twice": len(numbers) - len(set(numbers)),
+        "updates_asked": sum(len(r.get("clients") or []) for r in federated),
+        "updates_lost": sum(lost_updates(r) for r in federated),
+        "round_seconds_median": statistics.median(seconds) if seconds else None,
+        "round_seconds_max": max(seconds) if seconds else None,
+        "final_accuracy": federated[-1]["accuracy"] if federated else None,
+    }
+
+
+def window_figures(window: Window, num_nodes: int) -> dict[str, Any]:
+    """The sampled figures of one run."""
+    nodes = [window.peak_rss_kib.get(f"node-{i}", 0) / KIB_PER_MIB for i in range(num_nodes)]
+    return {
+        "superlink_cpu_seconds": round(window.cpu_seconds("superlink"), 1),
+        "serverapp_cpu_seconds": round(window.cpu_seconds("serverapp"), 1),
+        "superlink_peak_rss_mib": round(window.peak_rss_kib.get("superlink", 0) / KIB_PER_MIB, 1),
+        "serverapp_peak_rss_mib": round(window.peak_rss_kib.get("serverapp", 0) / KIB_PER_MIB, 1),
+        "node_peak_rss_mib_median": round(statistics.median(nodes), 1),
+        "node_peak_rss_mib_max": round(max(nodes), 1),
+        "total_peak_pss_gib": round(window.peak_total_pss_kib / 2**20, 2),
+    }
+
+
+def wait_until_ended(federation: LoopbackFederation, run_name: str, timeout: float, since: float = 0.0) -> str:
+    """The run's summary status once it is written after ``since`` (completed, failed, interrupted)."""
+    folder = federation.results(run_name)
+    return str(wait_for(lambda: read_status(folder, since), timeout, f"{run_name} to end", every=2.0))
+
+
+def measured_run(
+    federation: LoopbackFederation, sampler: FederationSampler, method: str, text: str, timeout: float
+) -> dict[str, Any]:
+    """Submit one run, wait for its end, and return its figures."""
+    sampler.next_window()
+    load_before = os.getloadavg()[0]
+    tick = time.monotonic()
+    federation.submit(method, text)
+    status = wait_until_ended(federation, method, timeout)
+    wall = time.monotonic() - tick
+    window = sampler.next_window()
+    return {
+        "run": method,
+        "status": status,
+        "wall_seconds": round(wall, 1),
+        **round_figures(read_rounds(federation.results(method))),
+        **window_figures(window, federation.num_nodes),
+        "load_average": [round(load_before, 1), round(os.getloadavg()[0], 1)],
+    }
+
+
+def restarted_run(
+    federation: LoopbackFederation, sampler: FederationSampler, text: str, rounds: int, timeout: float
+) -> dict[str, Any]:
+    """A FedAvg run whose SuperLink is killed once half its rounds are recorded, started again, and the run
+    resubmitted with ``resume=true``; its figures, with how the restart went."""
+    name = "fedavg-restart"
+    results = federation.results(name)
+    sampler.next_window()
+    tick = time.monotonic()
+    federation.submit(name, text)
+    wait_for(lambda: federated_rounds(results) >= rounds // 2, timeout, f"round {rounds // 2} of {name}", every=1.0)
+    killed_after = federated_rounds(results)
+    federation.kill_superlink()
+    down = time.monotonic()
+    # The run's ServerApp and the SuperLink's SuperExec are in sessions of their own: they notice and stop.
+    lingering = processes_marked(federation.marker, MARKER)
+    wait_for(lambda: not _serverapp_running(federation), 120, "the killed run's ServerApp to stop", every=1.0)
+    federation.start_superlink()
+    federation.wait_all_online(timeout=180 + 4 * federation.num_nodes)
+    back = time.monotonic()
+    status_after_kill = read_status(results)
+    resubmitted = time.time()
+    federation.submit(name, f"{text} resume=true")
+    status = wait_until_ended(federation, name, timeout, since=resubmitted)
+    window = sampler.next_window()
+    return {
+        "run": name,
+        "status": status,
+        "wall_seconds": round(time.monotonic() - tick, 1),
+        "killed_after_rounds": killed_after,
+        "status_after_kill": status_after_kill,
+        "seconds_until_every_node_online_again": round(back - down, 1),
+        "processes_at_kill": len(lingering),
+        **round_figures(read_rounds(results)),
+        **window_figures(window, federation.num_nodes),
+    }
+
+
+def _serverapp_running(federation: LoopbackFederation) -> bool:
+    return any(
+        (s := _sample(pid)) is not None and "flwr-serverapp" in s.command
+        for pid in processes_marked(federation.marker, MARKER)
+    )
+
+
+def measure(num_nodes: int, rounds: int, per_round: int, restart: bool, pretrain_cache: Path, work: Path) -> dict:
+    """Every run at ``num_nodes`` SuperNodes, and what starting the federation took."""
+    federation = LoopbackFederation(work / f"n{num_nodes}", num_nodes)
+    sampler = FederationSampler(federation)
+    timeout = 600.0 + rounds * 300.0
+    started: dict[str, Any] = {"nodes": num_nodes, "rounds": rounds, "per_round": per_round, "runs": []}
+    try:
+        tick = time.monotonic()
+        federation.start_superlink()
+        federation.register_nodes()
+        federation.start_nodes()
+        federation.wait_all_online(timeout=180 + 4 * num_nodes)
+        started["seconds_to_start"] = round(time.monotonic() - tick, 1)
+        sampler.start()
+        for method in METHODS:
+            text = settings(method, num_nodes, rounds, per_round, pretrain_cache)
+            started["runs"].append(measured_run(federation, sampler, method, text, timeout))
+            print(json.dumps(started["runs"][-1]), flush=True)
+        if restart:
+            text = settings("fedavg", num_nodes, rounds, per_round, pretrain_cache)
+            started["runs"].append(restarted_run(federation, sampler, text, rounds, timeout))
+            print(json.dumps(started["runs"][-1]), flush=True)
+    except (AssertionError, RuntimeError, subprocess.TimeoutExpired) as err:
+        started["error"] = str(err)[-2000:]
+        print(f"N={num_nodes}: {started['error']}", file=sys.stderr)
+    finally:
+        sampler.stop()
+        leftovers = federation.close()
+        started["processes_left_after_stop"] = len(leftovers)
+    return started
+
+
+# The table.
+def table(recorded: dict[str, Any]) -> str:
+    """The recorded figures as a Markdown table, one row per run."""
+    lines = [
+        "| SuperNodes | run | status | rounds aggregated | updates lost / asked | round (s): median, max "
+        "| SuperLink CPU (s) | SuperLink peak RSS (MiB) | ServerApp peak RSS (MiB) | node peak RSS, median / max (MiB) "
+        "| all processes, peak PSS (GiB) | final accuracy |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for cell in recorded["cells"]:
+        for run in cell["runs"]:
+            killed = run.get("killed_after_rounds")
+            restart = f" (SuperLink killed after round {killed}, resumed)" if killed else ""
+            lines.append(
+                f"| {cell['nodes']} | {run['run']}{restart} | {run['status']} "
+                f"| {run['rounds_aggregated']} of {cell['rounds']} | {run['updates_lost']} / {run['updates_asked']} "
+                f"| {run['round_seconds_median']:.1f}, {run['round_seconds_max']:.1f} "
+                f"| {run['superlink_cpu_seconds']:.0f} | {run['superlink_peak_rss_mib']:.0f} "
+                f"| {run['serverapp_peak_rss_mib']:.0f} "
+                f"| {run['node_peak_rss_mib_median']:.0f} / {run['node_peak_rss_mib_max']:.0f} "
+                f"| {run['total_peak_pss_gib']:.2f} | {run['final_accuracy']:.1%} |"
+            )
+        if "error" in cell:
+            lines.append(f"| {cell['nodes']} | stopped: {cell['error'].splitlines()[-1][:120]} |")
+    return "\n".join(lines)
+
+
+def render(page: str, recorded: dict[str, Any]) -> str:
+    """``page`` with the block between the markers replaced by the recorded table."""
+    head, start, rest = page.partition(BLOCK_START)
+    _, end, tail = rest.partition(BLOCK_END)
+    if not start or not end:
+        raise ValueError(f"{DOCS_PAGE.name}: no {BLOCK_START} ... {BLOCK_END} block")
+    return f"{head}{start}\n\n{table(recorded)}\n\n{end}{tail}"
+
+
+def docs(check: bool, results: Path = RESULTS, page_path: Path = DOCS_PAGE) -> int:
+    """Write the recorded table into docs/deployment.md; with ``check``, only say whether it is up to date."""
+    page = page_path.read_text()
+    fresh = render(page, json.loads(results.read_text()))
+    if fresh == page:
+        return 0
+    if check:
+        print(f"{page_path} differs from {results}: run python -m deployment.federation_load docs", file=sys.stderr)
+        return 1
+    page_path.write_text(fresh)
+    print(f"wrote {page_path}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args_in = sys.argv[1:] if argv is None else argv
+    if args_in[:1] == ["docs"]:
+        if set(args_in[1:]) - {"--check"}:
+            print("usage: python -m deployment.federation_load docs [--check]", file=sys.stderr)
+            return 2
+        return docs(check="--check" in args_in)
+    parser = argparse.ArgumentParser(
+        prog="python -m deployment.federation_load", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
+    parser.add_argument("--nodes", type=int, nargs="+", default=[5, 10, 25, 50], help="federation sizes N")
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--per-round", type=int, default=10, help="nodes trained a round (0: all)")
+    parser.add_argument("--restart-at", type=int, default=25, help="the N whose third run restarts its SuperLink")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--table", action="store_true", help="print the recorded table; run nothing")
+    args = parser.parse_args(args_in)
+    if args.table:
+        print(table(json.loads(args.out.read_text())))
+        return 0
+    if any(n < 1 for n in args.nodes) or args.rounds < 2:
+        parser.error("--nodes must be positive and --rounds at least 2")
+    recorded = json.loads(args.out.read_text()) if args.out.exists() else {"cells": []}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=PROJECT, capture_output=True, text=True)
+    with tempfile.TemporaryDirectory(prefix="federation-load-") as tmp:
+        work = Path(tmp)
+        for num_nodes in args.nodes:
+            cell = measure(
+                num_nodes, args.rounds, args.per_round, num_nodes == args.restart_at, work / "pretrained", work
+            )
+            cell.update(commit=commit.stdout.strip(), cpus=os.cpu_count(), date=time.strftime("%Y-%m-%d"))
+            recorded["cells"] = [c for c in recorded["cells"] if c["nodes"] != num_nodes] + [cell]
+            recorded["cells"].sort(key=lambda c: c["nodes"])
+            args.out.write_text(json.dumps(recorded, indent=1) + "\n")
+    print(table(recorded))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,115 @@
+"""The load benchmark's bookkeeping (``deployment/federation_load.py``): what a run's rounds add up to, the run
+settings per N, the recorded table and docs/deployment.md's copy of it. The benchmark itself starts dozens of
+processes for an hour; it is run by hand (docs/deployment.md, "A federation under load")."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from deployment import federation_load as load
+from methods.registry import config_with_overrides
+
+
+def record(round_number: int, clients: list[int], accepted: int, **lists: list[int]) -> dict:
+    return {
+        "round": round_number,
+        "clients": clients,
+        "client_stats": [{"partition_id": c} for c in clients[:accepted]],
+        "aggregated": accepted > 0,
+        "wall_seconds": float(round_number),
+        "accuracy": 0.1 * round_number,
+        **{key: lists.get(key, []) for key in ("failed", "rejected", "timed_out")},
+    }
+
+
+def test_round_figures_count_lost_updates_and_leave_out_the_pretraining_round() -> None:
+    records = [
+        {"round": 0, "clients": [0, 1, 2], "failed": [2], "wall_seconds": 99.0},  # the pretraining round
+        record(1, [0, 1], 2),
+        record(2, [1, 2], 0, failed=[1], timed_out=[2]),
+        record(3, [0, 2], 1, rejected=[2]),
+    ]
+    figures = load.round_figures(records)
+    assert figures["rounds_recorded"] == 3
+    assert figures["rounds_aggregated"] == 2
+    assert figures["updates_asked"] == 6
+    assert figures["updates_lost"] == 3
+    assert figures["round_seconds_median"] == 2.0 and figures["round_seconds_max"] == 3.0
+    assert figures["final_accuracy"] == pytest.approx(0.3)
+    assert figures["rounds_recorded_twice"] == 0
+
+
+def test_a_round_recorded_twice_is_counted() -> None:
+    """A resumed run that repeated a finished round would show here (the restart's check)."""
+    assert load.round_figures([record(1, [0], 1), record(2, [0], 1), record(2, [0], 1)])["rounds_recorded_twice"] == 1
+
+
+@pytest.mark.parametrize(("nodes", "per_round", "fraction"), [(5, 10, 1.0), (25, 10, 0.4), (50, 10, 0.2), (7, 0, 1.0)])
+def test_the_cohort_is_per_round_nodes_or_all(tmp_path: Path, nodes: int, per_round: int, fraction: float) -> None:
+    text = load.settings("fedft-eds", nodes, 20, per_round, tmp_path)
+    config = config_with_overrides(text)  # every key is a known setting with a valid value
+    assert config.fraction_train == pytest.approx(fraction)
+    assert config.num_server_rounds == 20 and config.method == "fedft-eds" and config.model == "lenet5"
+
+
+def test_read_status_waits_for_a_summary_written_after_the_resubmission(tmp_path: Path) -> None:
+    summary = tmp_path / "summary.json"
+    assert load.read_status(tmp_path) is None
+    summary.write_text(json.dumps({"status": "interrupted"}))
+    before = time.time() + 60
+    assert load.read_status(tmp_path) == "interrupted"
+    assert load.read_status(tmp_path, since=before) is None
+    os.utime(summary, (before + 1, before + 1))
+    assert load.read_status(tmp_path, since=before) == "interrupted"
+
+
+def run(name: str, lost: int, **extra: object) -> dict:
+    return {
+        "run": name, "status": "completed", "rounds_aggregated": 20, "updates_lost": lost, "updates_asked": 200,
+        "round_seconds_median": 12.34, "round_seconds_max": 20.0, "superlink_cpu_seconds": 30.4,
+        "superlink_peak_rss_mib": 250.2, "serverapp_peak_rss_mib": 700.0, "node_peak_rss_mib_median": 640.4,
+        "node_peak_rss_mib_max": 660.6, "total_peak_pss_gib": 3.456, "final_accuracy": 0.8412, **extra,
+    }  # fmt: skip
+
+
+RECORDED = {
+    "cells": [
+        {"nodes": 25, "rounds": 20, "runs": [run("fedavg", 0), run("fedavg-restart", 1, killed_after_rounds=10)]},
+        {"nodes": 50, "rounds": 20, "runs": [], "error": "Traceback\nRuntimeError: start-supernode.sh 31 failed"},
+    ]
+}
+
+
+def test_the_table_has_a_row_per_run_and_says_where_a_size_stopped() -> None:
+    rows = load.table(RECORDED).splitlines()
+    assert rows[2] == (
+        "| 25 | fedavg | completed | 20 of 20 | 0 / 200 | 12.3, 20.0 | 30 | 250 | 700 | 640 / 661 | 3.46 | 84.1% |"
+    )
+    assert rows[3].startswith("| 25 | fedavg-restart (SuperLink killed after round 10, resumed) | completed |")
+    assert rows[4] == "| 50 | stopped: RuntimeError: start-supernode.sh 31 failed |"
+
+
+def test_docs_check_fails_on_a_stale_page_and_writing_fixes_it(tmp_path: Path) -> None:
+    results, page = tmp_path / "load.json", tmp_path / "deployment.md"
+    results.write_text(json.dumps(RECORDED))
+    page.write_text(f"# Deployment\n\n{load.BLOCK_START}\n\n| old |\n\n{load.BLOCK_END}\n\nAfter.\n")
+    assert load.docs(check=True, results=results, page_path=page) == 1
+    assert load.docs(check=False, results=results, page_path=page) == 0
+    assert load.docs(check=True, results=results, page_path=page) == 0
+    text = page.read_text()
+    assert load.table(RECORDED) in text and text.endswith("After.\n") and "| old |" not in text
+
+
+def test_a_page_without_the_block_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="federation-load:start"):
+        load.render("# Deployment\n", RECORDED)
+
+
+def test_docs_deployment_md_shows_the_recorded_table() -> None:
+    """docs/deployment.md's table is the recorded file's, regenerated (python -m deployment.federation_load docs)."""
+    assert load.docs(check=True) == 0
