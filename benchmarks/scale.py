@@ -4,6 +4,7 @@ launcher's memory estimate against every recorded run.
     python -m benchmarks scale [--methods fedavg fedft-eds] [--model lenet5] [--rounds 3] [--only 100/1 ...]
     python -m benchmarks scale --table                    # the table of the recorded runs; runs nothing
     python -m benchmarks scale --estimate [--fit | --leave-one-out]   # the memory estimate; runs nothing
+    python -m benchmarks scale --cross-device [--only 100000/100 ...]  # 1,000 to 100,000 clients, 100 a round
 
 Whole simulations (``python -m simulation``: a private SuperLink, Ray, the ServerApp and the ClientApp actors), every
 process's PSS (shared pages divided among the processes sharing them) summed every 0.5 s and the peak broken down by
@@ -13,6 +14,16 @@ training images over the population: a client's data shrinks as the population g
 from random weights (scale is about the system, not accuracy), one local epoch. Seconds per round come from
 rounds.jsonl. Each run is written to ``measurements/benchmarks/scale.json`` as soon as it ends (with the load average
 around it), and a Markdown table is printed at the end.
+
+``--cross-device`` is the population curve of a cross-device study: 1,000, 10,000 and 100,000 clients at 100 a
+round, 3 rounds of FedAvg (LeNet-5, from random weights, one local epoch, IID) with random and with FedEntOpt
+selection, each through Flower's engine and with the in-process engine (``python -m simulation --in-process``: no
+Ray, no SuperLink, one client after another). Full Fashion-MNIST cannot give 100,000 clients a sample each (48,000
+client images; the app refuses an empty partition), so these runs use its training images three times (the image,
+and copies shifted one pixel right and one down: 144,000 client images, 1.44 a client at 100,000), written once as a
+saved Hugging Face dataset (``--dataset-dir``) and read as the user's own data. Beside each run: the round's seconds
+outside client compute (the round's wall seconds less its clients' summed training seconds over the clients that
+train at once: the actors, or one in-process) and, for the engine, the launcher's start-time memory estimate.
 
 ``--estimate`` reads the runs recorded on the code of the fourth performance pass (this grid's ``scale.json``, the
 10-client runs of WRN-16-1 FedFT-EDS on full Fashion-MNIST, Dir(0.5), in ``scale10_memory.json`` at the pass's final
@@ -24,6 +35,8 @@ derives the estimate's fitted constants (``simulation.memory_estimate.FITTED``) 
 
 from __future__ import annotations
 
+import argparse
+import io
 import itertools
 import json
 import os
@@ -37,9 +50,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
+from datasets import ClassLabel, Dataset, DatasetDict, Features
+from datasets import Image as ImageFeature
+from PIL import Image
 
 from benchmarks import PROJECT_DIR, RESULTS_DIR, command_line
 from benchmarks.measured_run import PeakMemory, pss_kib, simulation_kind
+from data.loading import load_dataset
 from methods.registry import config_with_overrides
 from simulation.local_run import processes_marked
 from simulation.memory_check import simulation_size
@@ -69,9 +86,10 @@ def measure(
     log_dir: Path,
     workload: str = SCALE_WORKLOAD,
     name: str = "",
+    in_process: bool = False,
 ) -> dict:
-    """One simulation of ``workload`` (run-config text); its peak memory (and what it is made of), actor count
-    and per-round wall seconds (its log in ``log_dir``)."""
+    """One simulation of ``workload`` (run-config text), through Flower's engine or ``in_process``; its peak memory
+    (and what it is made of), actor count and per-round wall seconds (its log in ``log_dir``)."""
     name = name or f"scale-{num_clients}"
     overrides = (
         f"{workload} fraction-train={per_round / num_clients} num-server-rounds={rounds} "
@@ -96,6 +114,7 @@ def measure(
                 str(cpus_per_client),
                 "--run-config",
                 overrides,
+                *(["--in-process"] if in_process else []),
             ],
             cwd=PROJECT_DIR,
             env={**os.environ, MARKER: marker},
@@ -107,7 +126,10 @@ def measure(
     rounds_file = results_dir / name / "rounds.jsonl"
     records = [json.loads(line) for line in rounds_file.read_text().splitlines()] if rounds_file.exists() else []
     later = [r["wall_seconds"] for r in records[1:]]
+    parallel = 1 if in_process else max(1, min(sampler.peak_counted, per_round))
     return {
+        "engine": "in-process" if in_process else "flower",
+        "round_overhead_seconds": [round(overhead(r, parallel), 3) for r in records],
         "clients": num_clients,
         "clients_per_round": per_round,
         "cpus_per_client": cpus_per_client,
@@ -125,6 +147,13 @@ def measure(
     }
 
 
+def overhead(record: dict, parallel: int) -> float:
+    """A round's seconds outside client compute: its wall seconds less its clients' summed training seconds shared
+    over the ``parallel`` clients that train at once."""
+    trained = sum(stats["train_seconds"] for stats in record.get("client_stats", []))
+    return float(record["wall_seconds"] - trained / parallel)
+
+
 #: (population, clients per round): the population curve at 10 per round, then the cohort curve at 100.
 GRID = ((10, 10), (100, 10), (1000, 10), (10000, 10), (100, 1), (100, 100))
 WORKLOAD = "dataset='fashion-mnist' partitioner='iid' pretrain='none' local-epochs=1"
@@ -136,7 +165,83 @@ def workload(method: str, model: str) -> str:
 
 
 def _cell(run: dict) -> tuple:
-    return run["method"], run.get("model", "lenet5"), run["clients"], run["clients_per_round"]
+    return (
+        run["method"], run.get("model", "lenet5"), run["clients"], run["clients_per_round"],
+        run.get("engine", "flower"), run.get("selection", "random"), run.get("grid", "scale"),
+    )  # fmt: skip
+
+
+#: The cross-device curve: populations at 100 clients a round.
+CROSS_DEVICE_GRID = ((1000, 100), (10000, 100), (100000, 100))
+CROSS_DEVICE_SELECTIONS = ("random", "fedentopt")
+CROSS_DEVICE_WORKLOAD = "partitioner='iid' pretrain='none' local-epochs=1 model='lenet5' method='fedavg'"
+#: Fashion-MNIST's training images three times: how many clients it can give a sample each (public 20% held out).
+TRIPLED = "fashion-mnist-x3"
+
+
+def tripled_fashion_mnist(folder: Path) -> Path:
+    """``folder/fashion-mnist-x3``: Fashion-MNIST's training set three times (each image, and copies shifted one pixel
+    right and one pixel down) and its test set, saved as a Hugging Face dataset; written once."""
+    target = folder / TRIPLED
+    if (target / "dataset_dict.json").is_file():
+        return target
+    splits = load_dataset("fashion-mnist")
+    train = splits.train.images
+    images = np.concatenate([train, np.roll(train, 1, axis=3), np.roll(train, 1, axis=2)])
+    labels = np.concatenate([splits.train.labels] * 3)
+
+    def png(image: np.ndarray) -> dict:
+        buffer = io.BytesIO()
+        Image.fromarray(image[0]).save(buffer, format="PNG")
+        return {"bytes": buffer.getvalue(), "path": None}
+
+    features = Features({"image": ImageFeature(), "label": ClassLabel(names=[str(c) for c in range(10)])})
+
+    def dataset(images: np.ndarray, labels: np.ndarray) -> Dataset:
+        return Dataset.from_dict({"image": [png(i) for i in images], "label": labels.tolist()}, features=features)
+
+    saved = DatasetDict({"train": dataset(images, labels), "test": dataset(splits.test.images, splits.test.labels)})
+    saved.save_to_disk(str(target))
+    return target
+
+
+def engine_estimate_gib(text: str, population: int, actors: int) -> float:
+    """The launcher's start-time estimate of a run through Flower's engine (``simulation.memory_check``)."""
+    size = simulation_size(config_with_overrides(text), population, actors)
+    return estimate_peak(size).total / GIB
+
+
+def cross_device(args: argparse.Namespace) -> list[dict]:
+    """Every cell of the cross-device curve (``--only`` picks), each written to ``args.out`` as it ends."""
+    dataset = tripled_fashion_mnist(args.dataset_dir)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    cells = [cell for cell in CROSS_DEVICE_GRID if not args.only or f"{cell[0]}/{cell[1]}" in args.only]
+    runs: list[dict] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for population, per_round in cells:
+            for selection in CROSS_DEVICE_SELECTIONS:
+                for in_process in (False, True):
+                    text = f"{CROSS_DEVICE_WORKLOAD} dataset='{dataset}' client-selection='{selection}'"
+                    engine = "in-process" if in_process else "flower"
+                    name = f"cross-device-{selection}-{population}-{engine}"
+                    result = measure(population, per_round, 3, 1, Path(tmp), args.out.parent, text, name, in_process)
+                    run = {"grid": "cross-device", "method": "fedavg", "model": "lenet5", "selection": selection,
+                           "dataset": TRIPLED, "rounds": 3, **result}  # fmt: skip
+                    if not in_process:
+                        run["estimate_gib"] = engine_estimate_gib(
+                            f"{text} fraction-train={per_round / population}", population, ACTORS
+                        )
+                    runs.append(run)
+                    _record(args.out, runs)
+    return runs
+
+
+def _record(out: Path, runs: list[dict]) -> None:
+    """``runs`` written into ``out``, replacing the recorded runs of the same cells."""
+    previous = json.loads(out.read_text())["runs"] if out.exists() else []
+    done = {_cell(r) for r in runs}
+    kept = [r for r in previous if _cell(r) not in done]
+    out.write_text(json.dumps({"cpus": os.cpu_count(), "runs": kept + runs}, indent=1) + "\n")
 
 
 #: Training images the clients share (full Fashion-MNIST less the server's public 20%).
@@ -173,6 +278,33 @@ def table(runs: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def cross_device_table(runs: list[dict]) -> str:
+    """The cross-device runs as a Markdown table: per population, selection and engine, the peak and what a round
+    costs outside client compute, and the engine's estimate beside its peak."""
+    lines = [
+        "| clients | selection | engine | images per client | whole run (s) | round overhead, rounds 1-3 (s) "
+        "| peak PSS (GiB) | estimate (GiB) | estimate / peak | load average (1 min) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in runs:
+        cell = (
+            f"| {r['clients']:,} | {r['selection']} | {r['engine']} | {_images(TRIPLED_CLIENT_IMAGES / r['clients'])} "
+        )
+        if r["exit_code"] != 0 or not r["round_overhead_seconds"]:
+            lines.append(f"{cell}| failed: exit code {r['exit_code']} |")
+            continue
+        estimate = r.get("estimate_gib")
+        beside = f"{estimate:.2f} | {estimate / r['peak_memory_gib']:.2f}" if estimate else "– | –"
+        lines.append(
+            f"{cell}| {r['total_seconds']:.0f} | {', '.join(f'{s:.1f}' for s in r['round_overhead_seconds'])} "
+            f"| {r['peak_memory_gib']:.2f} | {beside} "
+            f"| {r['load_average_before'][0]:.1f} → {r['load_average_after'][0]:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+#: Client images of the tripled set (three times full Fashion-MNIST's 48,000).
+TRIPLED_CLIENT_IMAGES = 3 * 48_000
 GIB = 2**30
 #: Ray ClientApp actors of the recorded runs that do not say: one per CPU of the 2-core machine.
 ACTORS = 2
@@ -222,7 +354,7 @@ def recorded_runs() -> list[RecordedRun]:
             r["peak_by_kind_mib"],
         )
         for r in _read("scale.json")["runs"]
-        if r["exit_code"] == 0
+        if r["exit_code"] == 0 and r.get("grid", "scale") == "scale"
     ]
     runs += [
         RecordedRun(
@@ -341,7 +473,12 @@ def estimate_report(runs: list[RecordedRun], *, fit_again: bool = False, leave_o
 
 
 def recorded_figure() -> str:
-    return table(json.loads(RESULTS.read_text())["runs"])
+    runs = json.loads(RESULTS.read_text())["runs"]
+    grid = [r for r in runs if r.get("grid", "scale") == "scale"]
+    crossed = [r for r in runs if r.get("grid") == "cross-device"]
+    if not crossed:
+        return table(grid)
+    return f"{table(grid)}\n\nThe cross-device curve (`--cross-device`):\n\n{cross_device_table(crossed)}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -355,7 +492,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--estimate", action="store_true", help="the memory estimate against the recorded runs")
     parser.add_argument("--fit", action="store_true", help="with --estimate: derive the fitted constants again")
     parser.add_argument("--leave-one-out", action="store_true", help="with --estimate: each run by a fit without it")
+    parser.add_argument("--cross-device", action="store_true", help="the cross-device curve (1,000 to 100,000 clients)")
+    parser.add_argument(
+        "--dataset-dir", type=Path, default=Path.home() / ".cache" / "fedft", help="where --cross-device's data goes"
+    )
     args = parser.parse_args(argv)
+    if args.cross_device:
+        crossed = cross_device(args)
+        print(cross_device_table(crossed))
+        return 1 if any(r["exit_code"] for r in crossed) else 0
     if args.fit or args.leave_one_out:
         args.estimate = True
     if args.estimate:

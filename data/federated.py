@@ -97,6 +97,19 @@ def partition_sizes(split: FederatedSplit, num_partitions: int, cache: Path | No
     return split_table(split, num_partitions, cache).sizes()
 
 
+#: Populations up to this size have every partition's size in the run's log; larger ones a summary.
+LISTED_SIZES = 20
+
+
+def describe_sizes(sizes: list[int]) -> str:
+    """The partition sizes for a log line: the list for a small population; for a large one (a line per run, not
+    100,000 numbers) the smallest, median and largest, and how many partitions hold no sample."""
+    if len(sizes) <= LISTED_SIZES:
+        return str(sizes)
+    empty = sum(size == 0 for size in sizes)
+    return f"{min(sizes)} to {max(sizes)} (median {int(np.median(sizes))}; {empty} of {len(sizes)} empty)"
+
+
 def _client_indices(split: FederatedSplit, partition_id: int, num_partitions: int, cache: Path | None) -> np.ndarray:
     """Positions in the training set of one client's samples."""
     if not 0 <= partition_id < num_partitions:

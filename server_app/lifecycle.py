@@ -33,7 +33,7 @@ from flwr.common.logger import log
 from flwr.serverapp import Grid
 from flwr.supercore.exit import add_exit_handler
 
-from data.federated import partition_sizes
+from data.federated import describe_sizes, partition_sizes
 from data.file_formats import DataFormatError
 from data.loading import DataNotFoundError
 from data.partitioning import PartitioningError
@@ -280,7 +280,13 @@ class FederatedRun:
                 log(ERROR, "cannot start the run: %s", err)
                 raise RunSetupError(str(err)) from None
             raise
-        log(INFO, "%d clients connected; partition sizes %s; the server computes on %s", len(connected), sizes, device)
+        log(
+            INFO,
+            "%d clients connected; partition sizes %s; the server computes on %s",
+            len(connected),
+            describe_sizes(sizes),
+            device,
+        )
         log(
             INFO,
             "method %s: freeze %s, data-selection %s (P_ds %.2f), objective %s, client-selection %s, "

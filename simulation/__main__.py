@@ -10,6 +10,10 @@ The checks need the app's settings, models and datasets, and with them torch. On
 itself (``exec``: the same process, terminal and signals) with ``python -m simulation --checked``, which only
 supervises the run (SuperLink, ``flwr run``, the final status) and never imports torch: a launcher that kept torch
 for the whole run held 0.27 GiB of the default run's peak memory.
+
+``--in-process`` runs the ServerApp against the ClientApp's handlers in this one process instead
+(``simulation/in_process.py``: no Ray, no SuperLink, the clients answer one after another), after the same checks
+but the memory estimate, which models Flower's engine.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from run_config.settings import ConfigError
 from run_config.text import parse_overrides
@@ -45,9 +50,23 @@ def check(args: argparse.Namespace) -> None:
     check_population(config, args.num_supernodes)
     if (check_run := method(config.method).check_run) is not None:  # e.g. a generic set larger than its source
         check_run(config, args.num_supernodes)
-    if not args.ray_address:
+    if not args.ray_address and not args.in_process:
         check_memory(config, args.num_supernodes, args.cpus_per_client, args.gpus_per_client)
     check_split(config, args.num_supernodes)  # last: the one check that may decode the dataset (seconds)
+
+
+def run_here(overrides: dict[str, Any], num_supernodes: int) -> int:
+    """The whole run with the in-process engine; 0 when it completed, 1 (with the reason) when it failed."""
+    # Imported here, as in ``check``: the supervising process of an engine run never imports torch.
+    from run_config.defaults import load_defaults
+    from simulation.in_process import run_in_process
+
+    try:
+        run_in_process({**load_defaults(), **overrides}, num_supernodes)
+    except Exception as err:  # the run's own log has the details; the exit status says it failed
+        print(f"error: the run failed: {type(err).__name__}: {err}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,6 +83,11 @@ def main(argv: list[str] | None = None) -> int:
         help="the Flower folder of this run (its SuperLink's state, superlink.log), kept; default: a fresh folder "
         "under .flwr-home/, removed after a completed run",
     )
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run in this process with the in-process engine (no Ray, no SuperLink; clients one after another)",
+    )
     parser.add_argument(CHECKED, action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     try:
@@ -73,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if args.in_process:
+        return run_here(overrides, args.num_supernodes)
     if not args.checked and argv is None:  # from the command line: hand the run to a process without torch
         sys.stdout.flush()
         sys.stderr.flush()

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from data.catalog import DATASETS
-from data.federated import FederatedSplit, load_client_partition, load_public_split, partition_sizes
+from data.federated import FederatedSplit, describe_sizes, load_client_partition, load_public_split, partition_sizes
 from data.file_formats import DataFormatError, read_idx, write_idx
 from data.loading import DataNotFoundError, load_dataset, load_mini
 
@@ -250,3 +250,9 @@ def test_embedded_set_of_the_wrong_shape_is_refused(tmp_path: Path) -> None:
     source.write_text("{}")
     with pytest.raises(DataFormatError, match=r"cannot read the embedded data set .*mini.json: KeyError"):
         load_mini(source)
+
+
+def test_partition_sizes_are_listed_for_a_small_population_and_summarised_for_a_large_one() -> None:
+    assert describe_sizes([5, 4, 5]) == "[5, 4, 5]"
+    sizes = [1] * 48_000 + [0] * 52_000  # full Fashion-MNIST's 48,000 client images over 100,000 clients
+    assert describe_sizes(sizes) == "0 to 1 (median 0; 52000 of 100000 empty)"
