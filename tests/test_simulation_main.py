@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from simulation.__main__ import main as simulation_main
 from simulation.local_run import PROJECT_DIR, command_line
 from tests.test_end_to_end import processes_using
 
@@ -111,3 +112,26 @@ def test_a_stopped_run_says_interrupted_holds_its_rounds_and_leaves_nothing_runn
     assert len((run / "rounds.jsonl").read_text().splitlines()) == rounds
     assert torch.load(run / "checkpoint.pt", weights_only=False)["server_round"] == rounds
     assert processes_using(tmp_path) == [], "a SuperLink, SuperExec or Ray process was left running"
+
+
+def in_process_overrides(tmp_path: Path, extra: str = "") -> str:
+    """A two-client, one-round FedAvg from random weights on the synthetic set."""
+    return (
+        f"dataset='synthetic' model='lenet5' method='fedavg' pretrain='none' num-server-rounds=1 local-epochs=1 "
+        f"partitioner='iid' node-wait-seconds=0.0 client-threads=1 results-dir='{tmp_path / 'results'}' "
+        f"run-name='here' {extra}"
+    )
+
+
+def test_in_process_runs_the_whole_run_in_this_process(tmp_path: Path) -> None:
+    overrides = in_process_overrides(tmp_path)
+    assert simulation_main(["--in-process", "--num-supernodes", "2", "--run-config", overrides]) == 0
+    summary = json.loads((tmp_path / "results" / "here" / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["rounds_aggregated"] == 1
+
+
+def test_in_process_says_when_the_run_failed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    overrides = in_process_overrides(tmp_path, "fail-partitions='0:raise,1:raise'")
+    assert simulation_main(["--in-process", "--num-supernodes", "2", "--run-config", overrides]) == 1
+    assert "error: the run failed: RunFailedError" in capsys.readouterr().err
+    assert json.loads((tmp_path / "results" / "here" / "summary.json").read_text())["status"] == "failed"
