@@ -283,8 +283,9 @@ def cross_device_table(runs: list[dict]) -> str:
     costs outside client compute, and the engine's estimate beside its peak."""
     lines = [
         "| clients | selection | engine | images per client | whole run (s) | round overhead, rounds 1-3 (s) "
-        "| peak PSS (GiB) | estimate (GiB) | estimate / peak | load average (1 min) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| peak PSS (GiB) | of it: engine + ServerApp, SuperLink, actors (GiB) | estimate (GiB) | estimate / peak "
+        "| load average (1 min) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in runs:
         cell = (
@@ -297,10 +298,22 @@ def cross_device_table(runs: list[dict]) -> str:
         beside = f"{estimate:.2f} | {estimate / r['peak_memory_gib']:.2f}" if estimate else "– | –"
         lines.append(
             f"{cell}| {r['total_seconds']:.0f} | {', '.join(f'{s:.1f}' for s in r['round_overhead_seconds'])} "
-            f"| {r['peak_memory_gib']:.2f} | {beside} "
+            f"| {r['peak_memory_gib']:.2f} | {_parts(r)} | {beside} "
             f"| {r['load_average_before'][0]:.1f} → {r['load_average_after'][0]:.1f} |"
         )
     return "\n".join(lines)
+
+
+def _parts(run: dict) -> str:
+    """What a run's peak is made of: the process holding the ServerApp (Flower's engine, or the in-process run), the
+    SuperLink and the ClientApp actors (GiB; – where the engine has none)."""
+    parts = run["peak_by_kind_mib"]
+    if run.get("engine") == "in-process":
+        return f"{parts.get('launcher', 0) / 1024:.2f}, –, –"
+    return (
+        f"{parts.get('simulation engine', 0) / 1024:.2f}, {parts.get('SuperLink', 0) / 1024:.2f}, "
+        f"{parts.get('client actor', 0) / 1024:.2f}"
+    )
 
 
 #: Client images of the tripled set (three times full Fashion-MNIST's 48,000).
