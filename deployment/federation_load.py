@@ -52,13 +52,13 @@ SAMPLE_SECONDS = 1.0
 KIB_PER_MIB = 1024
 
 
-def settings(method: str, num_nodes: int, rounds: int, per_round: int, pretrain_cache: Path) -> str:
-    """The run config text of one load run."""
+def settings(method: str, num_nodes: int, rounds: int, per_round: int, pretrain_cache: Path, extra: str = "") -> str:
+    """The run config text of one load run (``extra``: more settings, last)."""
     cohort = num_nodes if per_round <= 0 else min(per_round, num_nodes)
     return (
         f"{WORKLOAD} method='{method}' num-server-rounds={rounds} fraction-train={cohort / num_nodes} "
-        f"pretrain-cache-dir='{pretrain_cache}'"
-    )
+        f"pretrain-cache-dir='{pretrain_cache}' {extra}"
+    ).strip()
 
 
 # Sampling the federation's processes.
@@ -204,6 +204,23 @@ def round_figures(records: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def pretraining_round_figures(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The pretraining round's record (round 0), when the run had one: nodes asked and aggregated, updates lost,
+    its seconds, and whether it was read from the cache (then its figures are those of the run that computed it)."""
+    phase = next((r for r in records if r["round"] == 0), None)
+    if phase is None:
+        return {}
+    return {
+        "pretraining_round": {
+            "asked": len(phase.get("clients") or []),
+            "aggregated": len(phase.get("client_stats") or []),
+            "lost": lost_updates(phase),
+            "wall_seconds": round(phase["wall_seconds"], 1),
+            "cached": bool(phase.get("cached")),
+        }
+    }
+
+
 def window_figures(window: Window, num_nodes: int) -> dict[str, Any]:
     """The sampled figures of one run."""
     nodes = [window.peak_rss_kib.get(f"node-{i}", 0) / KIB_PER_MIB for i in range(num_nodes)]
@@ -240,6 +257,7 @@ def measured_run(
         "status": status,
         "wall_seconds": round(wall, 1),
         **round_figures(read_rounds(federation.results(method))),
+        **pretraining_round_figures(read_rounds(federation.results(method))),
         **window_figures(window, federation.num_nodes),
         "load_average": [round(load_before, 1), round(os.getloadavg()[0], 1)],
     }
@@ -279,6 +297,7 @@ def restarted_run(
         "seconds_until_every_node_online_again": round(back - down, 1),
         "processes_at_kill": len(lingering),
         **round_figures(read_rounds(results)),
+        **pretraining_round_figures(read_rounds(results)),
         **window_figures(window, federation.num_nodes),
     }
 
@@ -290,12 +309,17 @@ def _serverapp_running(federation: LoopbackFederation) -> bool:
     )
 
 
-def measure(num_nodes: int, rounds: int, per_round: int, restart: bool, pretrain_cache: Path, work: Path) -> dict:
-    """Every run at ``num_nodes`` SuperNodes, and what starting the federation took."""
+def measure(
+    num_nodes: int, rounds: int, per_round: int, restart: bool, pretrain_cache: Path, work: Path, extra: str = ""
+) -> dict:
+    """Every run at ``num_nodes`` SuperNodes (``extra`` settings added to each), and what starting the federation
+    took."""
     federation = LoopbackFederation(work / f"n{num_nodes}", num_nodes)
     sampler = FederationSampler(federation)
     timeout = 600.0 + rounds * 300.0
     started: dict[str, Any] = {"nodes": num_nodes, "rounds": rounds, "per_round": per_round, "runs": []}
+    if extra:
+        started["settings"] = extra
     try:
         tick = time.monotonic()
         federation.start_superlink()
@@ -305,11 +329,11 @@ def measure(num_nodes: int, rounds: int, per_round: int, restart: bool, pretrain
         started["seconds_to_start"] = round(time.monotonic() - tick, 1)
         sampler.start()
         for method in METHODS:
-            text = settings(method, num_nodes, rounds, per_round, pretrain_cache)
+            text = settings(method, num_nodes, rounds, per_round, pretrain_cache, extra)
             started["runs"].append(measured_run(federation, sampler, method, text, timeout))
             print(json.dumps(started["runs"][-1]), flush=True)
         if restart:
-            text = settings("fedavg", num_nodes, rounds, per_round, pretrain_cache)
+            text = settings("fedavg", num_nodes, rounds, per_round, pretrain_cache, extra)
             started["runs"].append(restarted_run(federation, sampler, text, rounds, timeout))
             print(json.dumps(started["runs"][-1]), flush=True)
     except (AssertionError, RuntimeError, subprocess.TimeoutExpired) as err:
@@ -326,17 +350,19 @@ def measure(num_nodes: int, rounds: int, per_round: int, restart: bool, pretrain
 def table(recorded: dict[str, Any]) -> str:
     """The recorded figures as a Markdown table, one row per run."""
     lines = [
-        "| SuperNodes | run | status | rounds aggregated | updates lost / asked | round (s): median, max "
+        "| SuperNodes | run | status | pretraining round: aggregated / asked (s) | rounds aggregated "
+        "| updates lost / asked | round (s): median, max "
         "| SuperLink CPU (s) | SuperLink peak RSS (MiB) | ServerApp peak RSS (MiB) | node peak RSS, median / max (MiB) "
         "| all processes, peak PSS (GiB) | final accuracy |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for cell in recorded["cells"]:
         for run in cell["runs"]:
             killed = run.get("killed_after_rounds")
             restart = f" (SuperLink killed after round {killed}, resumed)" if killed else ""
             lines.append(
-                f"| {cell['nodes']} | {run['run']}{restart} | {run['status']} "
+                f"| {cell['nodes']} | {run['run']}{restart}{_settings(cell)} | {run['status']} "
+                f"| {_pretraining_round(run)} "
                 f"| {run['rounds_aggregated']} of {cell['rounds']} | {run['updates_lost']} / {run['updates_asked']} "
                 f"| {run['round_seconds_median']:.1f}, {run['round_seconds_max']:.1f} "
                 f"| {run['superlink_cpu_seconds']:.0f} | {run['superlink_peak_rss_mib']:.0f} "
@@ -347,6 +373,19 @@ def table(recorded: dict[str, Any]) -> str:
         if "error" in cell:
             lines.append(f"| {cell['nodes']} | stopped: {cell['error'].splitlines()[-1][:120]} |")
     return "\n".join(lines)
+
+
+def _settings(cell: dict[str, Any]) -> str:
+    return f" with `{cell['settings']}`" if cell.get("settings") else ""
+
+
+def _pretraining_round(run: dict[str, Any]) -> str:
+    phase = run.get("pretraining_round")
+    if not phase:
+        return "–"
+    if phase["cached"]:
+        return "from the cache"
+    return f"{phase['aggregated']} / {phase['asked']} ({phase['wall_seconds']:.0f})"
 
 
 def render(page: str, recorded: dict[str, Any]) -> str:
@@ -387,6 +426,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--per-round", type=int, default=10, help="nodes trained a round (0: all)")
     parser.add_argument("--restart-at", type=int, default=25, help="the N whose third run restarts its SuperLink")
+    parser.add_argument("--settings", default="", help='more run settings for every run, e.g. "pretrain-round=false"')
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--table", action="store_true", help="print the recorded table; run nothing")
     args = parser.parse_args(args_in)
@@ -401,11 +441,11 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="federation-load-") as tmp:
         work = Path(tmp)
         for num_nodes in args.nodes:
-            cell = measure(
-                num_nodes, args.rounds, args.per_round, num_nodes == args.restart_at, work / "pretrained", work
-            )
+            restart = num_nodes == args.restart_at
+            cell = measure(num_nodes, args.rounds, args.per_round, restart, work / "pretrained", work, args.settings)
             cell.update(commit=commit.stdout.strip(), cpus=os.cpu_count(), date=time.strftime("%Y-%m-%d"))
-            recorded["cells"] = [c for c in recorded["cells"] if c["nodes"] != num_nodes] + [cell]
+            same = (num_nodes, args.settings)
+            recorded["cells"] = [c for c in recorded["cells"] if (c["nodes"], c.get("settings", "")) != same] + [cell]
             recorded["cells"].sort(key=lambda c: c["nodes"])
             args.out.write_text(json.dumps(recorded, indent=1) + "\n")
     print(table(recorded))

@@ -44,6 +44,14 @@ def test_round_figures_count_lost_updates_and_leave_out_the_pretraining_round() 
     assert figures["rounds_recorded_twice"] == 0
 
 
+def test_the_pretraining_round_is_reported_apart() -> None:
+    phase = {"round": 0, "clients": [0, 1, 2], "client_stats": [{}, {}], "timed_out": [2], "wall_seconds": 99.04}
+    assert load.pretraining_round_figures([phase, record(1, [0], 1)]) == {
+        "pretraining_round": {"asked": 3, "aggregated": 2, "lost": 1, "wall_seconds": 99.0, "cached": False}
+    }
+    assert load.pretraining_round_figures([record(1, [0], 1)]) == {}
+
+
 def test_a_round_recorded_twice_is_counted() -> None:
     """A resumed run that repeated a finished round would show here (the restart's check)."""
     assert load.round_figures([record(1, [0], 1), record(2, [0], 1), record(2, [0], 1)])["rounds_recorded_twice"] == 1
@@ -51,10 +59,11 @@ def test_a_round_recorded_twice_is_counted() -> None:
 
 @pytest.mark.parametrize(("nodes", "per_round", "fraction"), [(5, 10, 1.0), (25, 10, 0.4), (50, 10, 0.2), (7, 0, 1.0)])
 def test_the_cohort_is_per_round_nodes_or_all(tmp_path: Path, nodes: int, per_round: int, fraction: float) -> None:
-    text = load.settings("fedft-eds", nodes, 20, per_round, tmp_path)
+    text = load.settings("fedft-eds", nodes, 20, per_round, tmp_path, "pretrain-round=false")
     config = config_with_overrides(text)  # every key is a known setting with a valid value
     assert config.fraction_train == pytest.approx(fraction)
     assert config.num_server_rounds == 20 and config.method == "fedft-eds" and config.model == "lenet5"
+    assert config.pretrain_round is False
 
 
 def test_read_status_waits_for_a_summary_written_after_the_resubmission(tmp_path: Path) -> None:
@@ -79,7 +88,30 @@ def run(name: str, lost: int, **extra: object) -> dict:
 
 RECORDED = {
     "cells": [
-        {"nodes": 25, "rounds": 20, "runs": [run("fedavg", 0), run("fedavg-restart", 1, killed_after_rounds=10)]},
+        {
+            "nodes": 25,
+            "rounds": 20,
+            "runs": [
+                run(
+                    "fedavg",
+                    0,
+                    pretraining_round={
+                        "asked": 25,
+                        "aggregated": 23,
+                        "lost": 2,
+                        "wall_seconds": 233.4,
+                        "cached": False,
+                    },
+                ),
+                run(
+                    "fedavg-restart",
+                    1,
+                    killed_after_rounds=10,
+                    pretraining_round={"asked": 25, "aggregated": 23, "lost": 2, "wall_seconds": 233.4, "cached": True},
+                ),
+            ],
+        },  # fmt: skip
+        {"nodes": 25, "rounds": 20, "settings": "pretrain-round=false", "runs": [run("fedavg", 0)]},
         {"nodes": 50, "rounds": 20, "runs": [], "error": "Traceback\nRuntimeError: start-supernode.sh 31 failed"},
     ]
 }
@@ -88,10 +120,15 @@ RECORDED = {
 def test_the_table_has_a_row_per_run_and_says_where_a_size_stopped() -> None:
     rows = load.table(RECORDED).splitlines()
     assert rows[2] == (
-        "| 25 | fedavg | completed | 20 of 20 | 0 / 200 | 12.3, 20.0 | 30 | 250 | 700 | 640 / 661 | 3.46 | 84.1% |"
+        "| 25 | fedavg | completed | 23 / 25 (233) | 20 of 20 | 0 / 200 | 12.3, 20.0 | 30 | 250 | 700 | 640 / 661 "
+        "| 3.46 | 84.1% |"
     )
-    assert rows[3].startswith("| 25 | fedavg-restart (SuperLink killed after round 10, resumed) | completed |")
-    assert rows[4] == "| 50 | stopped: RuntimeError: start-supernode.sh 31 failed |"
+    assert rows[3].startswith(
+        "| 25 | fedavg-restart (SuperLink killed after round 10, resumed) | completed | from the cache | 20 of 20 "
+        "| 1 / 200 |"
+    )
+    assert rows[4].startswith("| 25 | fedavg with `pretrain-round=false` | completed | – | 20 of 20 |")
+    assert rows[5] == "| 50 | stopped: RuntimeError: start-supernode.sh 31 failed |"
 
 
 def test_docs_check_fails_on_a_stale_page_and_writing_fixes_it(tmp_path: Path) -> None:
