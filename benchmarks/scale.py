@@ -60,7 +60,7 @@ from data.loading import load_dataset
 from methods.registry import config_with_overrides
 from simulation.local_run import processes_marked
 from simulation.memory_check import simulation_size
-from simulation.memory_estimate import FITTED, MIB, FittedConstants, SimulationSize, estimate_peak
+from simulation.memory_estimate import FITTED, MIB, FittedConstants, SimulationSize, actors_at_once, estimate_peak
 
 NAME = "scale"
 RESULTS = RESULTS_DIR / "scale.json"
@@ -228,8 +228,9 @@ def cross_device(args: argparse.Namespace) -> list[dict]:
                     run = {"grid": "cross-device", "method": "fedavg", "model": "lenet5", "selection": selection,
                            "dataset": TRIPLED, "rounds": 3, **result}  # fmt: skip
                     if not in_process:
+                        actors = max(actors_at_once(os.cpu_count() or 1, 1, 0, 0.0), 1)  # as the launcher counts
                         run["estimate_gib"] = engine_estimate_gib(
-                            f"{text} fraction-train={per_round / population}", population, ACTORS
+                            f"{text} fraction-train={per_round / population}", population, actors
                         )
                     runs.append(run)
                     _record(args.out, runs)
@@ -292,7 +293,7 @@ def cross_device_table(runs: list[dict]) -> str:
             f"| {r['clients']:,} | {r['selection']} | {r['engine']} | {_images(TRIPLED_CLIENT_IMAGES / r['clients'])} "
         )
         if r["exit_code"] != 0 or not r["round_overhead_seconds"]:
-            lines.append(f"{cell}| failed: exit code {r['exit_code']} |")
+            lines.append(f"{cell}| failed: exit code {r['exit_code']}{'' if r['exit_code'] else ', no round'} |")
             continue
         estimate = r.get("estimate_gib")
         beside = f"{estimate:.2f} | {estimate / r['peak_memory_gib']:.2f}" if estimate else "– | –"

@@ -107,7 +107,7 @@ def describe_sizes(sizes: list[int]) -> str:
     if len(sizes) <= LISTED_SIZES:
         return str(sizes)
     empty = sum(size == 0 for size in sizes)
-    return f"{min(sizes)} to {max(sizes)} (median {int(np.median(sizes))}; {empty} of {len(sizes)} empty)"
+    return f"{min(sizes)} to {max(sizes)} (median {float(np.median(sizes)):g}; {empty} of {len(sizes)} empty)"
 
 
 def _client_indices(split: FederatedSplit, partition_id: int, num_partitions: int, cache: Path | None) -> np.ndarray:

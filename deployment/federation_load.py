@@ -62,9 +62,14 @@ def settings(method: str, num_nodes: int, rounds: int, per_round: int, pretrain_
 
 
 # Sampling the federation's processes.
+#: A process, as the kernel tells two apart: its PID and its start time (clock ticks after boot). ClientApps start
+#: per message, so a PID comes back for another process.
+ProcessKey = tuple[int, int]
+
+
 @dataclass
 class ProcessSample:
-    pid: int
+    key: ProcessKey
     group: int
     cpu_seconds: float
     rss_kib: int
@@ -73,7 +78,7 @@ class ProcessSample:
 
 
 def _sample(pid: int) -> ProcessSample | None:
-    """One process's group, CPU seconds, RSS and PSS (None when it is gone)."""
+    """One process's identity, group, CPU seconds, RSS and PSS (None when it is gone)."""
     proc = Path(f"/proc/{pid}")
     try:
         fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
@@ -85,22 +90,28 @@ def _sample(pid: int) -> ProcessSample | None:
     ticks = os.sysconf("SC_CLK_TCK")
     rss = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0)
     pss = next((int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Pss:")), 0)
-    return ProcessSample(pid, int(fields[2]), (int(fields[11]) + int(fields[12])) / ticks, rss, pss, command)
+    # fields[0] is the state (field 3 of stat): group is field 5, utime and stime 14 and 15, starttime 22
+    cpu = (int(fields[11]) + int(fields[12])) / ticks
+    return ProcessSample((pid, int(fields[19])), int(fields[2]), cpu, rss, pss, command)
 
 
 @dataclass
 class Window:
-    """Peaks and CPU over one run: per process kind (``superlink``, ``serverapp``, ``node-<i>``, ``other``)."""
+    """Peaks and CPU over one run: per process kind (``superlink``, ``serverapp``, ``node-<i>``, ``other``).
+
+    A process's CPU counts from its first sample in the window (0 for one born in it, its time so far for one that
+    was running when the window opened) to its last: what it used after its last sample, less than a sampling
+    period, is not counted, nor is a process that lived between two samples."""
 
     peak_rss_kib: dict[str, int] = field(default_factory=dict)
     peak_total_pss_kib: int = 0
-    cpu_start: dict[int, float] = field(default_factory=dict)
-    cpu_last: dict[int, float] = field(default_factory=dict)
-    kind_of: dict[int, str] = field(default_factory=dict)
+    cpu_start: dict[ProcessKey, float] = field(default_factory=dict)
+    cpu_last: dict[ProcessKey, float] = field(default_factory=dict)
+    kind_of: dict[ProcessKey, str] = field(default_factory=dict)
 
     def cpu_seconds(self, kind: str) -> float:
-        """CPU seconds the processes of ``kind`` used inside the window (as last sampled)."""
-        return sum(self.cpu_last[pid] - self.cpu_start.get(pid, 0.0) for pid, k in self.kind_of.items() if k == kind)
+        """CPU seconds the sampled processes of ``kind`` used inside the window."""
+        return sum(self.cpu_last[key] - self.cpu_start[key] for key, k in self.kind_of.items() if k == kind)
 
 
 class FederationSampler:
@@ -112,32 +123,35 @@ class FederationSampler:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
+        #: Processes alive when the current window opened (their CPU counts from their time then).
+        self._running: dict[ProcessKey, float] = {}
+        self._kinds: dict[ProcessKey, str] = {}
 
-    def kind(self, sample: ProcessSample) -> str:
-        link = self.federation.superlink_pid()
-        if link is not None and sample.group == link:
+    def _kind(self, sample: ProcessSample, node_groups: dict[int, str]) -> str:
+        if "deployment.gated_superlink" in sample.command:
             return "superlink"
         if "flwr-serverapp" in sample.command:
             return "serverapp"
-        for i in range(self.federation.num_nodes):
-            if sample.group == self.federation.node_pid(i):
-                return f"node-{i}"
-        return "other"
+        return node_groups.get(sample.group, "other")
 
     def _loop(self) -> None:
         while not self._stop.wait(SAMPLE_SECONDS):
             self.tick()
 
     def tick(self) -> None:
-        samples = [s for pid in processes_marked(self.federation.marker, MARKER) if (s := _sample(pid))]
-        by_kind: dict[str, int] = {}
-        with self._lock:
-            window = self.window
+        with self._lock:  # sampled and committed at once: a window boundary never falls inside a tick
+            samples = [s for pid in processes_marked(self.federation.marker, MARKER) if (s := _sample(pid))]
+            groups = {
+                pid: f"node-{i}" for i in range(self.federation.num_nodes) if (pid := self.federation.node_pid(i))
+            }
+            window, by_kind = self.window, dict[str, int]()
             for s in samples:
-                kind = window.kind_of.setdefault(s.pid, self.kind(s))
+                if s.key not in self._kinds:
+                    self._kinds[s.key] = self._kind(s, groups)
+                kind = window.kind_of[s.key] = self._kinds[s.key]
                 by_kind[kind] = by_kind.get(kind, 0) + s.rss_kib
-                window.cpu_start.setdefault(s.pid, s.cpu_seconds)
-                window.cpu_last[s.pid] = s.cpu_seconds
+                window.cpu_start.setdefault(s.key, self._running.get(s.key, 0.0))
+                window.cpu_last[s.key] = s.cpu_seconds
             for kind, kib in by_kind.items():
                 window.peak_rss_kib[kind] = max(window.peak_rss_kib.get(kind, 0), kib)
             window.peak_total_pss_kib = max(window.peak_total_pss_kib, sum(s.pss_kib for s in samples))
@@ -146,16 +160,17 @@ class FederationSampler:
         self._thread.start()
 
     def next_window(self) -> Window:
-        """The window so far; a new one starts (processes already running start from their CPU time now)."""
+        """The window so far; a new one opens (processes already running count their CPU from now)."""
         self.tick()
         with self._lock:
             done, self.window = self.window, Window()
-            self.window.cpu_start = dict(done.cpu_last)
+            self._running = dict(done.cpu_last)
         return done
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=10)
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
 
 
 # One run's figures.
@@ -251,6 +266,7 @@ def measured_run(
     federation.submit(method, text)
     status = wait_until_ended(federation, method, timeout)
     wall = time.monotonic() - tick
+    wait_for(lambda: not _serverapp_running(federation), 120, f"{method}'s ServerApp to end", every=1.0)
     window = sampler.next_window()
     return {
         "run": method,
@@ -278,15 +294,17 @@ def restarted_run(
     federation.kill_superlink()
     down = time.monotonic()
     # The run's ServerApp and the SuperLink's SuperExec are in sessions of their own: they notice and stop.
-    lingering = processes_marked(federation.marker, MARKER)
     wait_for(lambda: not _serverapp_running(federation), 120, "the killed run's ServerApp to stop", every=1.0)
     federation.start_superlink()
+    # superlink.db keeps a killed SuperLink's nodes "online" until two heartbeats (60 s) pass, so this does not wait
+    # for the SuperNodes to reconnect: the resubmitted run's start waits for them (node-wait-seconds).
     federation.wait_all_online(timeout=180 + 4 * federation.num_nodes)
     back = time.monotonic()
     status_after_kill = read_status(results)
     resubmitted = time.time()
     federation.submit(name, f"{text} resume=true")
     status = wait_until_ended(federation, name, timeout, since=resubmitted)
+    wait_for(lambda: not _serverapp_running(federation), 120, f"{name}'s ServerApp to end", every=1.0)
     window = sampler.next_window()
     return {
         "run": name,
@@ -294,8 +312,7 @@ def restarted_run(
         "wall_seconds": round(time.monotonic() - tick, 1),
         "killed_after_rounds": killed_after,
         "status_after_kill": status_after_kill,
-        "seconds_until_every_node_online_again": round(back - down, 1),
-        "processes_at_kill": len(lingering),
+        "seconds_until_the_superlink_answered_again": round(back - down, 1),
         **round_figures(read_rounds(results)),
         **pretraining_round_figures(read_rounds(results)),
         **window_figures(window, federation.num_nodes),
@@ -364,15 +381,20 @@ def table(recorded: dict[str, Any]) -> str:
                 f"| {cell['nodes']} | {run['run']}{restart}{_settings(cell)} | {run['status']} "
                 f"| {_pretraining_round(run)} "
                 f"| {run['rounds_aggregated']} of {cell['rounds']} | {run['updates_lost']} / {run['updates_asked']} "
-                f"| {run['round_seconds_median']:.1f}, {run['round_seconds_max']:.1f} "
+                f"| {_number(run['round_seconds_median'], '.1f')}, {_number(run['round_seconds_max'], '.1f')} "
                 f"| {run['superlink_cpu_seconds']:.0f} | {run['superlink_peak_rss_mib']:.0f} "
                 f"| {run['serverapp_peak_rss_mib']:.0f} "
                 f"| {run['node_peak_rss_mib_median']:.0f} / {run['node_peak_rss_mib_max']:.0f} "
-                f"| {run['total_peak_pss_gib']:.2f} | {run['final_accuracy']:.1%} |"
+                f"| {run['total_peak_pss_gib']:.2f} | {_number(run['final_accuracy'], '.1%')} |"
             )
         if "error" in cell:
             lines.append(f"| {cell['nodes']} | stopped: {cell['error'].splitlines()[-1][:120]} |")
     return "\n".join(lines)
+
+
+def _number(value: float | None, spec: str) -> str:
+    """``value`` formatted, or – for a run that recorded none (it ended before its first federated round)."""
+    return "–" if value is None else format(value, spec)
 
 
 def _settings(cell: dict[str, Any]) -> str:

@@ -154,10 +154,10 @@ class LoopbackFederation:
             if registered.returncode != 0:
                 raise RuntimeError(f"registering supernode-{i}: {registered.stdout}{registered.stderr}")
 
-    def node_status(self) -> dict[int, str]:
-        """Node id -> status (online, offline, ...) in the SuperLink's view."""
+    def node_status(self) -> dict[str, str]:
+        """Node id (as ``flwr supernode list`` prints it) -> status (online, offline, ...) in the SuperLink's view."""
         nodes = self.flwr_json("supernode", "list", "deploy").get("nodes", [])
-        return {n["node-id"]: n["status"] for n in nodes} if isinstance(nodes, list) else {}
+        return {str(n["node-id"]): n["status"] for n in nodes} if isinstance(nodes, list) else {}
 
     def wait_all_online(self, timeout: float = 120) -> None:
         wait_for(

@@ -55,14 +55,29 @@ def check(args: argparse.Namespace) -> None:
     check_split(config, args.num_supernodes)  # last: the one check that may decode the dataset (seconds)
 
 
+def engine_options(args: argparse.Namespace) -> list[str]:
+    """The options given that only Flower's engine uses."""
+    given = {
+        "--cpus-per-client": args.cpus_per_client != 1,
+        "--gpus-per-client": args.gpus_per_client != 0,
+        "--ray-address": bool(args.ray_address),
+        "--flwr-home": args.flwr_home is not None,
+    }
+    return [option for option, set_ in given.items() if set_]
+
+
 def run_here(overrides: dict[str, Any], num_supernodes: int) -> int:
     """The whole run with the in-process engine; 0 when it completed, 1 (with the reason) when it failed."""
     # Imported here, as in ``check``: the supervising process of an engine run never imports torch.
     from run_config.defaults import load_defaults
-    from simulation.in_process import run_in_process
+    from simulation.in_process import kills_the_runner, run_in_process
 
+    run_config = {**load_defaults(), **overrides}
+    if kills_the_runner(run_config):
+        print("error: fail-partitions 'die' kills the client's process, with --in-process this one", file=sys.stderr)
+        return 2
     try:
-        run_in_process({**load_defaults(), **overrides}, num_supernodes)
+        run_in_process(run_config, num_supernodes)
     except Exception as err:  # the run's own log has the details; the exit status says it failed
         print(f"error: the run failed: {type(err).__name__}: {err}", file=sys.stderr)
         return 1
@@ -90,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(CHECKED, action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.in_process and (ignored := engine_options(args)):
+        parser.error(f"{', '.join(ignored)} set Flower's engine up; --in-process has none")
     try:
         overrides = parse_overrides(args.run_config)
         if not args.checked:

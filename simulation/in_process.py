@@ -183,7 +183,7 @@ def run_in_process(
     return grid
 
 
-def _kills_the_runner(run_config: Mapping[str, Any]) -> bool:
+def kills_the_runner(run_config: Mapping[str, Any]) -> bool:
     """Whether a client is set to kill its own process (``fail-partitions`` mode ``die``): in-process, the runner's.
     A value that does not parse is left for the ServerApp to refuse at start, as any bad setting."""
     try:
@@ -207,7 +207,7 @@ def run_cell_in_process(
         logger.removeHandler(other)
     logger.addHandler(handler)
     try:
-        if _kills_the_runner(run_config):
+        if kills_the_runner(run_config):
             raise ValueError("fail-partitions 'die' kills the client's process, here the runner's")
         if batched and (why := refusal(run_config)):
             raise ValueError(why)

@@ -135,3 +135,25 @@ def test_in_process_says_when_the_run_failed(tmp_path: Path, capsys: pytest.Capt
     assert simulation_main(["--in-process", "--num-supernodes", "2", "--run-config", overrides]) == 1
     assert "error: the run failed: RunFailedError" in capsys.readouterr().err
     assert json.loads((tmp_path / "results" / "here" / "summary.json").read_text())["status"] == "failed"
+
+
+@pytest.mark.parametrize(
+    ("option", "named"),
+    [(["--ray-address", "127.0.0.1:6379"], "--ray-address"), (["--cpus-per-client", "2"], "--cpus-per-client")],
+)
+def test_in_process_refuses_options_of_flowers_engine(
+    option: list[str], named: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        simulation_main(["--in-process", *option])
+    assert stopped.value.code == 2
+    assert f"{named} set Flower's engine up; --in-process has none" in capsys.readouterr().err
+
+
+def test_in_process_refuses_a_client_set_to_kill_its_process(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    overrides = in_process_overrides(tmp_path, "fail-partitions='1:die'")
+    assert simulation_main(["--in-process", "--num-supernodes", "2", "--run-config", overrides]) == 2
+    assert "fail-partitions 'die' kills the client's process" in capsys.readouterr().err
+    assert not (tmp_path / "results").exists()
