@@ -220,7 +220,7 @@ def cross_device(args: argparse.Namespace) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         for population, per_round in cells:
             for selection in CROSS_DEVICE_SELECTIONS:
-                for in_process in (False, True):
+                for in_process in [engine == "in-process" for engine in args.engines]:
                     text = f"{CROSS_DEVICE_WORKLOAD} dataset='{dataset}' client-selection='{selection}'"
                     engine = "in-process" if in_process else "flower"
                     name = f"cross-device-{selection}-{population}-{engine}"
@@ -507,6 +507,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fit", action="store_true", help="with --estimate: derive the fitted constants again")
     parser.add_argument("--leave-one-out", action="store_true", help="with --estimate: each run by a fit without it")
     parser.add_argument("--cross-device", action="store_true", help="the cross-device curve (1,000 to 100,000 clients)")
+    parser.add_argument(
+        "--engines", nargs="+", choices=["flower", "in-process"], default=["flower", "in-process"],
+        help="with --cross-device: the engines to run each cell with",
+    )  # fmt: skip
     parser.add_argument(
         "--dataset-dir", type=Path, default=Path.home() / ".cache" / "fedft", help="where --cross-device's data goes"
     )

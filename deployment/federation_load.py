@@ -388,7 +388,12 @@ def table(recorded: dict[str, Any]) -> str:
                 f"| {run['total_peak_pss_gib']:.2f} | {_number(run['final_accuracy'], '.1%')} |"
             )
         if "error" in cell:
-            lines.append(f"| {cell['nodes']} | stopped: {cell['error'].splitlines()[-1][:120]} |")
+            lines.append(f"| {cell['nodes']} | stopped: {cell['error'].splitlines()[-1][:160]} |")
+    recorded_at = [
+        f"N = {c['nodes']}{_settings(c)}: {c['commit']}, {c['date']}" for c in recorded["cells"] if "commit" in c
+    ]
+    if recorded_at:
+        lines += ["", f"Recorded at (commit, date): {'; '.join(recorded_at)}."]
     return "\n".join(lines)
 
 
