@@ -33,7 +33,7 @@ from simulation.ray_address import check_ray_address
 CHECKED = "--checked"
 
 
-def check(args: argparse.Namespace) -> None:
+def check(args: argparse.Namespace, memory: bool = True) -> None:
     """Raise ``ConfigError`` for a bad run config, a split that cannot be drawn over the SuperNodes, a population that
     cannot run, a memory need beyond the machine or a ``--ray-address`` where nothing listens."""
     check_ray_address(args.ray_address)  # first, before torch's import: Ray would retry for minutes
@@ -50,7 +50,7 @@ def check(args: argparse.Namespace) -> None:
     check_population(config, args.num_supernodes)
     if (check_run := method(config.method).check_run) is not None:  # e.g. a generic set larger than its source
         check_run(config, args.num_supernodes)
-    if not args.ray_address and not args.in_process:
+    if memory and not args.ray_address:  # not for an in-process run, whose memory the estimate does not model
         check_memory(config, args.num_supernodes, args.cpus_per_client, args.gpus_per_client)
     check_split(config, args.num_supernodes)  # last: the one check that may decode the dataset (seconds)
 
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         overrides = parse_overrides(args.run_config)
         if not args.checked:
-            check(args)
+            check(args, memory=not args.in_process)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

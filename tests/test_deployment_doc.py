@@ -6,6 +6,7 @@ run config of ``flwr run`` names only settings the app has. Nothing is started: 
 from __future__ import annotations
 
 import importlib
+import itertools
 import re
 import shlex
 from pathlib import Path
@@ -45,7 +46,11 @@ FLWR_RUNS = [c for c in COMMANDS if c[:2] == ["flwr", "run"]]
 
 
 def test_the_doc_has_the_commands_this_test_checks():
-    assert {c[2] for c in MODULE_COMMANDS} == {"deployment.credentials", "deployment.export_partitions"}
+    assert {c[2] for c in MODULE_COMMANDS} == {
+        "deployment.credentials",
+        "deployment.export_partitions",
+        "deployment.federation_load",
+    }
     assert {c[0] for c in SCRIPT_COMMANDS} == {
         "deployment/start-superlink.sh",
         "deployment/start-supernode.sh",
@@ -60,18 +65,30 @@ def test_every_deployment_file_the_doc_names_exists(path):
 
 
 @pytest.mark.parametrize("command", MODULE_COMMANDS, ids=lambda c: " ".join(c[:3]))
-def test_module_commands_are_accepted_by_their_parsers(command, monkeypatch, capsys):
+def test_module_commands_are_accepted_by_their_parsers(command, monkeypatch, capsys, tmp_path):
     module = importlib.import_module(command[2])
-    work = {"deployment.credentials": "write_credentials", "deployment.export_partitions": "export_partitions"}
+    work = {
+        "deployment.credentials": "write_credentials",
+        "deployment.export_partitions": "export_partitions",
+        "deployment.federation_load": "docs" if command[3:4] == ["docs"] else "measure",
+    }
     calls = []
     monkeypatch.setattr(module, work[command[2]], lambda *args, **kwargs: calls.append(args) or [])
+    if command[2] == "deployment.federation_load":  # a run per N, recorded into a file of this test's
+        monkeypatch.setattr(module, "RESULTS", tmp_path / "load.json")
+        monkeypatch.setattr(module, "docs", lambda *args, **kwargs: calls.append(args) or 0)
+        cell = lambda *args, **kwargs: calls.append(args) or {"nodes": args[0], "rounds": 20, "runs": []}  # noqa: E731
+        monkeypatch.setattr(module, "measure", cell)
     if command[2] == "deployment.export_partitions":
         monkeypatch.setattr(module, "federated_split", lambda config: config)
     try:
         code = module.main(command[3:])
     except SystemExit as exit_:  # argparse refused a flag or a value
         pytest.fail(f"{' '.join(command)}: refused ({exit_.code}): {capsys.readouterr().err}")
-    assert code == 0 and len(calls) == 1
+    expected = 1  # one call of the command's work; the load benchmark measures once per federation size
+    if "--nodes" in command:
+        expected = len(list(itertools.takewhile(str.isdigit, command[command.index("--nodes") + 1 :])))
+    assert code == 0 and len(calls) == expected
 
 
 def usage_arity(script: Path) -> tuple[int, int | None]:
