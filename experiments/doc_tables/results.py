@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from experiments.doc_tables import fedentopt, fedft, kafal, overview, thesis
+from experiments.doc_tables import fedentopt, fedft, fedft_start, kafal, overview, thesis
 from experiments.doc_tables.blocks import Block
 
 BLOCKS: dict[str, Block] = {
@@ -10,6 +10,7 @@ BLOCKS: dict[str, Block] = {
     "against-papers": overview.against_papers,
     "fedft-table2-mini": fedft.table2_mini,
     "fedft-table2-mini-05": fedft.table2_mini_05,
+    "fedft-table2-two-step": fedft_start.table2_full_two_step,
     "fedft-table2-full": fedft.table2_full,
     "fedft-table2-full-wrn": fedft.table2_full_wrn,
     "fedft-table3": fedft.table3,

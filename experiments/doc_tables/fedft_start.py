@@ -1,0 +1,222 @@
+"""docs/results.md's FedFT-EDS comparisons from the pretraining phase's two steps (thesis §6.4.1): the server's
+pretraining, then the pretraining round, the start every compared method shares (thesis Table 6.4)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from experiments.doc_tables.blocks import bullet, prose
+from experiments.doc_tables.markdown import bold_largest, table, verdict
+from experiments.doc_tables.recorded import (
+    RecordedCell,
+    RecordedExperiment,
+    load,
+    mean_of,
+    mean_pm,
+    number,
+    paired_text,
+    per_seed,
+    signed,
+    span,
+)
+from experiments.summary import mean_std
+
+TABLE2_FULL = "fedft-table2-full-2026-11-28"
+BEST, LAST10 = "best_accuracy", "mean_last10_accuracy"
+SECONDS, SECONDS_WITH_PHASE = "total_client_train_seconds", "total_client_train_seconds_with_pretraining_round"
+ALPHAS = (0.1, 0.5)
+#: Table II's rows: label, the experiment's method, P_ds (%).
+ROWS = (
+    ("FedAvg", "fedavg", 100),
+    ("FedProx (μ = 0.01)", "fedprox", 100),
+    ("FedAvg-RDS", "fedavg-rds", 10),
+    ("FedFT-ALL", "fedft-all", 100),
+    ("FedFT-RDS", "fedft-rds", 10),
+    ("FedFT-EDS", "fedft-eds", 10),
+    ("FedFT-RDS", "fedft-rds-50", 50),
+    ("FedFT-EDS", "fedft-eds-50", 50),
+)
+#: The paper's claims as paired comparisons: the claim, method, baseline, and the paper's CIFAR-10 difference at
+#: α = 0.1 and 0.5 (Table II, points; None where the paper has no such row).
+CLAIMS: tuple[tuple[str, str, str, tuple[float, float] | None], ...] = (
+    ("FedFT-EDS > FedFT-RDS (10%)", "fedft-eds", "fedft-rds", (83.82 - 81.11, 86.24 - 85.51)),
+    ("FedFT-EDS > FedFT-RDS (50%)", "fedft-eds-50", "fedft-rds-50", None),
+    ("FedFT-RDS > FedAvg-RDS (10%)", "fedft-rds", "fedavg-rds", (81.11 - 75.05, 85.51 - 81.37)),
+    ("FedFT-EDS (10%) > FedAvg", "fedft-eds", "fedavg", (83.82 - 75.18, 86.24 - 81.73)),
+    ("FedFT-EDS (10%) > FedProx", "fedft-eds", "fedprox", (83.82 - 78.48, 86.24 - 80.96)),
+)
+#: The rounds compared for "EDS's gain shows most in the first rounds" (paper §IV-F): the first and the last five.
+EARLY = 5
+#: Local epochs of a round (the file's E).
+LOCAL_EPOCHS = 5
+
+
+def _at(alpha: float) -> dict[str, object]:
+    return {"dirichlet-alpha": alpha}
+
+
+def _rounds_difference(
+    method: Mapping[int, RecordedCell], baseline: Mapping[int, RecordedCell], early: bool
+) -> dict[int, float]:
+    """method − baseline of the mean accuracy over the first (``early``) or the last ``EARLY`` rounds, by seed."""
+    out = {}
+    for seed in sorted(method.keys() & baseline.keys()):
+        a, b = method[seed].series("accuracy"), baseline[seed].series("accuracy")
+        part = slice(0, EARLY) if early else slice(-EARLY, None)
+        out[seed] = mean_std(a[part])[0] - mean_std(b[part])[0]
+    return out
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def _round_seconds(run: RecordedExperiment, method: str, seeds: set[int], alpha: float) -> float:
+    """The median over the rounds of ``seeds`` of the client seconds a round took: robust to the rounds that ran
+    beside other work."""
+    cells = run.cells_of(method, _at(alpha))
+    return _median([v for s in seeds for v in cells[s].series("client_train_seconds")])
+
+
+def _worst_round(run: RecordedExperiment) -> float:
+    """The most a round's client seconds exceeded its cell's median round."""
+    return max(
+        max(c.series("client_train_seconds")) / _median(list(c.series("client_train_seconds"))) for c in run.cells
+    )
+
+
+def _efficiency(run: RecordedExperiment, method: str, baseline: str, alpha: float) -> tuple[float, float, float]:
+    """(method's round seconds ÷ baseline's, learning-efficiency ratio without the pretraining round, with it), from
+    the median round seconds and the mean best accuracy over the seeds both ran. The pretraining round trains the
+    whole model on all local data, as a FedAvg round does for E epochs, so it is counted as (its mean epochs ÷ E)
+    FedAvg rounds."""
+    best_m, best_b = run.values(method, BEST, _at(alpha)), run.values(baseline, BEST, _at(alpha))
+    seeds = best_m.keys() & best_b.keys()
+    r_m, r_b = _round_seconds(run, method, seeds, alpha), _round_seconds(run, "fedavg", seeds, alpha)
+    r_base = _round_seconds(run, baseline, seeds, alpha)
+    cells = run.cells_of(method, _at(alpha))
+    epochs = [v for s in seeds for k, v in cells[s].summary.items() if k.startswith("pretraining_round.epochs.")]
+    phase = mean_std([float(e) for e in epochs])[0] / LOCAL_EPOCHS * r_b
+    acc_m, acc_b = mean_of([best_m[s] for s in seeds]), mean_of([best_b[s] for s in seeds])
+    rounds = run.rounds
+    plain = (acc_m / (rounds * r_m)) / (acc_b / (rounds * r_base))
+    with_phase = (acc_m / (phase + rounds * r_m)) / (acc_b / (phase + rounds * r_base))
+    return r_base / r_m, plain, with_phase
+
+
+def _seeds_of(run: RecordedExperiment, method: str, alpha: float) -> str:
+    return ", ".join(map(str, sorted(run.cells_of(method, _at(alpha)))))
+
+
+def table2_full_two_step() -> str:
+    """Table II on the full Fashion-MNIST set with LeNet-5, every method from the two-step start: the table, the
+    paired differences with a verdict per claim and α, and what they show."""
+    run = load(TABLE2_FULL)
+    methods = [m for _, m, _ in ROWS]
+    header = ["method", "P_ds (%)"]
+    columns: list[list[str]] = []
+    for alpha in ALPHAS:
+        header += [f"Dir({alpha}) seeds", f"Dir({alpha}) best (%)", f"Dir({alpha}) last-10 (%)"]
+        columns.append([_seeds_of(run, m, alpha) for m in methods])
+        for field in (BEST, LAST10):
+            values = [run.values(m, field, _at(alpha)) for m in methods]
+            columns.append(bold_largest([mean_pm(list(v.values())) for v in values], [mean_of(v) for v in values]))
+    header += ["client s, Dir(0.1) / Dir(0.5)", "MB up"]
+    seconds = [" / ".join(number(mean_of(run.values(m, SECONDS, _at(alpha))), 0) for alpha in ALPHAS) for m in methods]
+    mb = [number(mean_of(run.values(m, "total_bytes_up", _at(0.1))) / 1e6) for m in methods]
+    rows = [[label, str(pds), *(c[i] for c in columns), seconds[i], mb[i]] for i, (label, _, pds) in enumerate(ROWS)]
+
+    pair_rows = []
+    for claim, method, baseline, paper in CLAIMS:
+        for i, alpha in enumerate(ALPHAS):
+            best = run.paired(method, baseline, BEST, _at(alpha))
+            last = run.paired(method, baseline, LAST10, _at(alpha))
+            pair_rows.append(
+                [
+                    claim,
+                    str(alpha),
+                    f"{per_seed(best)}: {paired_text(best)}",
+                    paired_text(last),
+                    "–" if paper is None else signed(paper[i], 2),
+                    f"**{verdict(best, 1)}**",
+                ]
+            )
+    pairs = table(
+        [
+            "the paper's claim",
+            "α",
+            "best acc., per seed: mean ± std (seeds ahead)",
+            "last-10",
+            "paper, CIFAR-10",
+            "verdict (best acc.)",
+        ],
+        pair_rows,
+    )
+
+    cells = run.cells
+    pretrained = [c.value("pretraining_round.pretrained_accuracy") for c in cells]
+    starts = {
+        alpha: [c.value("initial_accuracy") for c in cells if c.point["dirichlet-alpha"] == alpha] for alpha in ALPHAS
+    }
+    epochs = [v for c in cells for k, v in c.summary.items() if k.startswith("pretraining_round.epochs.")]
+    setting = prose(
+        f"The file's setting ([summary](../measurements/experiments/{TABLE2_FULL}/summary.md), "
+        f"[EDS − RDS round by round](../measurements/experiments/{TABLE2_FULL}/paired_difference_vs_round.png)): "
+        "LeNet-5, the full Fashion-MNIST training set (6,000 images for the server, 54,000 across 10 clients), full "
+        f"participation, {run.rounds} rounds of E = 5, weighted mean. Every method starts from the same model, per "
+        "seed and α: the server's pretraining on 6,000 MNIST images with a new head "
+        f"({span(pretrained)}% on Fashion-MNIST), then the pretraining round, in which every client trains the whole "
+        f"model until its training loss stops improving ({min(epochs):.0f}–{max(epochs):.0f} epochs) and the server "
+        f"averages ({span(starts[0.1])}% at Dir(0.1), {span(starts[0.5])}% at Dir(0.5)). Seeds as listed per cell "
+        "(the rest have not run yet: the summary names them); other work shared the machine, so client seconds compare "
+        "within a seed better than across. Mean ± std over the seeds; last-10 is the mean of rounds "
+        f"{run.rounds - 9}–{run.rounds}:"
+    )
+
+    eds_rds = [CLAIMS[0], CLAIMS[1]]
+    early_late = []
+    for claim, method, baseline, _ in eds_rds:
+        for alpha in ALPHAS:
+            m, b = run.cells_of(method, _at(alpha)), run.cells_of(baseline, _at(alpha))
+            first, last = _rounds_difference(m, b, True), _rounds_difference(m, b, False)
+            early_late.append(
+                f"{claim.split(' (')[1].rstrip(')')} at Dir({alpha}): {paired_text(first)} in rounds 1–{EARLY}, "
+                f"{paired_text(last)} in the last {EARLY}"
+            )
+    efficiency = {alpha: _efficiency(run, "fedft-eds", "fedavg", alpha) for alpha in ALPHAS}
+    bullets = [
+        bullet(
+            "**Learning efficiency** (best accuracy per client second; the paper: FedFT-EDS ≥ 3× FedAvg's on "
+            "CIFAR-10), from each method's median client seconds a round over the seeds both ran (single rounds "
+            f"ran beside other work and took up to {_worst_round(run):.0f}× their cell's median): a FedFT-EDS round "
+            "costs "
+            + " and ".join(f"{1 / efficiency[a][0]:.2f}" for a in ALPHAS)
+            + " of a FedAvg round's client seconds at Dir(0.1) and Dir(0.5), so FedFT-EDS's learning efficiency is "
+            + " and ".join(f"{efficiency[a][1]:.0f}×" for a in ALPHAS)
+            + " FedAvg's over the federated rounds, and "
+            + " and ".join(f"{efficiency[a][2]:.1f}×" for a in ALPHAS)
+            + " counting the pretraining round, which both pay (every client trains the whole model until its loss "
+            "stops improving, counted as its mean epochs ÷ E FedAvg rounds)."
+        ),
+        bullet(
+            f"**EDS − RDS over the rounds** (the paper, §IV-F: EDS's gain shows most in the first rounds), mean "
+            f"accuracy of the first and the last {EARLY} rounds, points: " + "; ".join(early_late) + "."
+        ),
+    ]
+    freeze = {a: run.paired("fedft-all", "fedavg", BEST, _at(a)) for a in ALPHAS}
+    select = {a: run.paired("fedft-rds", "fedft-all", BEST, _at(a)) for a in ALPHAS}
+    bullets.append(
+        bullet(
+            "**Where FedFT trails FedAvg, what the rows measure** (best accuracy, points, Dir(0.1) and Dir(0.5)): "
+            "fine-tuning θ on all data with φ frozen (FedFT-ALL − FedAvg) "
+            + " and ".join(paired_text(freeze[a]) for a in ALPHAS)
+            + "; then training on a random 10% instead of all (FedFT-RDS − FedFT-ALL) "
+            + " and ".join(paired_text(select[a]) for a in ALPHAS)
+            + ". These split the gap between the arms; they do not say why φ frozen after the pretraining round "
+            "limits LeNet-5 here while the paper's WRN gains, nor why entropy selection at 10% does not beat random: "
+            "no reason found in this setting."
+        )
+    )
+    return "\n".join([setting, "", table(header, rows), "", pairs, "", *bullets])

@@ -1,0 +1,52 @@
+"""The two-step Table II block's own arithmetic: EDS − RDS over the first and last rounds, and learning efficiency
+from median round seconds with the pretraining round counted as FedAvg rounds."""
+
+from __future__ import annotations
+
+import pytest
+
+from experiments.doc_tables import fedft_start
+from experiments.doc_tables.recorded import RecordedCell, RecordedExperiment
+
+
+def _cell(method: str, seed: int, accuracy: list[float], seconds: list[float], best: float) -> RecordedCell:
+    return RecordedCell(
+        name=f"{method}__seed{seed}",
+        method=method,
+        point={"dirichlet-alpha": 0.1},
+        seed=seed,
+        machine="x",
+        summary={"best_accuracy": best, "rounds": len(accuracy), "pretraining_round.epochs.0": 10.0},
+        rounds={"accuracy": accuracy, "client_train_seconds": seconds},
+        cycles=(),
+    )
+
+
+def test_the_first_and_last_rounds_are_compared_seed_by_seed() -> None:
+    ten = [0.1 * i for i in range(10)]
+    eds = {0: _cell("e", 0, [a + (0.02 if i < 5 else -0.01) for i, a in enumerate(ten)], [1.0] * 10, 0.9)}
+    rds = {0: _cell("r", 0, ten, [1.0] * 10, 0.9), 1: _cell("r", 1, ten, [1.0] * 10, 0.9)}
+    assert fedft_start._rounds_difference(eds, rds, early=True) == {0: pytest.approx(0.02)}
+    assert fedft_start._rounds_difference(eds, rds, early=False) == {0: pytest.approx(-0.01)}
+
+
+def test_learning_efficiency_uses_median_rounds_and_counts_the_phase_for_both() -> None:
+    """FedAvg rounds take 10 s (one loaded round 500 s is ignored by the median), FedFT-EDS rounds 1 s; the
+    pretraining round ran 10 epochs = 2 FedAvg rounds of E = 5 = 20 s for both."""
+    rounds = 4
+    fedavg = _cell("fedavg", 0, [0.5] * rounds, [10.0, 10.0, 500.0, 10.0], 0.8)
+    eds = _cell("fedft-eds", 0, [0.4] * rounds, [1.0] * rounds, 0.6)
+    run = RecordedExperiment(
+        folder="f",
+        clients=2,
+        seeds=(0,),
+        grid={},
+        methods=("fedavg", "fedft-eds"),
+        compare={},
+        missing=(),
+        cells=(fedavg, eds),
+    )
+    cost_ratio, plain, with_phase = fedft_start._efficiency(run, "fedft-eds", "fedavg", 0.1)
+    assert cost_ratio == pytest.approx(10.0)
+    assert plain == pytest.approx((0.6 / 4) / (0.8 / 40))
+    assert with_phase == pytest.approx((0.6 / (20 + 4)) / (0.8 / (20 + 40)))
