@@ -41,6 +41,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "a round on one GPU: ten clients sharing it under Ray; batched cohorts against one client at a time",
     ),
     "scoring-layout": ("benchmarks.scoring_layout", "forward-only scoring in NCHW against channels-last, per CNN"),
+    "quick-reference": (
+        "benchmarks.quick_reference",
+        "every command of the methods' quick reference, as written: exit code, wall time, load, accuracies",
+    ),
     "attacks": (
         "benchmarks.attacks",
         "hostile clients against every aggregation rule, and what the default defence costs honest runs",

@@ -34,7 +34,7 @@ def test_every_module_is_a_listed_benchmark_or_a_named_helper_and_the_suite_stay
     modules = {path.stem for path in BENCHMARKS_DIR.glob("*.py")}
     listed = {module.rsplit(".", 1)[1] for module, _ in suite.BENCHMARKS.values()}
     assert modules == listed | NOT_BENCHMARKS
-    assert len(modules) <= 12
+    assert len(suite.BENCHMARKS) <= 10  # a maintained suite of about ten; a study is an experiment file
 
 
 @pytest.mark.parametrize("name", list(suite.BENCHMARKS))

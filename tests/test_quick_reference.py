@@ -4,43 +4,16 @@ each command a `make run` whose settings the launcher accepts as written."""
 from __future__ import annotations
 
 import argparse
-import re
+import json
 import shlex
 from pathlib import Path
 
 import pytest
 
+from benchmarks import quick_reference
+from benchmarks.quick_reference import all_rows
 from methods.registry import METHODS
 from simulation.__main__ import check
-
-PAGE = Path(__file__).resolve().parents[1] / "docs" / "methods.md"
-START, END = "<!-- quick-reference:start -->", "<!-- quick-reference:end -->"
-
-
-def table_rows(text: str) -> list[tuple[str, str]]:
-    """(method, command) of each row of the quick-reference table: the first column's first `name`, the second's
-    code span."""
-    block = text.split(START, 1)[1].split(END, 1)[0]
-    rows = []
-    for line in block.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) < 2:
-            continue
-        names, commands = re.findall(r"`([^`]+)`", cells[0]), re.findall(r"`([^`]+)`", cells[1])
-        if names and commands:
-            rows.append((names[0], commands[0]))
-    return rows
-
-
-def all_rows() -> list[tuple[str, str]]:
-    """The rows of docs/methods.md's table, then those of a method page's own table (docs/methods/<name>.md, between
-    the same markers): a method added as a package brings its row in its page."""
-    rows = table_rows(PAGE.read_text())
-    for page in sorted((PAGE.parent / "methods").glob("*.md")):
-        if START in (text := page.read_text()):
-            rows += table_rows(text)
-    return rows
-
 
 ROWS = all_rows()
 
@@ -69,3 +42,51 @@ def test_the_command_runs_the_method_and_its_settings_are_accepted(method: str, 
     arguments = make_run_arguments(command)
     assert method == "fedft-eds" or f"method='{method}'" in arguments.run_config
     check(arguments)
+
+
+def test_a_row_records_what_its_command_gave(tmp_path: Path) -> None:
+    """The command runs as written in the project folder; its run's summary is read from the folder its log names."""
+    (tmp_path / "summary.json").write_text(
+        json.dumps({"initial_accuracy": 0.25, "best_accuracy": 0.5, "final_accuracy": 0.45, "warnings": ["w"]})
+    )
+    row = quick_reference.run_row(f"test -f Makefile && echo 'results written to {tmp_path}'; exit 3")
+    assert row["exit_code"] == 3 and row["wall_seconds"] >= 0 and row["load_max"] >= 0
+    assert (row["initial_accuracy"], row["best_accuracy"], row["final_accuracy"]) == (0.25, 0.5, 0.45)
+    assert row["warnings"] == ["w"] and "results written to" in row["log_tail"]
+
+
+def test_the_table_shows_each_row_as_recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Today's rows in the quick reference's order; one never run says so, one recorded for another command names
+    the command it ran, one recorded before the highest load was sampled shows the load at its start alone."""
+    (fedavg, command), (fedprox, _), (moon, _) = ROWS[3], ROWS[4], ROWS[7]
+    recorded = {
+        fedavg: {
+            "command": command,
+            "date": "2026-11-29",
+            "commit": "abc1234",
+            "exit_code": 0,
+            "wall_seconds": 61.5,
+            "load_at_start": 0.4,
+            "load_max": 1.9,
+            "initial_accuracy": 0.114,
+            "best_accuracy": 0.727,
+            "warnings": [],
+        },
+        fedprox: {
+            "command": "make run OLD",
+            "date": "2026-11-26",
+            "exit_code": 0,
+            "wall_seconds": 62.2,
+            "load_at_start": 2.62,
+            "initial_accuracy": 0.114,
+            "best_accuracy": 0.73,
+            "warnings": [],
+        },
+    }
+    monkeypatch.setattr(quick_reference, "OUTPUT", tmp_path / "quick_reference.json")
+    (tmp_path / "quick_reference.json").write_text(json.dumps(recorded))
+    lines = quick_reference.recorded_figure().splitlines()
+    assert len(lines) == 2 + len(ROWS)
+    assert lines[2 + 3] == "| `fedavg` | 0 | 11.4 → 72.7 | 61.5 | 0.4 / 1.9 | 0 | 2026-11-29, abc1234 |"
+    assert lines[2 + 4] == "| `fedprox` | 0 | 11.4 → 73.0 | 62.2 | 2.62 | 0 | 2026-11-26 (ran `make run OLD`) |"
+    assert lines[2 + 7] == f"| `{moon}` | not run | | | | | |"

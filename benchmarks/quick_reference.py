@@ -1,0 +1,175 @@
+"""Every command of the methods' quick reference (docs/methods.md), run as written: what it gave and what it cost.
+
+    python -m benchmarks quick-reference [--only METHOD ...]
+
+Each row's command runs in the project folder as a user types it (``make run ...``), one after another, with the
+caches of the rows before it (a row whose start another row pretrained reuses it: the first row of a model pays its
+pretraining). For each: its exit code, its wall time, the machine's 1-minute load when it started and the highest seen
+while it ran (sampled every 5 s), and its run's start, best and final accuracy and warnings, read from the folder
+its log names. Writes ``measurements/benchmarks/quick_reference.json``; ``--only`` replaces those rows and keeps the
+others. docs/benchmarks.md shows the table (``python -m benchmarks docs``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TypedDict
+
+from benchmarks import PROJECT_DIR, RESULTS_DIR, command_line
+
+NAME = "quick-reference"
+PAGE = PROJECT_DIR / "docs" / "methods.md"
+START, END = "<!-- quick-reference:start -->", "<!-- quick-reference:end -->"
+OUTPUT = RESULTS_DIR / "quick_reference.json"
+LOAD_SAMPLE_SECONDS = 5.0
+
+
+class RowResult(TypedDict):
+    """What one row's command gave."""
+
+    command: str
+    date: str
+    commit: str
+    exit_code: int
+    wall_seconds: float
+    load_at_start: float
+    load_max: float
+    initial_accuracy: float | None
+    best_accuracy: float | None
+    final_accuracy: float | None
+    warnings: list[str] | None
+    log_tail: str
+
+
+def table_rows(text: str) -> list[tuple[str, str]]:
+    """(method, command) of each row of a quick-reference table: the first column's first `name`, the second's
+    code span."""
+    block = text.split(START, 1)[1].split(END, 1)[0]
+    rows = []
+    for line in block.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 2:
+            continue
+        names, commands = re.findall(r"`([^`]+)`", cells[0]), re.findall(r"`([^`]+)`", cells[1])
+        if names and commands:
+            rows.append((names[0], commands[0]))
+    return rows
+
+
+def all_rows() -> list[tuple[str, str]]:
+    """The rows of docs/methods.md's table, then those of a method page's own table (docs/methods/<name>.md, between
+    the same markers): a method added as a package brings its row in its page."""
+    rows = table_rows(PAGE.read_text())
+    for page in sorted((PAGE.parent / "methods").glob("*.md")):
+        if START in (text := page.read_text()):
+            rows += table_rows(text)
+    return rows
+
+
+class LoadWatch:
+    """The highest 1-minute load average seen while it runs (a background thread sampling every few seconds)."""
+
+    def __init__(self) -> None:
+        self.highest = os.getloadavg()[0]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(LOAD_SAMPLE_SECONDS):
+            self.highest = max(self.highest, os.getloadavg()[0])
+
+    def __enter__(self) -> LoadWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _commit() -> str:
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=PROJECT_DIR, capture_output=True, text=True)
+    return done.stdout.strip() or "unknown"
+
+
+def run_row(command: str) -> RowResult:
+    """Run one row's command in the project folder and read its run's summary."""
+    load = os.getloadavg()[0]
+    with LoadWatch() as watch:
+        tick = time.perf_counter()
+        done = subprocess.run(["bash", "-c", command], cwd=PROJECT_DIR, capture_output=True, text=True)
+        seconds = time.perf_counter() - tick
+    log = done.stdout + done.stderr
+    written = re.findall(r"results written to (\S+)", log)
+    summary = json.loads((Path(written[-1]) / "summary.json").read_text()) if written else {}
+    return RowResult(
+        command=command,
+        date=time.strftime("%Y-%m-%d"),
+        commit=_commit(),
+        exit_code=done.returncode,
+        wall_seconds=round(seconds, 1),
+        load_at_start=round(load, 2),
+        load_max=round(watch.highest, 2),
+        initial_accuracy=summary.get("initial_accuracy"),
+        best_accuracy=summary.get("best_accuracy"),
+        final_accuracy=summary.get("final_accuracy"),
+        warnings=summary.get("warnings"),
+        log_tail=log[-1500:] if done.returncode else "",
+    )
+
+
+def _percent(value: object) -> str:
+    return f"{100 * value:.1f}" if isinstance(value, (int, float)) else "–"
+
+
+def _row_text(method: str, command: str, row: Mapping[str, object] | None) -> str:
+    """One table row: exit code, start → best, wall time, load, warnings, when and at which commit; a row recorded
+    for another command than the table's today says so."""
+    if row is None:
+        return f"| `{method}` | not run | | | | | |"
+    warnings = row.get("warnings")
+    shown = str(len(warnings)) if isinstance(warnings, list) else "–"
+    load = f"{row.get('load_at_start')}" + (f" / {row['load_max']}" if "load_max" in row else "")
+    when = f"{row.get('date')}" + (f", {row['commit']}" if "commit" in row else "")
+    if row.get("command") != command:
+        when += f" (ran `{row.get('command')}`)"
+    return (
+        f"| `{method}` | {row.get('exit_code')} | {_percent(row.get('initial_accuracy'))} → "
+        f"{_percent(row.get('best_accuracy'))} | {row.get('wall_seconds')} | {load} | {shown} | {when} |"
+    )
+
+
+def recorded_figure() -> str:
+    """The table of the recorded rows, in the quick reference's order."""
+    recorded: dict[str, dict[str, object]] = json.loads(OUTPUT.read_text())
+    lines = [
+        "| method | exit code | start → best (%) | wall time (s) | load at start / highest | warnings | recorded |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    lines += [_row_text(method, command, recorded.get(method)) for method, command in all_rows()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = command_line(NAME, __doc__)
+    parser.add_argument("--only", nargs="+", default=None, metavar="METHOD", help="rows (first column) to run")
+    args = parser.parse_args(argv)
+    rows = all_rows()
+    unknown = set(args.only or ()) - {method for method, _ in rows}
+    if unknown:
+        parser.error(f"no quick-reference row for {', '.join(sorted(unknown))}")
+    recorded = json.loads(OUTPUT.read_text()) if OUTPUT.is_file() else {}
+    for method, command in rows:
+        if args.only and method not in args.only:
+            continue
+        recorded[method] = run_row(command)
+        print(json.dumps({method: recorded[method]}), flush=True)
+        OUTPUT.write_text(json.dumps(recorded, indent=1) + "\n")
+    return 0
