@@ -125,6 +125,14 @@ def write_credentials(out: Path, hosts: Sequence[str], num_supernodes: int, days
     return sorted(out.iterdir())
 
 
+def public_key_lines(public_key_file: Path) -> list[str]:
+    """The base64 lines of an OpenSSH public key file's PEM form (SubjectPublicKeyInfo): how Flower's SuperLink names
+    a key in its log when it refuses a SuperNode that holds it."""
+    key = serialization.load_ssh_public_key(public_key_file.read_bytes())
+    pem = key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+    return [line for line in pem.splitlines() if line and not line.startswith("-----")]
+
+
 def certificate_hosts(hosts: Sequence[str]) -> list[str]:
     """``hosts`` (default: localhost) and 127.0.0.1, the only address the gated SuperLink's Control API answers on."""
     named = list(hosts) or ["localhost"]

@@ -15,7 +15,10 @@ seconds and peak RSS, the ServerApp's, each node's peak RSS (its SuperNode and t
 PSS of all the federation's processes together; processes are sampled every second. At N = ``--restart-at`` a third
 run (FedAvg) has its SuperLink killed (``kill -9`` of its process group) once half its rounds are recorded, started
 again with the same state folder, and the run submitted again with ``resume=true``: it must end with every round
-aggregated exactly once. Figures go to ``measurements/deployment/federation_load.json`` as each N ends.
+aggregated exactly once. With ``--outsiders K`` (default 1), K more SuperNodes whose keys were never registered
+start once the first run's first round is recorded, as devices the operator did not enrol: each must be refused at
+activation and named (by its key) in the SuperLink's log, never given a node id or a message, while the N nodes
+lose nothing. Figures go to ``measurements/deployment/federation_load.json`` as each N ends.
 
 Everything runs on one machine, so the nodes' ClientApps share its cores with the SuperLink: round seconds are this
 machine's, not a real federation's, and the load average is recorded beside each run.
@@ -36,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from deployment.credentials import public_key_lines
 from deployment.loopback import MARKER, PROJECT, LoopbackFederation, wait_for
 from simulation.local_run import processes_marked
 
@@ -319,6 +323,39 @@ def restarted_run(
     }
 
 
+def start_outsiders_during(federation: LoopbackFederation, run_name: str, timeout: float) -> threading.Thread:
+    """A thread that starts every outsider once ``run_name``'s first federated round is recorded."""
+
+    def start() -> None:
+        wait_for(lambda: federated_rounds(federation.results(run_name)) >= 1, timeout, f"round 1 of {run_name}")
+        for j in range(federation.outsiders):
+            federation.start_outsider(j)
+
+    thread = threading.Thread(target=start, daemon=True)
+    thread.start()
+    return thread
+
+
+def outsider_figures(federation: LoopbackFederation) -> list[dict[str, Any]]:
+    """For each outsider: whether the SuperLink's log names its key as refused, what its own log shows (Flower's
+    exit code 305, a node id, a received message)."""
+    link_log = (federation.link_state / "superlink.log").read_text(errors="replace")
+    refused = [line for line in link_log.splitlines() if "No SuperNode found with the given public key" in line]
+    figures = []
+    for j in range(federation.outsiders):
+        key = public_key_lines(federation.keys / f"supernode-{federation.num_nodes + j}.pub")
+        own = federation.outsider_log(j)
+        figures.append(
+            {
+                "refused_in_superlink_log": any(all(part in line for part in key) for line in refused),
+                "exit_code_305": "Exit Code: 305" in own,
+                "got_a_node_id": "SuperNode ID:" in own,
+                "received_a_message": "Receiving:" in own,
+            }
+        )
+    return figures
+
+
 def _serverapp_running(federation: LoopbackFederation) -> bool:
     return any(
         (s := _sample(pid)) is not None and "flwr-serverapp" in s.command
@@ -327,11 +364,18 @@ def _serverapp_running(federation: LoopbackFederation) -> bool:
 
 
 def measure(
-    num_nodes: int, rounds: int, per_round: int, restart: bool, pretrain_cache: Path, work: Path, extra: str = ""
+    num_nodes: int,
+    rounds: int,
+    per_round: int,
+    restart: bool,
+    pretrain_cache: Path,
+    work: Path,
+    extra: str = "",
+    outsiders: int = 0,
 ) -> dict:
-    """Every run at ``num_nodes`` SuperNodes (``extra`` settings added to each), and what starting the federation
-    took."""
-    federation = LoopbackFederation(work / f"n{num_nodes}", num_nodes)
+    """Every run at ``num_nodes`` SuperNodes (``extra`` settings added to each; ``outsiders`` unregistered nodes
+    started during the first), and what starting the federation took."""
+    federation = LoopbackFederation(work / f"n{num_nodes}", num_nodes, outsiders=outsiders)
     sampler = FederationSampler(federation)
     timeout = 600.0 + rounds * 300.0
     started: dict[str, Any] = {"nodes": num_nodes, "rounds": rounds, "per_round": per_round, "runs": []}
@@ -345,10 +389,15 @@ def measure(
         federation.wait_all_online(timeout=180 + 4 * num_nodes)
         started["seconds_to_start"] = round(time.monotonic() - tick, 1)
         sampler.start()
-        for method in METHODS:
+        for index, method in enumerate(METHODS):
             text = settings(method, num_nodes, rounds, per_round, pretrain_cache, extra)
+            during = start_outsiders_during(federation, method, timeout) if index == 0 and outsiders else None
             started["runs"].append(measured_run(federation, sampler, method, text, timeout))
             print(json.dumps(started["runs"][-1]), flush=True)
+            if during is not None:
+                during.join()
+                started["outsiders"] = outsider_figures(federation)
+                started["nodes_listed"] = len(federation.node_status())
         if restart:
             text = settings("fedavg", num_nodes, rounds, per_round, pretrain_cache, extra)
             started["runs"].append(restarted_run(federation, sampler, text, rounds, timeout))
@@ -389,6 +438,12 @@ def table(recorded: dict[str, Any]) -> str:
             )
         if "error" in cell:
             lines.append(f"| {cell['nodes']} | stopped: {cell['error'].splitlines()[-1][:160]} |")
+    outsiders = [_outsiders(c) for c in recorded["cells"] if c.get("outsiders")]
+    if outsiders:
+        lines += [
+            "",
+            "SuperNodes with an unregistered key, started during the first run: " + "; ".join(outsiders) + ".",
+        ]
     recorded_at = [
         f"N = {c['nodes']}{_settings(c)}: {c['commit']}, {c['date']}" for c in recorded["cells"] if "commit" in c
     ]
@@ -400,6 +455,21 @@ def table(recorded: dict[str, Any]) -> str:
 def _number(value: float | None, spec: str) -> str:
     """``value`` formatted, or – for a run that recorded none (it ended before its first federated round)."""
     return "–" if value is None else format(value, spec)
+
+
+def _outsiders(cell: dict[str, Any]) -> str:
+    """What became of a cell's outsiders, counted."""
+    found = cell["outsiders"]
+
+    def count(key: str) -> str:
+        return f"{sum(bool(o[key]) for o in found)} of {len(found)}"
+
+    return (
+        f"N = {cell['nodes']}{_settings(cell)}: {count('refused_in_superlink_log')} refused at activation with its "
+        f"key named in the SuperLink's log, {count('exit_code_305')} ended with Flower's exit code 305, "
+        f"{count('got_a_node_id')} got a node id, {count('received_a_message')} received a message; "
+        f"{cell['nodes_listed']} nodes listed"
+    )
 
 
 def _settings(cell: dict[str, Any]) -> str:
@@ -453,6 +523,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--per-round", type=int, default=10, help="nodes trained a round (0: all)")
     parser.add_argument("--restart-at", type=int, default=25, help="the N whose third run restarts its SuperLink")
+    parser.add_argument(
+        "--outsiders", type=int, default=1, help="unregistered SuperNodes started during each N's first run"
+    )
     parser.add_argument("--settings", default="", help='more run settings for every run, e.g. "pretrain-round=false"')
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--table", action="store_true", help="print the recorded table; run nothing")
@@ -460,8 +533,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.table:
         print(table(json.loads(args.out.read_text())))
         return 0
-    if any(n < 1 for n in args.nodes) or args.rounds < 2:
-        parser.error("--nodes must be positive and --rounds at least 2")
+    if any(n < 1 for n in args.nodes) or args.rounds < 2 or args.outsiders < 0:
+        parser.error("--nodes must be positive, --rounds at least 2 and --outsiders at least 0")
     recorded = json.loads(args.out.read_text()) if args.out.exists() else {"cells": []}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=PROJECT, capture_output=True, text=True)
@@ -469,7 +542,10 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tmp)
         for num_nodes in args.nodes:
             restart = num_nodes == args.restart_at
-            cell = measure(num_nodes, args.rounds, args.per_round, restart, work / "pretrained", work, args.settings)
+            cell = measure(
+                num_nodes, args.rounds, args.per_round, restart, work / "pretrained", work, args.settings,
+                args.outsiders,
+            )  # fmt: skip
             cell.update(commit=commit.stdout.strip(), cpus=os.cpu_count(), date=time.strftime("%Y-%m-%d"))
             same = (num_nodes, args.settings)
             recorded["cells"] = [c for c in recorded["cells"] if (c["nodes"], c.get("settings", "")) != same] + [cell]

@@ -76,12 +76,15 @@ class LoopbackFederation:
     """A SuperLink and ``num_nodes`` SuperNodes under ``folder`` (keys/, data/, superlink/, nodes/node-<i>/,
     results/), started and stopped with the scripts in ``deployment/``. ``supernode_args`` go to every SuperNode
     (empty: retry the SuperLink for ever, as the systemd unit does). ``node_preexec[i]`` runs in SuperNode ``i``'s
-    start script before it starts (e.g. entering a cgroup)."""
+    start script before it starts (e.g. entering a cgroup). ``outsiders`` more key pairs are made and never
+    registered: ``start_outsider`` runs a SuperNode with one, as a device whose key the operator did not register."""
 
-    def __init__(self, folder: Path, num_nodes: int, split: str = SPLIT, supernode_args: str = "") -> None:
-        self.folder, self.num_nodes = folder, num_nodes
+    def __init__(
+        self, folder: Path, num_nodes: int, split: str = SPLIT, supernode_args: str = "", outsiders: int = 0
+    ) -> None:
+        self.folder, self.num_nodes, self.outsiders = folder, num_nodes, outsiders
         self.keys = folder / "keys"
-        write_credentials(self.keys, ["127.0.0.1", "127.0.0.2", "localhost"], num_supernodes=num_nodes)
+        write_credentials(self.keys, ["127.0.0.1", "127.0.0.2", "localhost"], num_supernodes=num_nodes + outsiders)
         export_partitions(federated_split(config_with_overrides(split)), num_nodes, folder / "data")
         # What `flwr run .` packs, staged once: Flower walks the whole folder, a virtual environment included, at
         # every `flwr run` (about 10 s on a loaded machine).
@@ -181,6 +184,28 @@ class LoopbackFederation:
             raise RuntimeError(f"start-supernode.sh {i} failed: {started.stdout}{started.stderr}")
         self.starts[i] += 1
 
+    def outsider_state(self, j: int) -> Path:
+        return self.folder / "nodes" / f"outsider-{j}"
+
+    def start_outsider(self, j: int) -> None:
+        """A SuperNode with the unregistered key ``supernode-<num_nodes + j>``, and node 0's data folder (it must
+        never be asked for it)."""
+        started = self.sh(
+            str(SCRIPTS / "start-supernode.sh"),
+            str(self.outsider_state(j)),
+            f"127.0.0.2:{self.port}",
+            str(self.keys / "ca.crt"),
+            str(self.keys / f"supernode-{self.num_nodes + j}"),
+            str(free_port()),
+            f'partition-id=0 num-partitions={self.num_nodes} data-path="{self.folder / "data" / "node-0"}"',
+        )
+        if started.returncode != 0:
+            raise RuntimeError(f"start-supernode.sh outsider {j} failed: {started.stdout}{started.stderr}")
+
+    def outsider_log(self, j: int) -> str:
+        path = self.outsider_state(j) / "supernode.log"
+        return path.read_text(errors="replace") if path.is_file() else ""
+
     def start_nodes(self) -> None:
         for i in range(self.num_nodes):
             self.start_node(i)
@@ -220,7 +245,8 @@ class LoopbackFederation:
 
     def close(self) -> list[int]:
         """Stop the SuperNodes and the SuperLink with ``stop.sh``; the PIDs that outlived it (killed here)."""
-        self.sh(str(SCRIPTS / "stop.sh"), *map(str, [*self.node_states, self.link_state]))
+        outsiders = [self.outsider_state(j) for j in range(self.outsiders)]
+        self.sh(str(SCRIPTS / "stop.sh"), *map(str, [*self.node_states, *outsiders, self.link_state]))
         leftovers = processes_marked(self.marker, MARKER)
         for pid in leftovers:
             with contextlib.suppress(OSError):

@@ -8,10 +8,13 @@ import json
 import os
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from cryptography.hazmat.primitives import serialization
 
 from deployment import federation_load as load
+from deployment.credentials import write_credentials
 from methods.registry import config_with_overrides
 
 
@@ -150,3 +153,42 @@ def test_a_page_without_the_block_is_refused(tmp_path: Path) -> None:
 def test_docs_deployment_md_shows_the_recorded_table() -> None:
     """docs/deployment.md's table is the recorded file's, regenerated (python -m deployment.federation_load docs)."""
     assert load.docs(check=True) == 0
+
+
+def test_an_outsider_is_found_by_its_key_in_the_superlinks_refusal(tmp_path: Path) -> None:
+    """The SuperLink logs a refused activation with the key's PEM as Python prints bytes (one line, ``\\n``
+    escaped); the outsider's own key is found there, another key is not."""
+    keys = tmp_path / "keys"
+    write_credentials(keys, ["localhost"], num_supernodes=3)
+    pem = serialization.load_ssh_public_key((keys / "supernode-2.pub").read_bytes()).public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    link = tmp_path / "superlink"
+    link.mkdir()
+    (link / "superlink.log").write_text(
+        "INFO: [Fleet.ActivateNode] Activated node_id=1\n"
+        f"ERROR: [/v1/fleet/activate-node][ApiError:2004] Attempted to register SuperNode with public key: {pem!r}, "
+        "exception: No SuperNode found with the given public key.\n"
+    )
+    logs = {0: "ERROR: Exit Code: 305\nFailed to initialize the connection", 1: "INFO: SuperNode ID: 7\nReceiving: x"}
+    federation = SimpleNamespace(
+        link_state=link, keys=keys, num_nodes=1, outsiders=2, outsider_log=lambda j: logs[j]
+    )  # outsider 0 holds supernode-1 (not in the log), outsider 1 supernode-2
+    first, second = load.outsider_figures(federation)  # type: ignore[arg-type]
+    assert first == {
+        "refused_in_superlink_log": False, "exit_code_305": True, "got_a_node_id": False, "received_a_message": False
+    }  # fmt: skip
+    assert second == {
+        "refused_in_superlink_log": True, "exit_code_305": False, "got_a_node_id": True, "received_a_message": True
+    }  # fmt: skip
+
+
+def test_the_table_counts_what_became_of_the_outsiders() -> None:
+    outsider = {"refused_in_superlink_log": True, "exit_code_305": True, "got_a_node_id": False,
+                "received_a_message": False}  # fmt: skip
+    cell = {"nodes": 5, "rounds": 20, "runs": [run("fedavg", 0)], "outsiders": [outsider], "nodes_listed": 5}
+    assert load.table({"cells": [cell]}).splitlines()[-1] == (
+        "SuperNodes with an unregistered key, started during the first run: N = 5: 1 of 1 refused at activation "
+        "with its key named in the SuperLink's log, 1 of 1 ended with Flower's exit code 305, 0 of 1 got a node id, "
+        "0 of 1 received a message; 5 nodes listed."
+    )
