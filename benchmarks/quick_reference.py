@@ -3,11 +3,12 @@
     python -m benchmarks quick-reference [--only METHOD ...]
 
 Each row's command runs in the project folder as a user types it (``make run ...``), one after another, with the
-caches of the rows before it (a row whose start another row pretrained reuses it: the first row of a model pays its
-pretraining). For each: its exit code, its wall time, the machine's 1-minute load when it started and the highest seen
-while it ran (sampled every 5 s), and its run's start, best and final accuracy and warnings, read from the folder
-its log names. Writes ``measurements/benchmarks/quick_reference.json``; ``--only`` replaces those rows and keeps the
-others. docs/benchmarks.md shows the table (``python -m benchmarks docs``).
+caches the machine holds (pretrained weights and pretraining rounds of earlier runs of the same model, data and
+recipe are read from ``~/.cache/fedft/pretrained``). For each: its exit code, its wall time, the machine's 1-minute
+load when it started and the highest seen while it ran (sampled every 5 s), and its run's start, best and final
+accuracy, warnings and whether its pretraining round ran or came from the cache, read from the folder its log
+names. Writes ``measurements/benchmarks/quick_reference.json``; ``--only`` replaces those rows and keeps the others.
+docs/benchmarks.md shows the table (``python -m benchmarks docs``).
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ class RowResult(TypedDict):
     best_accuracy: float | None
     final_accuracy: float | None
     warnings: list[str] | None
+    pretraining_round: str
+    results: str | None
     log_tail: str
 
 
@@ -99,6 +102,15 @@ def _commit() -> str:
     return done.stdout.strip() or "unknown"
 
 
+def pretraining_round(summary: Mapping[str, object]) -> str:
+    """What a run's summary says of its pretraining round: ``ran``, ``cached`` (read from an earlier run's cache) or
+    ``none`` (the method has none, or it is off)."""
+    phase = summary.get("pretraining_round")
+    if not isinstance(phase, Mapping):
+        return "none"
+    return "cached" if phase.get("cached") else "ran"
+
+
 def run_row(command: str) -> RowResult:
     """Run one row's command in the project folder and read its run's summary."""
     load = os.getloadavg()[0]
@@ -121,6 +133,8 @@ def run_row(command: str) -> RowResult:
         best_accuracy=summary.get("best_accuracy"),
         final_accuracy=summary.get("final_accuracy"),
         warnings=summary.get("warnings"),
+        pretraining_round=pretraining_round(summary),
+        results=written[-1] if written else None,
         log_tail=log[-1500:] if done.returncode else "",
     )
 
@@ -133,7 +147,7 @@ def _row_text(method: str, command: str, row: Mapping[str, object] | None) -> st
     """One table row: exit code, start → best, wall time, load, warnings, when and at which commit; a row recorded
     for another command than the table's today says so."""
     if row is None:
-        return f"| `{method}` | not run | | | | | |"
+        return f"| `{method}` | not run | | | | | | |"
     warnings = row.get("warnings")
     shown = str(len(warnings)) if isinstance(warnings, list) else "–"
     load = f"{row.get('load_at_start')}" + (f" / {row['load_max']}" if "load_max" in row else "")
@@ -141,7 +155,8 @@ def _row_text(method: str, command: str, row: Mapping[str, object] | None) -> st
     if row.get("command") != command:
         when += f" (ran `{row.get('command')}`)"
     return (
-        f"| `{method}` | {row.get('exit_code')} | {_percent(row.get('initial_accuracy'))} → "
+        f"| `{method}` | {row.get('exit_code')} | {row.get('pretraining_round', '?')} "
+        f"| {_percent(row.get('initial_accuracy'))} → "
         f"{_percent(row.get('best_accuracy'))} | {row.get('wall_seconds')} | {load} | {shown} | {when} |"
     )
 
@@ -150,8 +165,9 @@ def recorded_figure() -> str:
     """The table of the recorded rows, in the quick reference's order."""
     recorded: dict[str, dict[str, object]] = json.loads(OUTPUT.read_text())
     lines = [
-        "| method | exit code | start → best (%) | wall time (s) | load at start / highest | warnings | recorded |",
-        "|---|---|---|---|---|---|---|",
+        "| method | exit code | pretraining round | start → best (%) | wall time (s) | load at start / highest "
+        "| warnings | recorded |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     lines += [_row_text(method, command, recorded.get(method)) for method, command in all_rows()]
     return "\n".join(lines)

@@ -53,6 +53,14 @@ def test_a_row_records_what_its_command_gave(tmp_path: Path) -> None:
     assert row["exit_code"] == 3 and row["wall_seconds"] >= 0 and row["load_max"] >= 0
     assert (row["initial_accuracy"], row["best_accuracy"], row["final_accuracy"]) == (0.25, 0.5, 0.45)
     assert row["warnings"] == ["w"] and "results written to" in row["log_tail"]
+    assert row["pretraining_round"] == "none" and row["results"] == str(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("phase", "expected"), [({"cached": True}, "cached"), ({"cached": False}, "ran"), (None, "none")]
+)
+def test_the_pretraining_round_is_named_as_the_summary_records_it(phase: dict | None, expected: str) -> None:
+    assert quick_reference.pretraining_round({"pretraining_round": phase}) == expected
 
 
 def test_the_table_shows_each_row_as_recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -71,6 +79,7 @@ def test_the_table_shows_each_row_as_recorded(tmp_path: Path, monkeypatch: pytes
             "initial_accuracy": 0.114,
             "best_accuracy": 0.727,
             "warnings": [],
+            "pretraining_round": "ran",
         },
         fedprox: {
             "command": "make run OLD",
@@ -87,6 +96,6 @@ def test_the_table_shows_each_row_as_recorded(tmp_path: Path, monkeypatch: pytes
     (tmp_path / "quick_reference.json").write_text(json.dumps(recorded))
     lines = quick_reference.recorded_figure().splitlines()
     assert len(lines) == 2 + len(ROWS)
-    assert lines[2 + 3] == "| `fedavg` | 0 | 11.4 → 72.7 | 61.5 | 0.4 / 1.9 | 0 | 2026-11-29, abc1234 |"
-    assert lines[2 + 4] == "| `fedprox` | 0 | 11.4 → 73.0 | 62.2 | 2.62 | 0 | 2026-11-26 (ran `make run OLD`) |"
-    assert lines[2 + 7] == f"| `{moon}` | not run | | | | | |"
+    assert lines[2 + 3] == "| `fedavg` | 0 | ran | 11.4 → 72.7 | 61.5 | 0.4 / 1.9 | 0 | 2026-11-29, abc1234 |"
+    assert lines[2 + 4] == "| `fedprox` | 0 | ? | 11.4 → 73.0 | 62.2 | 2.62 | 0 | 2026-11-26 (ran `make run OLD`) |"
+    assert lines[2 + 7] == f"| `{moon}` | not run | | | | | | |"
