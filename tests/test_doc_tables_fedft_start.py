@@ -50,3 +50,9 @@ def test_learning_efficiency_uses_median_rounds_and_counts_the_phase_for_both() 
     assert cost_ratio == pytest.approx(10.0)
     assert plain == pytest.approx((0.6 / 4) / (0.8 / 40))
     assert with_phase == pytest.approx((0.6 / (20 + 4)) / (0.8 / (20 + 40)))
+
+
+def test_a_claim_gets_a_verdict_only_from_three_seeds() -> None:
+    assert fedft_start._verdict({0: 0.01, 1: 0.02}) == "none yet (2 of 3 seeds)"
+    assert fedft_start._verdict({0: 0.01, 1: 0.02, 2: 0.03}) == "**reproduces**"
+    assert fedft_start._verdict({0: -0.01, 1: 0.02, 2: -0.03}) == "**does not (level)**"
