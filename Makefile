@@ -62,6 +62,7 @@ test: setup
 	$(BIN)/lint-imports --no-cache
 	@$(MAKE) --no-print-directory docs
 	@types=$$(mktemp); $(BIN)/mypy >"$$types" 2>&1 & mypy=$$!; \
+	trap 'kill $$mypy 2>/dev/null; rm -f "$$types"' INT TERM; \
 	echo '$(BIN)/python -m pytest -q -n 2 --dist worksteal  (with $(BIN)/mypy beside it)'; \
 	$(BIN)/python -m pytest -q -n 2 --dist worksteal; tests=$$?; \
 	wait $$mypy; checked=$$?; echo '$(BIN)/mypy:'; cat "$$types"; rm -f "$$types"; \

@@ -8,6 +8,7 @@ recipe are read from ``~/.cache/fedft/pretrained``). For each: its exit code, it
 load when it started and the highest seen while it ran (sampled every 5 s), and its run's start, best and final
 accuracy, warnings and whether its pretraining round ran or came from the cache, read from the folder its log
 names. Writes ``measurements/benchmarks/quick_reference.json``; ``--only`` replaces those rows and keeps the others.
+Exits 1 when a row's command failed (or ran past an hour).
 docs/benchmarks.md shows the table (``python -m benchmarks docs``).
 """
 
@@ -20,7 +21,6 @@ import subprocess
 import threading
 import time
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TypedDict
 
 from benchmarks import PROJECT_DIR, RESULTS_DIR, command_line
@@ -30,6 +30,8 @@ PAGE = PROJECT_DIR / "docs" / "methods.md"
 START, END = "<!-- quick-reference:start -->", "<!-- quick-reference:end -->"
 OUTPUT = RESULTS_DIR / "quick_reference.json"
 LOAD_SAMPLE_SECONDS = 5.0
+#: A row still running after this long is stopped and recorded as timed out (exit code 124).
+ROW_TIMEOUT_SECONDS = 3600.0
 
 
 class RowResult(TypedDict):
@@ -111,21 +113,31 @@ def pretraining_round(summary: Mapping[str, object]) -> str:
     return "cached" if phase.get("cached") else "ran"
 
 
+def _text(output: str | bytes | None) -> str:
+    return output.decode(errors="replace") if isinstance(output, bytes) else output or ""
+
+
 def run_row(command: str) -> RowResult:
     """Run one row's command in the project folder and read its run's summary."""
     load = os.getloadavg()[0]
     with LoadWatch() as watch:
         tick = time.perf_counter()
-        done = subprocess.run(["bash", "-c", command], cwd=PROJECT_DIR, capture_output=True, text=True)
+        try:
+            done = subprocess.run(
+                ["bash", "-c", command], cwd=PROJECT_DIR, capture_output=True, text=True, timeout=ROW_TIMEOUT_SECONDS
+            )
+            code, log = done.returncode, done.stdout + done.stderr
+        except subprocess.TimeoutExpired as err:
+            code, log = 124, _text(err.stdout) + _text(err.stderr)
         seconds = time.perf_counter() - tick
-    log = done.stdout + done.stderr
     written = re.findall(r"results written to (\S+)", log)
-    summary = json.loads((Path(written[-1]) / "summary.json").read_text()) if written else {}
+    summary_file = PROJECT_DIR / written[-1] / "summary.json" if written else None
+    summary = json.loads(summary_file.read_text()) if summary_file and summary_file.is_file() else {}
     return RowResult(
         command=command,
         date=time.strftime("%Y-%m-%d"),
         commit=_commit(),
-        exit_code=done.returncode,
+        exit_code=code,
         wall_seconds=round(seconds, 1),
         load_at_start=round(load, 2),
         load_max=round(watch.highest, 2),
@@ -135,7 +147,7 @@ def run_row(command: str) -> RowResult:
         warnings=summary.get("warnings"),
         pretraining_round=pretraining_round(summary),
         results=written[-1] if written else None,
-        log_tail=log[-1500:] if done.returncode else "",
+        log_tail=log[-1500:] if code else "",
     )
 
 
@@ -182,10 +194,12 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"no quick-reference row for {', '.join(sorted(unknown))}")
     recorded = json.loads(OUTPUT.read_text()) if OUTPUT.is_file() else {}
+    failed = 0
     for method, command in rows:
         if args.only and method not in args.only:
             continue
         recorded[method] = run_row(command)
         print(json.dumps({method: recorded[method]}), flush=True)
         OUTPUT.write_text(json.dumps(recorded, indent=1) + "\n")
-    return 0
+        failed += recorded[method]["exit_code"] != 0
+    return 1 if failed else 0

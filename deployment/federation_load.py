@@ -323,17 +323,35 @@ def restarted_run(
     }
 
 
-def start_outsiders_during(federation: LoopbackFederation, run_name: str, timeout: float) -> threading.Thread:
-    """A thread that starts every outsider once ``run_name``'s first federated round is recorded."""
+class OutsiderStarter(threading.Thread):
+    """Starts every outsider once ``run_name``'s first federated round is recorded; ``error`` says why it did not
+    (the wait timed out, a start script failed, or the run ended first: ``stop``)."""
 
-    def start() -> None:
-        wait_for(lambda: federated_rounds(federation.results(run_name)) >= 1, timeout, f"round 1 of {run_name}")
-        for j in range(federation.outsiders):
-            federation.start_outsider(j)
+    def __init__(self, federation: LoopbackFederation, run_name: str, timeout: float) -> None:
+        super().__init__(daemon=True)
+        self.federation, self.run_name, self.timeout = federation, run_name, timeout
+        self.stopped = threading.Event()
+        self.error: str | None = None
 
-    thread = threading.Thread(target=start, daemon=True)
-    thread.start()
-    return thread
+    def run(self) -> None:
+        results = self.federation.results(self.run_name)
+        try:
+            wait_for(
+                lambda: self.stopped.is_set() or federated_rounds(results) >= 1,
+                self.timeout,
+                f"round 1 of {self.run_name}",
+            )
+            if self.stopped.is_set():
+                self.error = f"{self.run_name} ended before its first round was recorded"
+                return
+            for j in range(self.federation.outsiders):
+                self.federation.start_outsider(j)
+        except (AssertionError, RuntimeError, subprocess.TimeoutExpired) as err:
+            self.error = str(err)[-500:]
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join()
 
 
 def outsider_figures(federation: LoopbackFederation) -> list[dict[str, Any]]:
@@ -379,6 +397,7 @@ def measure(
     sampler = FederationSampler(federation)
     timeout = 600.0 + rounds * 300.0
     started: dict[str, Any] = {"nodes": num_nodes, "rounds": rounds, "per_round": per_round, "runs": []}
+    during: OutsiderStarter | None = None
     if extra:
         started["settings"] = extra
     try:
@@ -391,13 +410,19 @@ def measure(
         sampler.start()
         for index, method in enumerate(METHODS):
             text = settings(method, num_nodes, rounds, per_round, pretrain_cache, extra)
-            during = start_outsiders_during(federation, method, timeout) if index == 0 and outsiders else None
+            if index == 0 and outsiders:
+                during = OutsiderStarter(federation, method, timeout)
+                during.start()
             started["runs"].append(measured_run(federation, sampler, method, text, timeout))
             print(json.dumps(started["runs"][-1]), flush=True)
             if during is not None:
-                during.join()
-                started["outsiders"] = outsider_figures(federation)
-                started["nodes_listed"] = len(federation.node_status())
+                during.stop()
+                if during.error is None:
+                    started["outsiders"] = outsider_figures(federation)
+                    started["nodes_listed"] = len(federation.node_status())
+                else:
+                    started["outsiders_not_started"] = during.error
+                during = None
         if restart:
             text = settings("fedavg", num_nodes, rounds, per_round, pretrain_cache, extra)
             started["runs"].append(restarted_run(federation, sampler, text, rounds, timeout))
@@ -406,6 +431,8 @@ def measure(
         started["error"] = str(err)[-2000:]
         print(f"N={num_nodes}: {started['error']}", file=sys.stderr)
     finally:
+        if during is not None:  # a run failed while the outsiders waited: they must not start after close()
+            during.stop()
         sampler.stop()
         leftovers = federation.close()
         started["processes_left_after_stop"] = len(leftovers)

@@ -66,7 +66,10 @@ def test_the_pretraining_round_is_named_as_the_summary_records_it(phase: dict | 
 def test_the_table_shows_each_row_as_recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Today's rows in the quick reference's order; one never run says so, one recorded for another command names
     the command it ran, one recorded before the highest load was sampled shows the load at its start alone."""
-    (fedavg, command), (fedprox, _), (moon, _) = ROWS[3], ROWS[4], ROWS[7]
+    commands = dict(ROWS)
+    fedavg, fedprox, moon = "fedavg", "fedprox", "moon"
+    command = commands[fedavg]
+    at = {method: 2 + i for i, (method, _) in enumerate(ROWS)}
     recorded = {
         fedavg: {
             "command": command,
@@ -96,6 +99,8 @@ def test_the_table_shows_each_row_as_recorded(tmp_path: Path, monkeypatch: pytes
     (tmp_path / "quick_reference.json").write_text(json.dumps(recorded))
     lines = quick_reference.recorded_figure().splitlines()
     assert len(lines) == 2 + len(ROWS)
-    assert lines[2 + 3] == "| `fedavg` | 0 | ran | 11.4 → 72.7 | 61.5 | 0.4 / 1.9 | 0 | 2026-11-29, abc1234 |"
-    assert lines[2 + 4] == "| `fedprox` | 0 | ? | 11.4 → 73.0 | 62.2 | 2.62 | 0 | 2026-11-26 (ran `make run OLD`) |"
-    assert lines[2 + 7] == f"| `{moon}` | not run | | | | | | |"
+    assert lines[at[fedavg]] == "| `fedavg` | 0 | ran | 11.4 → 72.7 | 61.5 | 0.4 / 1.9 | 0 | 2026-11-29, abc1234 |"
+    assert (
+        lines[at[fedprox]] == "| `fedprox` | 0 | ? | 11.4 → 73.0 | 62.2 | 2.62 | 0 | 2026-11-26 (ran `make run OLD`) |"
+    )
+    assert lines[at[moon]] == f"| `{moon}` | not run | | | | | | |"
