@@ -13,6 +13,7 @@ BLOCKS: dict[str, Block] = {
     "fedft-table2-two-step": fedft_start.table2_full_two_step,
     "fedft-table2-full": fedft.table2_full,
     "fedft-table2-full-wrn": fedft.table2_full_wrn,
+    "fedft-table3-two-step": fedft_start.table3_two_step,
     "fedft-table3": fedft.table3,
     "fedft-temperature": fedft.temperature,
     "fedft-freeze": fedft.freeze,
