@@ -157,7 +157,9 @@ def test_docs_deployment_md_shows_the_recorded_table() -> None:
 
 def test_an_outsider_is_found_by_its_key_in_the_superlinks_refusal(tmp_path: Path) -> None:
     """The SuperLink logs a refused activation with the key's PEM as Python prints bytes (one line, ``\\n``
-    escaped); the outsider's own key is found there, another key is not."""
+    escaped); the outsider's own key is found there, another key is not. The log lines are those of a real loopback
+    federation under Flower 1.41 (28 Nov 2026): a change of Flower's wording shows as a recorded outsider that was
+    not refused, which the table prints."""
     keys = tmp_path / "keys"
     write_credentials(keys, ["localhost"], num_supernodes=3)
     pem = serialization.load_ssh_public_key((keys / "supernode-2.pub").read_bytes()).public_bytes(
