@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import hashlib
 import importlib.util
 import io
 import json
@@ -218,8 +219,10 @@ SHARED_DATASET_VERSION = 1
 
 
 def dataset_source(name: str, data_dir: str = "", columns: Columns = DEFAULT_COLUMNS) -> dict | None:
-    """What identifies the data a dataset is read from (its files' names, sizes and modification times), or None
-    for the hub, whose data cannot be identified without downloading it."""
+    """What identifies the data a dataset is read from, or None for the hub, whose data cannot be identified without
+    downloading it. A catalogued dataset's files are identified by name, size and content (``_file_identity``), not
+    by where they lie, so the same files in another clone or virtual environment share the caches keyed by it; a
+    user's folder by its own rule (``own_source``)."""
     if is_own_dataset(name):
         return own_source(name, columns)
     if data_dir == HUB and name not in ("fashion-mnist-mini", "synthetic"):
@@ -227,7 +230,24 @@ def dataset_source(name: str, data_dir: str = "", columns: Columns = DEFAULT_COL
     if name == "synthetic":
         return {"generator": "make_synthetic"}
     files = [MINI_FILE] if name == "fashion-mnist-mini" else _source_files(name, data_dir)
-    return {"files": [[str(f), f.stat().st_size, f.stat().st_mtime_ns] for f in files]}
+    return {"files": [_file_identity(f) for f in files]}
+
+
+def _file_identity(path: Path) -> list[str | int]:
+    """A file's name, size and SHA-256 digest (read once per process for a given path, size and modification time:
+    MNIST's 17 MB pickle takes about 0.02 s)."""
+    stat = path.stat()
+    return [path.name, stat.st_size, _content_digest(str(path), stat.st_size, stat.st_mtime_ns)]
+
+
+@functools.lru_cache(maxsize=32)
+def _content_digest(path: str, size: int, mtime_ns: int) -> str:
+    """The SHA-256 of the file at ``path``; ``size`` and ``mtime_ns`` key the memo, so a changed file is read again."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def data_dir_problem(data_dir: str) -> str | None:

@@ -79,8 +79,8 @@ def cache_dir(config: RunConfig) -> Path:
 
 
 def source_fingerprint(config: RunConfig, dataset: str) -> str | None:
-    """A digest of what identifies ``dataset``'s data (``dataset_source``: its files' names, sizes and modification
-    times), or None for the hub's."""
+    """A digest of what identifies ``dataset``'s data (``dataset_source``: a catalogued dataset's files by name, size
+    and content; a user's folder by its files), or None for the hub's."""
     try:
         source = dataset_source(dataset, config.data_dir, columns(config))
     except DataNotFoundError as err:

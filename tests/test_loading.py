@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import pickle
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +13,7 @@ import pytest
 from data.catalog import DATASETS
 from data.federated import FederatedSplit, describe_sizes, load_client_partition, load_public_split, partition_sizes
 from data.file_formats import DataFormatError, read_idx, write_idx
-from data.loading import DataNotFoundError, load_dataset, load_mini
+from data.loading import DataNotFoundError, dataset_source, load_dataset, load_mini
 
 RNG = np.random.default_rng(0)
 
@@ -33,6 +35,18 @@ def write_cifar_batch(path: Path, n: int, label_key: bytes, num_labels: int, ext
     with path.open("wb") as handle:
         pickle.dump(batch, handle)
     return data
+
+
+def test_the_same_files_elsewhere_have_the_same_source_and_changed_content_another(tmp_path: Path) -> None:
+    write_mnist_like(tmp_path / "first" / "fashion-mnist")
+    shutil.copytree(tmp_path / "first", tmp_path / "second")
+    for path in (tmp_path / "second" / "fashion-mnist").iterdir():
+        os.utime(path, ns=(0, 0))  # another clone: other paths, other modification times, the same bytes
+    first = dataset_source("fashion-mnist", str(tmp_path / "first"))
+    assert dataset_source("fashion-mnist", str(tmp_path / "second")) == first
+    changed = tmp_path / "second" / "fashion-mnist" / "t10k-labels-idx1-ubyte.gz"
+    write_idx(changed, np.full(10, 9, dtype=np.uint8))
+    assert dataset_source("fashion-mnist", str(tmp_path / "second")) != first
 
 
 def test_idx_round_trip(tmp_path: Path) -> None:
