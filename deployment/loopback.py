@@ -162,10 +162,16 @@ class LoopbackFederation:
         nodes = self.flwr_json("supernode", "list", "deploy").get("nodes", [])
         return {str(n["node-id"]): n["status"] for n in nodes} if isinstance(nodes, list) else {}
 
+    def online_nodes(self) -> set[str]:
+        """The ids of the nodes the SuperLink lists as online."""
+        return {node for node, status in self.node_status().items() if status == "online"}
+
     def wait_all_online(self, timeout: float = 120) -> None:
-        wait_for(
-            lambda: list(self.node_status().values()).count("online") == self.num_nodes, timeout, "every node online"
-        )
+        wait_for(lambda: len(self.online_nodes()) == self.num_nodes, timeout, "every node online")
+
+    def wait_online(self, nodes: set[str], timeout: float = 120) -> None:
+        """Until every node of ``nodes`` is listed online."""
+        wait_for(lambda: nodes <= self.online_nodes(), timeout, f"the {len(nodes)} nodes online before to be again")
 
     # SuperNodes.
     def start_node(self, i: int) -> None:

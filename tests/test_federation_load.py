@@ -110,6 +110,7 @@ RECORDED = {
                     "fedavg-restart",
                     1,
                     killed_after_rounds=10,
+                    nodes_offline_before_the_kill=["7"],
                     pretraining_round={"asked": 25, "aggregated": 23, "lost": 2, "wall_seconds": 233.4, "cached": True},
                 ),
             ],
@@ -127,7 +128,8 @@ def test_the_table_has_a_row_per_run_and_says_where_a_size_stopped() -> None:
         "| 3.46 | 84.1% |"
     )
     assert rows[3].startswith(
-        "| 25 | fedavg-restart (SuperLink killed after round 10, resumed) | completed | from the cache | 20 of 20 "
+        "| 25 | fedavg-restart (SuperLink killed after round 10, resumed; 1 node(s) already offline before the kill) "
+        "| completed | from the cache | 20 of 20 "
         "| 1 / 200 |"
     )
     assert rows[4].startswith("| 25 | fedavg with `pretrain-round=false` | completed | – | 20 of 20 |")
