@@ -264,20 +264,19 @@ def table2_full_two_step() -> str:
 
 
 TABLE3 = "fedft-table3-2026-11-28"
-#: Table III's rows: label, the experiment's method, f_n (% of clients delivering), P_ds (%), the paper's CIFAR-10
-#: α = 0.1 best accuracy.
+#: Table III's rows: label, the experiment's method (its f_n, P_ds and the paper's figure: ``PAPER_TABLE3``).
 TABLE3_ROWS = (
-    ("FedAvg without pretraining", "fedavg-no-pretraining", 100, 100, 55.79),
-    ("FedAvg", "fedavg-deliver-100", 100, 100, 77.54),
-    ("FedAvg", "fedavg-deliver-20", 20, 100, 77.03),
-    ("FedAvg", "fedavg-deliver-10", 10, 100, 75.20),
-    ("FedFT-ALL", "fedft-all", 100, 100, 78.96),
-    ("FedFT-RDS", "fedft-rds-10", 100, 10, 78.20),
-    ("FedFT-EDS", "fedft-eds-10", 100, 10, 78.92),
-    ("FedFT-RDS", "fedft-rds-50", 100, 50, 79.02),
-    ("FedFT-EDS", "fedft-eds-50", 100, 50, 79.80),
+    ("FedAvg without pretraining", "fedavg-no-pretraining"),
+    ("FedAvg", "fedavg-deliver-100"),
+    ("FedAvg", "fedavg-deliver-20"),
+    ("FedAvg", "fedavg-deliver-10"),
+    ("FedFT-ALL", "fedft-all"),
+    ("FedFT-RDS", "fedft-rds-10"),
+    ("FedFT-EDS", "fedft-eds-10"),
+    ("FedFT-RDS", "fedft-rds-50"),
+    ("FedFT-EDS", "fedft-eds-50"),
 )
-_PAPER3 = {method: paper for _, method, _, _, paper in TABLE3_ROWS}
+_PAPER3 = {method: paper for method, (_, _, paper) in fedft.PAPER_TABLE3.items()}
 #: The paper's claims of Table III (§IV-E), as paired comparisons at α = 0.1.
 TABLE3_CLAIMS: tuple[tuple[str, str, str, Sequence[float] | None], ...] = tuple(
     (claim, method, baseline, (_PAPER3[method] - _PAPER3[baseline],))
@@ -310,7 +309,7 @@ def table3_two_step() -> str:
     ran = [row for row in TABLE3_ROWS if _ran(run, row[1])]
     texts: list[list[str]] = []
     for field in (BEST, LAST10):
-        values = [run.values(m, field, at) for _, m, _, _, _ in ran]
+        values = [run.values(m, field, at) for _, m in ran]
         texts.append(bold_largest([mean_pm(list(v.values())) for v in values], [mean_of(v) for v in values]))
     measured = {
         method: [
@@ -319,11 +318,12 @@ def table3_two_step() -> str:
             texts[1][i],
             number(mean_of(run.values(method, SECONDS, at)), 0),
         ]
-        for i, (_, method, _, _, _) in enumerate(ran)
+        for i, (_, method) in enumerate(ran)
     }
     rows = [
         [label, str(fn), str(pds), *measured.get(method, ["not run yet", "", "", ""]), f"{paper:.2f}"]
-        for label, method, fn, pds, paper in TABLE3_ROWS
+        for label, method in TABLE3_ROWS
+        for fn, pds, paper in (fedft.PAPER_TABLE3[method],)
     ]
     header = [
         "method",
