@@ -459,7 +459,7 @@ def table(recorded: dict[str, Any]) -> str:
     for cell in recorded["cells"]:
         for run in cell["runs"]:
             killed = run.get("killed_after_rounds")
-            restart = f" (SuperLink killed after round {killed}, resumed{_offline(run)})" if killed else ""
+            restart = f" (SuperLink killed after round {killed}, resumed{_offline(run)}{_twice(run)})" if killed else ""
             lines.append(
                 f"| {cell['nodes']} | {run['run']}{restart}{_settings(cell)} | {run['status']} "
                 f"| {_pretraining_round(run)} "
@@ -510,6 +510,12 @@ def _offline(run: dict[str, Any]) -> str:
     """The nodes already offline when the SuperLink was killed, counted (the restart waits for the others only)."""
     offline = run.get("nodes_offline_before_the_kill")
     return f"; {len(offline)} node(s) already offline before the kill" if offline else ""
+
+
+def _twice(run: dict[str, Any]) -> str:
+    """Whether a resumed run aggregated a round again (it must not: each round once)."""
+    twice = run.get("rounds_recorded_twice")
+    return "" if twice is None else f"; {twice} round(s) recorded twice"
 
 
 def _settings(cell: dict[str, Any]) -> str:

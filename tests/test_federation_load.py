@@ -111,6 +111,7 @@ RECORDED = {
                     1,
                     killed_after_rounds=10,
                     nodes_offline_before_the_kill=["7"],
+                    rounds_recorded_twice=0,
                     pretraining_round={"asked": 25, "aggregated": 23, "lost": 2, "wall_seconds": 233.4, "cached": True},
                 ),
             ],
@@ -128,7 +129,8 @@ def test_the_table_has_a_row_per_run_and_says_where_a_size_stopped() -> None:
         "| 3.46 | 84.1% |"
     )
     assert rows[3].startswith(
-        "| 25 | fedavg-restart (SuperLink killed after round 10, resumed; 1 node(s) already offline before the kill) "
+        "| 25 | fedavg-restart (SuperLink killed after round 10, resumed; 1 node(s) already offline before the kill; "
+        "0 round(s) recorded twice) "
         "| completed | from the cache | 20 of 20 "
         "| 1 / 200 |"
     )
