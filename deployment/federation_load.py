@@ -254,10 +254,32 @@ def window_figures(window: Window, num_nodes: int) -> dict[str, Any]:
     }
 
 
-def wait_until_ended(federation: LoopbackFederation, run_name: str, timeout: float, since: float = 0.0) -> str:
-    """The run's summary status once it is written after ``since`` (completed, failed, interrupted)."""
+#: How often a run's wait also asks Flower (``flwr ls``, seconds of imports) whether it finished without a summary.
+FLOWER_STATUS_EVERY = 30.0
+
+
+def wait_until_ended(
+    federation: LoopbackFederation, run_name: str, run_id: str, timeout: float, since: float = 0.0
+) -> str:
+    """The run's summary status once it is written after ``since`` (completed, failed, interrupted); or, when Flower
+    lists the run finished and no summary came (a ServerApp that died before writing one, as at N = 50 on 29 Nov),
+    Flower's status and its reason."""
     folder = federation.results(run_name)
-    return str(wait_for(lambda: read_status(folder, since), timeout, f"{run_name} to end", every=2.0))
+    asked = time.monotonic()
+
+    def ended() -> str | None:
+        nonlocal asked
+        status = read_status(folder, since)
+        if status is not None or time.monotonic() - asked < FLOWER_STATUS_EVERY:
+            return status
+        asked = time.monotonic()
+        record = federation.run_record(run_id)
+        flower = str(record.get("status", ""))
+        if not flower.startswith("finished"):
+            return None
+        return read_status(folder, since) or f"{flower}, no summary: {record.get('status-details', '')}"
+
+    return str(wait_for(ended, timeout, f"{run_name} to end", every=2.0))
 
 
 def measured_run(
@@ -267,8 +289,8 @@ def measured_run(
     sampler.next_window()
     load_before = os.getloadavg()[0]
     tick = time.monotonic()
-    federation.submit(method, text)
-    status = wait_until_ended(federation, method, timeout)
+    run_id = federation.submit(method, text)
+    status = wait_until_ended(federation, method, run_id, timeout)
     wall = time.monotonic() - tick
     wait_for(lambda: not _serverapp_running(federation), 120, f"{method}'s ServerApp to end", every=1.0)
     window = sampler.next_window()
@@ -309,8 +331,8 @@ def restarted_run(
     back = time.monotonic()
     status_after_kill = read_status(results)
     resubmitted = time.time()
-    federation.submit(name, f"{text} resume=true")
-    status = wait_until_ended(federation, name, timeout, since=resubmitted)
+    run_id = federation.submit(name, f"{text} resume=true")
+    status = wait_until_ended(federation, name, run_id, timeout, since=resubmitted)
     wait_for(lambda: not _serverapp_running(federation), 120, f"{name}'s ServerApp to end", every=1.0)
     window = sampler.next_window()
     online_after = federation.online_nodes()

@@ -245,9 +245,15 @@ class LoopbackFederation:
             raise RuntimeError(f"flwr run {run_name}: {reply}")
         return str(reply["run-id"])
 
-    def run_status(self, run_id: str) -> str | None:
+    def run_record(self, run_id: str) -> dict[str, object]:
+        """The run's entry in ``flwr ls`` (its ``status``, ``status-details``, ...); empty when it is not listed."""
         runs = self.flwr_json("ls", "deploy").get("runs", [])
-        return {str(r["run-id"]): r["status"] for r in runs}.get(run_id) if isinstance(runs, list) else None
+        listed = [r for r in runs if str(r.get("run-id")) == run_id] if isinstance(runs, list) else []
+        return dict(listed[0]) if listed else {}
+
+    def run_status(self, run_id: str) -> str | None:
+        status = self.run_record(run_id).get("status")
+        return None if status is None else str(status)
 
     def close(self) -> list[int]:
         """Stop the SuperNodes and the SuperLink with ``stop.sh``; the PIDs that outlived it (killed here)."""

@@ -198,3 +198,37 @@ def test_the_table_counts_what_became_of_the_outsiders() -> None:
         "with its key named in the SuperLink's log, 1 of 1 ended with Flower's exit code 305, 0 of 1 got a node id, "
         "0 of 1 received a message; 5 nodes listed."
     )
+
+
+class ListedRun:
+    """A federation whose ``flwr ls`` lists one run with ``status``, and whose results folder is ``folder``."""
+
+    def __init__(self, folder: Path, status: str, details: str = "") -> None:
+        self.folder, self.status, self.details, self.asked = folder, status, details, 0
+
+    def results(self, run_name: str) -> Path:
+        return self.folder / run_name
+
+    def run_record(self, run_id: str) -> dict[str, object]:
+        self.asked += 1
+        return {"run-id": run_id, "status": self.status, "status-details": self.details}
+
+
+def test_a_run_flower_finished_without_a_summary_ends_the_wait_with_flower_s_reason(
+    tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.setattr(load, "FLOWER_STATUS_EVERY", 0.0)
+    died = ListedRun(tmp_path, "finished:failed", "ServerApp failed with exception: Failed to push object")
+    status = load.wait_until_ended(died, "fedavg", "7", timeout=30)  # type: ignore[arg-type]
+    assert status == "finished:failed, no summary: ServerApp failed with exception: Failed to push object"
+
+
+def test_the_summary_s_status_wins_and_a_running_run_is_waited_for(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(load, "FLOWER_STATUS_EVERY", 0.0)
+    (tmp_path / "fedavg").mkdir()
+    (tmp_path / "fedavg" / "summary.json").write_text(json.dumps({"status": "completed"}))
+    assert load.wait_until_ended(ListedRun(tmp_path, "finished:completed"), "fedavg", "7", 30) == "completed"  # type: ignore[arg-type]
+    running = ListedRun(tmp_path, "running")
+    with pytest.raises(AssertionError, match="fedft-eds to end"):
+        load.wait_until_ended(running, "fedft-eds", "8", timeout=0.5)  # type: ignore[arg-type]
+    assert running.asked >= 1
