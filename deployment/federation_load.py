@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from deployment.credentials import public_key_lines
-from deployment.loopback import MARKER, PROJECT, LoopbackFederation, wait_for
+from deployment.loopback import MARKER, PROJECT, LoopbackFederation, online, wait_for
 from simulation.local_run import processes_marked
 
 RESULTS = PROJECT / "measurements" / "deployment" / "federation_load.json"
@@ -273,10 +273,13 @@ def wait_until_ended(
         if status is not None or time.monotonic() - asked < FLOWER_STATUS_EVERY:
             return status
         asked = time.monotonic()
-        record = federation.run_record(run_id)
+        try:
+            record = federation.run_record(run_id)
+        except subprocess.TimeoutExpired:
+            return None  # a SuperLink too busy to list its runs now: asked again later
         flower = str(record.get("status", ""))
-        if not flower.startswith("finished"):
-            return None
+        if not flower.startswith("finished") or _serverapp_running(federation):
+            return None  # Flower can mark a starved ServerApp failed while it is still writing its summary
         return read_status(folder, since) or f"{flower}, no summary: {record.get('status-details', '')}"
 
     return str(wait_for(ended, timeout, f"{run_name} to end", every=2.0))
@@ -317,7 +320,8 @@ def restarted_run(
     federation.submit(name, text)
     wait_for(lambda: federated_rounds(results) >= rounds // 2, timeout, f"round {rounds // 2} of {name}", every=1.0)
     killed_after = federated_rounds(results)
-    online_before = federation.online_nodes()
+    listed = federation.listed_status()
+    online_before = online(listed)
     federation.kill_superlink()
     down = time.monotonic()
     # The run's ServerApp and the SuperLink's SuperExec are in sessions of their own: they notice and stop.
@@ -335,7 +339,7 @@ def restarted_run(
     status = wait_until_ended(federation, name, run_id, timeout, since=resubmitted)
     wait_for(lambda: not _serverapp_running(federation), 120, f"{name}'s ServerApp to end", every=1.0)
     window = sampler.next_window()
-    online_after = federation.online_nodes()
+    online_after = online(federation.listed_status())
     return {
         "run": name,
         "status": status,
@@ -343,7 +347,7 @@ def restarted_run(
         "killed_after_rounds": killed_after,
         "nodes_online_before_the_kill": len(online_before),
         "nodes_online_after_the_run": len(online_after),
-        "nodes_offline_before_the_kill": sorted(set(federation.node_status()) - online_before),
+        "nodes_offline_before_the_kill": sorted(set(listed) - online_before),
         "status_after_kill": status_after_kill,
         "seconds_until_the_superlink_answered_again": round(back - down, 1),
         **round_figures(read_rounds(results)),
@@ -448,7 +452,7 @@ def measure(
                 during.stop()
                 if during.error is None:
                     started["outsiders"] = outsider_figures(federation)
-                    started["nodes_listed"] = len(federation.node_status())
+                    started["nodes_listed"] = len(federation.listed_status())
                 else:
                     started["outsiders_not_started"] = during.error
                 during = None

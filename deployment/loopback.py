@@ -65,6 +65,11 @@ def deployment_env(flwr_home: Path, marker: str, supernode_args: str) -> dict[st
     }
 
 
+def online(status: dict[str, str]) -> set[str]:
+    """The nodes of a ``node_status`` listing that are online."""
+    return {node for node, state in status.items() if state == "online"}
+
+
 def pid_in(path: Path) -> int | None:
     """The PID a start script saved in ``path`` (None when there is none)."""
     with contextlib.suppress(OSError, ValueError):
@@ -158,20 +163,42 @@ class LoopbackFederation:
                 raise RuntimeError(f"registering supernode-{i}: {registered.stdout}{registered.stderr}")
 
     def node_status(self) -> dict[str, str]:
-        """Node id (as ``flwr supernode list`` prints it) -> status (online, offline, ...) in the SuperLink's view."""
-        nodes = self.flwr_json("supernode", "list", "deploy").get("nodes", [])
-        return {str(n["node-id"]): n["status"] for n in nodes} if isinstance(nodes, list) else {}
+        """Node id (as ``flwr supernode list`` prints it) -> status (online, offline, ...) in the SuperLink's view;
+        RuntimeError when the SuperLink gives no listing (never an empty one in its place)."""
+        reply = self.flwr_json("supernode", "list", "deploy")
+        nodes = reply.get("nodes")
+        if not reply.get("success") or not isinstance(nodes, list):
+            raise RuntimeError(f"flwr supernode list gave no listing: {str(reply)[-500:]}")
+        return {str(n["node-id"]): n["status"] for n in nodes}
+
+    def listed_status(self, timeout: float = 120) -> dict[str, str]:
+        """``node_status``, asked again (every second, until ``timeout``) while the SuperLink gives no listing."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self.node_status()
+            except RuntimeError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(1.0)
 
     def online_nodes(self) -> set[str]:
         """The ids of the nodes the SuperLink lists as online."""
-        return {node for node, status in self.node_status().items() if status == "online"}
+        return online(self.node_status())
+
+    def _listed_online(self, enough: Callable[[set[str]], bool]) -> bool:
+        """Whether the online nodes are ``enough``; a listing the SuperLink did not give counts as not yet."""
+        try:
+            return enough(self.online_nodes())
+        except RuntimeError:
+            return False
 
     def wait_all_online(self, timeout: float = 120) -> None:
-        wait_for(lambda: len(self.online_nodes()) == self.num_nodes, timeout, "every node online")
+        wait_for(lambda: self._listed_online(lambda on: len(on) == self.num_nodes), timeout, "every node online")
 
     def wait_online(self, nodes: set[str], timeout: float = 120) -> None:
         """Until every node of ``nodes`` is listed online."""
-        wait_for(lambda: nodes <= self.online_nodes(), timeout, f"the {len(nodes)} nodes online before to be again")
+        wait_for(lambda: self._listed_online(nodes.issubset), timeout, f"the {len(nodes)} nodes online before")
 
     # SuperNodes.
     def start_node(self, i: int) -> None:

@@ -5,8 +5,9 @@ target training set; ``dataset`` trains it on another dataset's whole training s
 re-initialises the classifier for the target's classes (head adaptation: everything but the final Linear
 layer is kept); ``checkpoint`` loads a state dict (``server_app/pretrained_checkpoint.py``); ``none`` keeps the
 seeded random initialisation ("FedAvg w/o pretraining"). Trained weights are cached on disk under a key of the model
-(a user's: its module's code too), the source's data (its files' names, sizes and modification times: two folders
-never share an entry), the seed and the recipe, so every method of a comparison starts from the same weights and
+(a user's: its module's code too), the source's data (a catalogued dataset's files by name, size and content; a
+user's folder by its path and its files' names, sizes and modification times: two folders never share an entry), the
+seed and the recipe, so every method of a comparison starts from the same weights and
 pretrains only once.
 
 The recipe is built to be stable, since FedFT's premise is a good pretrained model: a stratified tenth of the

@@ -15,6 +15,7 @@ from cryptography.hazmat.primitives import serialization
 
 from deployment import federation_load as load
 from deployment.credentials import write_credentials
+from deployment.loopback import LoopbackFederation, online
 from methods.registry import config_with_overrides
 
 
@@ -201,34 +202,88 @@ def test_the_table_counts_what_became_of_the_outsiders() -> None:
 
 
 class ListedRun:
-    """A federation whose ``flwr ls`` lists one run with ``status``, and whose results folder is ``folder``."""
+    """A federation whose ``flwr ls`` lists run ``run_id`` with ``status`` (and, when asked, writes ``summary`` as
+    the ServerApp would just then), whose results folder is ``folder`` and which runs no ServerApp process."""
 
-    def __init__(self, folder: Path, status: str, details: str = "") -> None:
-        self.folder, self.status, self.details, self.asked = folder, status, details, 0
+    marker = "no process carries this marker"
+
+    def __init__(self, folder: Path, run_id: str, status: str, details: str = "", summary: str | None = None) -> None:
+        self.folder, self.run_id, self.status, self.details, self.summary = folder, run_id, status, details, summary
+        self.asked = 0
 
     def results(self, run_name: str) -> Path:
         return self.folder / run_name
 
     def run_record(self, run_id: str) -> dict[str, object]:
+        assert run_id == self.run_id
         self.asked += 1
+        if self.summary is not None:
+            write_summary(self.folder / "fedavg", self.summary)
         return {"run-id": run_id, "status": self.status, "status-details": self.details}
+
+
+def write_summary(folder: Path, status: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "summary.json").write_text(json.dumps({"status": status}))
 
 
 def test_a_run_flower_finished_without_a_summary_ends_the_wait_with_flower_s_reason(
     tmp_path: Path, monkeypatch
 ) -> None:
     monkeypatch.setattr(load, "FLOWER_STATUS_EVERY", 0.0)
-    died = ListedRun(tmp_path, "finished:failed", "ServerApp failed with exception: Failed to push object")
+    died = ListedRun(tmp_path, "7", "finished:failed", "ServerApp failed with exception: Failed to push object")
     status = load.wait_until_ended(died, "fedavg", "7", timeout=30)  # type: ignore[arg-type]
     assert status == "finished:failed, no summary: ServerApp failed with exception: Failed to push object"
 
 
-def test_the_summary_s_status_wins_and_a_running_run_is_waited_for(tmp_path: Path, monkeypatch) -> None:
+def test_the_summary_s_status_wins_over_flower_s(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(load, "FLOWER_STATUS_EVERY", 0.0)
-    (tmp_path / "fedavg").mkdir()
-    (tmp_path / "fedavg" / "summary.json").write_text(json.dumps({"status": "completed"}))
-    assert load.wait_until_ended(ListedRun(tmp_path, "finished:completed"), "fedavg", "7", 30) == "completed"  # type: ignore[arg-type]
-    running = ListedRun(tmp_path, "running")
+    written = ListedRun(tmp_path, "7", "finished:failed")
+    write_summary(tmp_path / "fedavg", "completed")
+    assert load.wait_until_ended(written, "fedavg", "7", 30) == "completed"  # type: ignore[arg-type]
+    assert written.asked == 0  # a summary ends the wait without asking Flower
+    (tmp_path / "fedavg" / "summary.json").unlink()
+    # Flower lists the run finished just as its summary is written: the summary is read again, and wins.
+    racing = ListedRun(tmp_path, "8", "finished:completed", summary="interrupted")
+    assert load.wait_until_ended(racing, "fedavg", "8", 30) == "interrupted"  # type: ignore[arg-type]
+
+
+def test_flower_is_asked_at_most_every_flower_status_every_seconds(tmp_path: Path, monkeypatch) -> None:
+    running = ListedRun(tmp_path, "8", "running")
+    monkeypatch.setattr(load, "FLOWER_STATUS_EVERY", 60.0)
     with pytest.raises(AssertionError, match="fedft-eds to end"):
         load.wait_until_ended(running, "fedft-eds", "8", timeout=0.5)  # type: ignore[arg-type]
-    assert running.asked >= 1
+    assert running.asked == 0
+    monkeypatch.setattr(load, "FLOWER_STATUS_EVERY", 0.0)
+    with pytest.raises(AssertionError, match="fedft-eds to end"):
+        load.wait_until_ended(running, "fedft-eds", "8", timeout=0.5)  # type: ignore[arg-type]
+    assert running.asked == 1
+
+
+def listing(*replies: dict[str, str] | None) -> LoopbackFederation:
+    """A federation whose node listings are ``replies`` in turn (None: the SuperLink gave none)."""
+    federation = object.__new__(LoopbackFederation)
+    queue = list(replies)
+
+    def node_status() -> dict[str, str]:
+        reply = queue.pop(0)
+        if reply is None:
+            raise RuntimeError("flwr supernode list gave no listing")
+        return reply
+
+    federation.node_status = node_status  # type: ignore[method-assign]
+    return federation
+
+
+def test_a_missing_listing_is_asked_again_never_read_as_no_node_online() -> None:
+    assert listing(None, {"1": "online", "2": "offline"}).listed_status(timeout=10) == {"1": "online", "2": "offline"}
+    with pytest.raises(RuntimeError, match="no listing"):
+        listing(None, None).listed_status(timeout=0)
+
+
+def test_the_restart_waits_for_the_nodes_online_before_it_only() -> None:
+    before = online({"1": "online", "2": "online", "3": "offline"})
+    assert before == {"1", "2"}
+    listing(None, {"1": "online", "2": "offline"}, {"1": "online", "2": "online", "3": "offline"}).wait_online(before)
+    with pytest.raises(AssertionError, match="the 2 nodes online before"):
+        listing(*[{"1": "online", "3": "online"}] * 10).wait_online(before, timeout=1)
