@@ -305,6 +305,27 @@ def measured_run(
         **pretraining_round_figures(read_rounds(federation.results(method))),
         **window_figures(window, federation.num_nodes),
         "load_average": [round(load_before, 1), round(os.getloadavg()[0], 1)],
+        **({} if status == "completed" else why_not_completed(federation, run_id)),
+    }
+
+
+#: Lines of a run's ServerApp log kept when it did not complete.
+LOG_TAIL_LINES = 40
+
+
+def why_not_completed(federation: LoopbackFederation, run_id: str) -> dict[str, Any]:
+    """The evidence of a run that did not complete, kept before the federation's folder goes: Flower's status and
+    its reason, and the last lines of the ServerApp's log (``flwr log``)."""
+    try:
+        record = federation.run_record(run_id)
+        log = federation.flwr("log", run_id, "deploy")
+    except subprocess.TimeoutExpired as err:
+        return {"evidence_error": f"flwr timed out: {err}"}
+    lines = (log.stdout + log.stderr).splitlines()
+    return {
+        "flower_status": record.get("status"),
+        "flower_status_details": record.get("status-details"),
+        "serverapp_log_tail": lines[-LOG_TAIL_LINES:],
     }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -287,3 +288,13 @@ def test_the_restart_waits_for_the_nodes_online_before_it_only() -> None:
     listing(None, {"1": "online", "2": "offline"}, {"1": "online", "2": "online", "3": "offline"}).wait_online(before)
     with pytest.raises(AssertionError, match="the 2 nodes online before"):
         listing(*[{"1": "online", "3": "online"}] * 10).wait_online(before, timeout=1)
+
+
+def test_a_run_that_did_not_complete_keeps_flower_s_reason_and_its_log_tail(tmp_path: Path) -> None:
+    stopped = ListedRun(tmp_path, "9", "finished:stopped", "stopped by the SuperLink")
+    log = "\n".join(f"line {i}" for i in range(100))
+    stopped.flwr = lambda *args: subprocess.CompletedProcess(args, 0, log, "")  # type: ignore[attr-defined]
+    kept = load.why_not_completed(stopped, "9")  # type: ignore[arg-type]
+    assert kept["flower_status"] == "finished:stopped"
+    assert kept["flower_status_details"] == "stopped by the SuperLink"
+    assert kept["serverapp_log_tail"] == [f"line {i}" for i in range(60, 100)]
