@@ -297,12 +297,13 @@ def measured_run(
     wall = time.monotonic() - tick
     wait_for(lambda: not _serverapp_running(federation), 120, f"{method}'s ServerApp to end", every=1.0)
     window = sampler.next_window()
+    records = read_rounds(federation.results(method))
     return {
         "run": method,
         "status": status,
         "wall_seconds": round(wall, 1),
-        **round_figures(read_rounds(federation.results(method))),
-        **pretraining_round_figures(read_rounds(federation.results(method))),
+        **round_figures(records),
+        **pretraining_round_figures(records),
         **window_figures(window, federation.num_nodes),
         "load_average": [round(load_before, 1), round(os.getloadavg()[0], 1)],
         **({} if status == "completed" else why_not_completed(federation, run_id)),
@@ -361,6 +362,7 @@ def restarted_run(
     wait_for(lambda: not _serverapp_running(federation), 120, f"{name}'s ServerApp to end", every=1.0)
     window = sampler.next_window()
     online_after = online(federation.listed_status())
+    records = read_rounds(results)
     return {
         "run": name,
         "status": status,
@@ -371,8 +373,8 @@ def restarted_run(
         "nodes_offline_before_the_kill": sorted(set(listed) - online_before),
         "status_after_kill": status_after_kill,
         "seconds_until_the_superlink_answered_again": round(back - down, 1),
-        **round_figures(read_rounds(results)),
-        **pretraining_round_figures(read_rounds(results)),
+        **round_figures(records),
+        **pretraining_round_figures(records),
         **window_figures(window, federation.num_nodes),
     }
 

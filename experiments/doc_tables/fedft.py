@@ -405,12 +405,12 @@ TABLE3_PAIRS = (
 )
 
 
-def _fn_pds(method: str) -> list[str]:
+def fn_pds(method: str) -> list[str]:
     """The f_n and P_ds columns of a Table III row."""
     return [str(value) for value in PAPER_TABLE3[method][:2]]
 
 
-def _paper3(method: str) -> str:
+def paper3(method: str) -> str:
     """The paper's Table III figure of ``method``, as printed there."""
     return f"{PAPER_TABLE3[method][2]:.2f}"
 
@@ -426,14 +426,12 @@ def table3() -> str:
     seconds = [f"{mean_of(run.values(m, 'total_client_train_seconds', A01)):,.0f}" for m in methods]
     mb = [number(mean_of(run.values(m, "total_bytes_up", A01)) / 1e6) for m in methods]
     rows = [
-        [label, *_fn_pds(method), b, m, s, up, _paper3(method)]
+        [label, *fn_pds(method), b, m, s, up, paper3(method)]
         for (label, method), b, m, s, up in zip(
             TABLE3, bold_largest(best, best_means), bold_largest(last, last_means), seconds, mb, strict=True
         )
     ]
-    rows += [
-        [label, *_fn_pds(method), "not run", "not run", "", "", _paper3(method)] for label, method in TABLE3_NOT_RUN
-    ]
+    rows += [[label, *fn_pds(method), "not run", "not run", "", "", paper3(method)] for label, method in TABLE3_NOT_RUN]
     header = [
         "method",
         "f_n (%)",

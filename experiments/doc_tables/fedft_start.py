@@ -276,10 +276,9 @@ TABLE3_ROWS = (
     ("FedFT-RDS", "fedft-rds-50"),
     ("FedFT-EDS", "fedft-eds-50"),
 )
-_PAPER3 = {method: paper for method, (_, _, paper) in fedft.PAPER_TABLE3.items()}
 #: The paper's claims of Table III (§IV-E), as paired comparisons at α = 0.1.
 TABLE3_CLAIMS: tuple[tuple[str, str, str, Sequence[float] | None], ...] = tuple(
-    (claim, method, baseline, (_PAPER3[method] - _PAPER3[baseline],))
+    (claim, method, baseline, (fedft.PAPER_TABLE3[method][2] - fedft.PAPER_TABLE3[baseline][2],))
     for claim, method, baseline in (
         ("FedFT-EDS > FedFT-RDS (50%)", "fedft-eds-50", "fedft-rds-50"),
         ("FedFT-EDS > FedFT-RDS (10%)", "fedft-eds-10", "fedft-rds-10"),
@@ -321,9 +320,8 @@ def table3_two_step() -> str:
         for i, (_, method) in enumerate(ran)
     }
     rows = [
-        [label, str(fn), str(pds), *measured.get(method, ["not run yet", "", "", ""]), f"{paper:.2f}"]
+        [label, *fedft.fn_pds(method), *measured.get(method, ["not run yet", "", "", ""]), fedft.paper3(method)]
         for label, method in TABLE3_ROWS
-        for fn, pds, paper in (fedft.PAPER_TABLE3[method],)
     ]
     header = [
         "method",
