@@ -55,12 +55,12 @@ run: setup
 
 # mypy runs beside pytest, not before it: from a fresh clone (no .mypy_cache) it takes about 45 s on one core, which
 # the tests, waiting on their subprocesses much of the time, leave idle. Its report is printed after the tests', and
-# either failing fails the target.
+# either failing fails the target. The documentation's strict build is one of the tests (tests/test_docs_build.py
+# runs `make docs` on a copy of the tree as a clone has it, then with broken links planted), not a second step here.
 test: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports --no-cache
-	@$(MAKE) --no-print-directory docs
 	@types=$$(mktemp); $(BIN)/mypy >"$$types" 2>&1 & mypy=$$!; \
 	trap 'kill $$mypy 2>/dev/null; rm -f "$$types"' INT TERM; \
 	echo '$(BIN)/python -m pytest -q -n 2 --dist worksteal  (with $(BIN)/mypy beside it)'; \

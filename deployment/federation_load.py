@@ -510,7 +510,7 @@ def table(recorded: dict[str, Any]) -> str:
             killed = run.get("killed_after_rounds")
             restart = f" (SuperLink killed after round {killed}, resumed{_offline(run)}{_twice(run)})" if killed else ""
             lines.append(
-                f"| {cell['nodes']} | {run['run']}{restart}{_settings(cell)} | {run['status']} "
+                f"| {cell['nodes']} | {run['run']}{restart}{_settings(cell)} | {_status(run)} "
                 f"| {_pretraining_round(run)} "
                 f"| {run['rounds_aggregated']} of {cell['rounds']} | {run['updates_lost']} / {run['updates_asked']} "
                 f"| {_number(run['round_seconds_median'], '.1f')}, {_number(run['round_seconds_max'], '.1f')} "
@@ -533,6 +533,15 @@ def table(recorded: dict[str, Any]) -> str:
     if recorded_at:
         lines += ["", f"Recorded at (commit, date): {'; '.join(recorded_at)}."]
     return "\n".join(lines)
+
+
+def _status(run: dict[str, Any]) -> str:
+    """The run's status as the script saw it, with Flower's own and its reason where the run did not complete."""
+    flower = run.get("flower_status")
+    if flower is None:
+        return str(run["status"])
+    details = run.get("flower_status_details")
+    return f"{run['status']} (Flower: {flower}" + (f', "{details}")' if details else ")")
 
 
 def _number(value: float | None, spec: str) -> str:

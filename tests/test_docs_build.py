@@ -1,8 +1,8 @@
-"""The documentation site's strict build fails on a broken link. ``make docs`` (what ``make test`` runs) is run in a
-copy of the project (the files git tracks or would track): it passes on the copy as it is, and fails on the same copy
-with a link to a missing page and a link to a missing anchor planted in one page, naming both. A build that passes
-whatever the links (``mkdocs build --strict --quiet``: MkDocs then drops the warnings before ``--strict`` counts
-them) fails this test."""
+"""The documentation site's strict build passes on the tree and fails on a broken link (``make test``'s only docs
+build). ``make docs`` is run in a copy of the project (the files git tracks or would track): it passes on the copy as
+it is, and fails on the same copy with a link to a missing page and a link to a missing anchor planted in one page,
+naming both. A build that passes whatever the links (``mkdocs build --strict --quiet``: MkDocs then drops the
+warnings before ``--strict`` counts them) fails this test."""
 
 from __future__ import annotations
 

@@ -118,7 +118,21 @@ RECORDED = {
                 ),
             ],
         },  # fmt: skip
-        {"nodes": 25, "rounds": 20, "settings": "pretrain-round=false", "runs": [run("fedavg", 0)]},
+        {
+            "nodes": 25,
+            "rounds": 20,
+            "settings": "pretrain-round=false",
+            "runs": [
+                run("fedavg", 0),
+                run(
+                    "fedft-eds",
+                    0,
+                    status="interrupted",
+                    flower_status="finished:failed",
+                    flower_status_details="No heartbeat received from the task",
+                ),
+            ],
+        },
         {"nodes": 50, "rounds": 20, "runs": [], "error": "Traceback\nRuntimeError: start-supernode.sh 31 failed"},
     ]
 }
@@ -137,7 +151,11 @@ def test_the_table_has_a_row_per_run_and_says_where_a_size_stopped() -> None:
         "| 1 / 200 |"
     )
     assert rows[4].startswith("| 25 | fedavg with `pretrain-round=false` | completed | – | 20 of 20 |")
-    assert rows[5] == "| 50 | stopped: RuntimeError: start-supernode.sh 31 failed |"
+    assert rows[5].startswith(
+        "| 25 | fedft-eds with `pretrain-round=false` "
+        '| interrupted (Flower: finished:failed, "No heartbeat received from the task") | – |'
+    )
+    assert rows[6] == "| 50 | stopped: RuntimeError: start-supernode.sh 31 failed |"
 
 
 def test_docs_check_fails_on_a_stale_page_and_writing_fixes_it(tmp_path: Path) -> None:
