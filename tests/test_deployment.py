@@ -119,8 +119,8 @@ class Deployment:
         data = self.tmp_path / "data" / f"node-{i}"
         return self.supernode(f"node-{i}", f"supernode-{i}", f'partition-id={i} num-partitions=4 data-path="{data}"')
 
-    def submit(self, overrides: str, federation: str = "deploy") -> subprocess.CompletedProcess:
-        return self.flwr("run", str(self.app), federation, "--format", "json", "--run-config", overrides)
+    def submit(self, overrides: str) -> subprocess.CompletedProcess:
+        return self.flwr("run", str(self.app), "deploy", "--format", "json", "--run-config", overrides)
 
 
 @contextmanager
@@ -143,12 +143,14 @@ def test_tls_authenticated_deployment_runs_fedft_eds_with_fedentopt(tmp_path: Pa
     with deployment(tmp_path) as d:
         d.start_superlink()
         # An outsider with the CA certificate, on the public address: cannot register its key (with Flower's CLI,
-        # as an operator would), list or stop runs, or take the ServerApp's task from the Runtime API (the gate answers
-        # before Flower, which would answer 415 to these empty requests; each CLI call costs seconds of imports).
+        # as an operator would), start, list or stop runs, or take the ServerApp's task from the Runtime API (the gate
+        # answers before Flower, which would answer 415 to these empty requests; each CLI call costs seconds of
+        # imports, and `flwr run` seconds more to pack the app).
         outsider_key = str(d.keys / "supernode-4.pub")
         assert_refused_by_gate(d.flwr("supernode", "register", outsider_key, "outside", "--format", "json"))
         trust_ca = ssl.create_default_context(cafile=str(d.keys / "ca.crt"))
-        for path in ("/v1/control/list-runs", "/v1/control/stop-run", "/v1/runtime/acquire-task"):
+        paths = ("/v1/control/start-run", "/v1/control/list-runs", "/v1/control/stop-run", "/v1/runtime/acquire-task")
+        for path in paths:
             reply = httpx.post(f"https://{d.public}{path}", verify=trust_ca, timeout=30)
             assert reply.status_code == 403 and REFUSED in reply.json()["detail"], path
         d.register(4)  # node 4 and node 5 stay unregistered
@@ -169,13 +171,12 @@ def test_tls_authenticated_deployment_runs_fedft_eds_with_fedentopt(tmp_path: Pa
             f'run-name="deployed" results-dir="{tmp_path / "results"}" pretrain-cache-dir="{tmp_path / "pretrained"}" '
             f'feature-cache-dir="{tmp_path / "features"}" dirichlet-alpha=0.5'
         )
-        assert_refused_by_gate(d.submit(overrides, "outside"))
         run_id = json.loads(d.submit(overrides).stdout)["run-id"]
         # Pretraining and 2 rounds: minutes on a loaded machine.
         streamed = d.flwr("log", run_id, "deploy", "--stream", timeout=400)
         log = streamed.stdout + streamed.stderr
         (tmp_path / "flwr-run.log").write_text(log)
-        # One run (the outsider's was refused), completed.
+        # One run, completed.
         listing = json.loads(d.flwr("ls", "deploy", "--format", "json").stdout)
         assert [(r["run-id"], r["status"]) for r in listing["runs"]] == [(run_id, "finished:completed")], log[-4000:]
         nodes = json.loads(d.flwr("supernode", "list", "deploy", "--format", "json").stdout)["nodes"]

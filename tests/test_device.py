@@ -338,6 +338,7 @@ def test_a_cuda_device_is_made_deterministic(monkeypatch: pytest.MonkeyPatch) ->
 
 #: Settings a preset needs beyond ``small_run_config`` to run one or two small rounds (as its own tests set them).
 _STRAGGLERS = {"fraction-train": 0.5, "fedfsc.fewshot-fraction": 0.25, "local-epochs": 2}
+SMALL_DISTILLATION = {"model": "lenet5", "common.client-models": "0:mlp-2nn"}
 PRESET_SETTINGS: dict[str, dict[str, object]] = {
     "kafal": {
         "public-fraction": 0.0,
@@ -355,9 +356,11 @@ PRESET_SETTINGS: dict[str, dict[str, object]] = {
     "fedsplit-kmeans": {"fedsplit.meta-epochs": 1, "fedsplit.n-com": 8, "fedsplit.k-means-clusters": 2},
     "fedsplit-all": {"fedsplit.meta-epochs": 1},
     "fedat": CUSTOM,
-    "fedkad": CUSTOM,
+    # FedKAD's and FedMD's steps run on LeNet-5 clients in a few seconds (the WRNs of CUSTOM took 11-14 s here; a 2NN
+    # client has no prototypes of θ's shape for FedKAD)
+    "fedkad": {**CUSTOM, "model": "lenet5", "common.client-models": ""},
     # one epoch of the transfer learning on public data (10 by default) runs the same code on the device
-    "fedmd": {**CUSTOM, "fedkad.fedmd-public-epochs": 1},
+    "fedmd": {**CUSTOM, **SMALL_DISTILLATION, "fedkad.fedmd-public-epochs": 1},
 }
 
 

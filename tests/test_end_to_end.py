@@ -1,4 +1,6 @@
-"""``flwr run`` in Flower's simulation engine, on a private SuperLink, checked through the results files."""
+"""``flwr run`` in Flower's simulation engine, on a private SuperLink, checked through the results files: the edge
+behaviours (opt-in ``slow_e2e`` runs, each paying Ray's start). The default suite's engine run is the documented
+command's, which also checks the results contract (tests/test_documented_simulation.py)."""
 
 from __future__ import annotations
 
@@ -14,32 +16,6 @@ from flwr.app import ArrayRecord
 from models import LeNet5
 from simulation.local_run import run_simulation
 from strategies.partial_model import split_state
-
-ROUND_FIELDS = {
-    "round",
-    "accuracy",
-    "loss",
-    "clients",
-    "num_examples",
-    "client_train_seconds",
-    "bytes_down",
-    "bytes_up",
-    "wall_seconds",
-    "client_stats",
-}
-CLIENT_FIELDS = {"partition_id", "num_examples", "num_local", "train_seconds"}
-SUMMARY_FIELDS = {
-    "method",
-    "rounds",
-    "best_accuracy",
-    "best_round",
-    "final_accuracy",
-    "total_client_train_seconds",
-    "learning_efficiency",
-    "nodes_refused",
-    "label_counts_refused",
-    "machine",
-}
 
 
 def processes_using(flwr_home: Path) -> list[int]:
@@ -89,71 +65,6 @@ def simulate(tmp_path: Path, overrides: dict, num_supernodes: int = 3) -> tuple[
     left = processes_using(flwr_home)
     assert left == [], f"a SuperLink, SuperExec or Ray process was left running: {described(left)}"
     return code, log.read_text(errors="replace")
-
-
-@pytest.mark.e2e
-def test_fedft_eds_writes_the_results_contract_sending_theta_only_and_phi_once(tmp_path: Path) -> None:
-    """One run in the engine checks both what every run writes and what FedFT-EDS sends (each run of the engine
-    costs Ray's start: one run, not one per check). FedAvg without pretraining in the engine (whole models both ways)
-    is among the opt-in ``slow_e2e`` runs below; in process, every method's messages are tested in its own tests."""
-    overrides = {
-        "method": "fedft-eds",
-        "model": "lenet5",
-        "pretrain-epochs": 2,
-        "pretrain-samples": 600,
-        "pretrain-cache-dir": str(tmp_path / "cache"),
-        "num-server-rounds": 2,
-        "local-epochs": 2,
-        "run-name": "eds",
-        "partitioner": "iid",
-        "pretrain-round-max-epochs": 2,
-    }
-    code, log = simulate(tmp_path, overrides)
-    assert code == 0, log[-3000:]
-    run = tmp_path / "results" / "eds"
-    config = json.loads((run / "config.json").read_text())
-    assert config["model"] == "lenet5" and config["num-server-rounds"] == 2
-
-    phase, *rounds = [json.loads(line) for line in (run / "rounds.jsonl").read_text().splitlines()]
-    assert [r["round"] for r in rounds] == [1, 2]
-    for record in rounds:
-        assert ROUND_FIELDS <= set(record)
-        assert sorted(record["clients"]) == [0, 1, 2]
-        assert [s["partition_id"] for s in record["client_stats"]] == record["clients"]
-        assert all(CLIENT_FIELDS <= set(s) for s in record["client_stats"])
-        assert all(s["threads"] == 1 for s in record["client_stats"])  # one Ray CPU each, one torch thread
-        assert 0.0 <= record["accuracy"] <= 1.0 and record["client_train_seconds"] > 0
-
-    first, second = rounds
-    frozen, trained = split_state(LeNet5(1, 10).state_dict(), LeNet5(1, 10).upper_state_keys("mid"))
-    theta_bytes, phi_bytes = ArrayRecord(trained).count_bytes(), ArrayRecord(frozen).count_bytes()
-    # The pretraining round (thesis §6.4.1 step 2) moves the whole model both ways, before φ is frozen from its mean.
-    assert (phase["round"], phase["phase"]) == (0, "pretraining-round")
-    assert phase["bytes_down"] == phase["bytes_up"] == 3 * (theta_bytes + phi_bytes)
-    # 6,000 mini training images less the 20% public split, over 3 clients
-    assert phase["num_examples"] == 3 * 1600 and set(phase["epochs"].values()) <= {1, 2}
-    assert first["bytes_down"] == 3 * (theta_bytes + phi_bytes)  # φ goes to each client once...
-    assert second["bytes_down"] == 3 * theta_bytes  # ...and never again
-    assert first["bytes_up"] == second["bytes_up"] == 3 * theta_bytes  # replies carry θ only
-    for stats in first["client_stats"] + second["client_stats"]:
-        assert stats["num_local"] == 1600 and stats["num_examples"] == math.ceil(0.1 * 1600)
-        assert stats["selected_entropy_mean"] > stats["local_entropy_mean"] > 0
-        assert stats["selection_seconds"] > 0 and stats["cache_seconds"] >= 0
-    assert first["num_examples"] == 3 * 160
-
-    summary = json.loads((run / "summary.json").read_text())
-    assert SUMMARY_FIELDS <= set(summary)
-    assert summary["rounds"] == 2 and summary["best_accuracy"] == max(r["accuracy"] for r in rounds)
-    # Real Fashion-MNIST images: the MNIST-pretrained model with a new head is near chance; its pretraining round
-    # and two rounds of θ lift it well above.
-    assert phase["pretrained_accuracy"] < 0.2 and summary["best_accuracy"] > 0.5
-    assert (run / "model.pt").stat().st_size > 0
-    assert "round 1: accuracy" in log and "round 2: accuracy" in log
-    # The server's pretraining and the pretraining round's output, one cached file each.
-    cached = sorted(p.name for p in (tmp_path / "cache").glob("*.pt"))
-    assert len(cached) == 2 and sum("-pretraining-round-" in name for name in cached) == 1, cached
-    assert "pretraining epoch 2/2" in log
-    assert len(list((tmp_path / "features").glob("*.npy"))) == 3  # one feature file per client
 
 
 @pytest.mark.e2e
