@@ -44,7 +44,7 @@ from server_app.pretraining import pretrain
 from tests.conftest import make_config
 from tests.fake_accelerator import FAKE, DeviceMismatch, FakeAccelerator
 from tests.in_process import run_in_process, small_run_config
-from tests.test_custom_size_models import CUSTOM
+from tests.test_custom_size_models import CUSTOM, SMALL_FEDMD
 
 DEVICES = [*(str(d) for d in available_devices()), "fake-accelerator"]
 
@@ -338,7 +338,6 @@ def test_a_cuda_device_is_made_deterministic(monkeypatch: pytest.MonkeyPatch) ->
 
 #: Settings a preset needs beyond ``small_run_config`` to run one or two small rounds (as its own tests set them).
 _STRAGGLERS = {"fraction-train": 0.5, "fedfsc.fewshot-fraction": 0.25, "local-epochs": 2}
-SMALL_DISTILLATION = {"model": "lenet5", "common.client-models": "0:mlp-2nn"}
 PRESET_SETTINGS: dict[str, dict[str, object]] = {
     "kafal": {
         "public-fraction": 0.0,
@@ -360,7 +359,7 @@ PRESET_SETTINGS: dict[str, dict[str, object]] = {
     # client has no prototypes of θ's shape for FedKAD)
     "fedkad": {**CUSTOM, "model": "lenet5", "common.client-models": ""},
     # one epoch of the transfer learning on public data (10 by default) runs the same code on the device
-    "fedmd": {**CUSTOM, **SMALL_DISTILLATION, "fedkad.fedmd-public-epochs": 1},
+    "fedmd": {**CUSTOM, **SMALL_FEDMD, "fedkad.fedmd-public-epochs": 1},
 }
 
 
