@@ -56,3 +56,13 @@ def test_a_claim_gets_a_verdict_only_from_three_seeds() -> None:
     assert fedft_start._verdict({0: 0.01, 1: 0.02}) == "none yet (2 of 3 seeds)"
     assert fedft_start._verdict({0: 0.01, 1: 0.02, 2: 0.03}) == "**reproduces**"
     assert fedft_start._verdict({0: -0.01, 1: 0.02, 2: -0.03}) == "**does not (level)**"
+
+
+def test_the_machines_are_named_with_the_seeds_each_computed() -> None:
+    """A start is reproducible only on one kind of CPU, so the block says which seeds ran where."""
+    cells = [
+        RecordedCell(f"m__seed{seed}", "m", {}, seed, machine, {}, {}, ())
+        for seed, machine in ((4, "AVX512 box"), (0, "AVX2 box"), (1, "AVX2 box"), (4, "AVX512 box"))
+    ]
+    run = RecordedExperiment("f", 2, (0, 1, 4), {}, ("m",), {}, (), tuple(cells))
+    assert fedft_start._machines(run) == "seeds 0, 1 on AVX2 box; seed 4 on AVX512 box"

@@ -172,6 +172,18 @@ def _seeds_of(run: RecordedExperiment, method: str, alpha: float) -> str:
     return ", ".join(map(str, sorted(run.cells_of(method, _at(alpha)))))
 
 
+def _machines(run: RecordedExperiment) -> str:
+    """Which seeds each machine computed, e.g. "seeds 0, 1 on <machine>; seed 4 on <machine>": a start is
+    reproducible only on one kind of CPU (docs/configuration.md, "Reproducible starts")."""
+    seeds: dict[str, set[int]] = {}
+    for cell in run.cells:
+        seeds.setdefault(cell.machine, set()).add(cell.seed)
+    return "; ".join(
+        f"{'seed' if len(s) == 1 else 'seeds'} {', '.join(map(str, sorted(s)))} on {machine}"
+        for machine, s in sorted(seeds.items(), key=lambda item: min(item[1]))
+    )
+
+
 def table2_full_two_step() -> str:
     """Table II on the full Fashion-MNIST set with LeNet-5, every method from the two-step start: the table, the
     paired differences with a verdict per claim and α, and what they show."""
@@ -198,6 +210,12 @@ def table2_full_two_step() -> str:
         alpha: [c.value("initial_accuracy") for c in cells if c.point["dirichlet-alpha"] == alpha] for alpha in ALPHAS
     }
     epochs = [e for c in cells for e in _pretraining_epochs(c)]
+    complete = all(len(run.cells_of(m, _at(a))) == len(run.seeds) for m in methods for a in ALPHAS)
+    seeds_run = (
+        f"Seeds {', '.join(map(str, run.seeds))} for every cell"
+        if complete
+        else "Seeds as listed per cell (the rest have not run yet: the summary names them)"
+    )
     setting = prose(
         f"The file's setting ([summary](../measurements/experiments/{TABLE2_FULL}/summary.md), "
         f"[EDS − RDS round by round](../measurements/experiments/{TABLE2_FULL}/paired_difference_vs_round.png)): "
@@ -206,9 +224,10 @@ def table2_full_two_step() -> str:
         "seed and α: the server's pretraining on 6,000 MNIST images with a new head "
         f"({span(pretrained)}% on Fashion-MNIST), then the pretraining round, in which every client trains the whole "
         f"model until its training loss stops improving ({min(epochs):.0f}–{max(epochs):.0f} epochs) and the server "
-        f"averages ({span(starts[0.1])}% at Dir(0.1), {span(starts[0.5])}% at Dir(0.5)). Seeds as listed per cell "
-        "(the rest have not run yet: the summary names them); other work shared the machine, so client seconds compare "
-        "within a seed better than across. Mean ± std over the seeds; last-10 is the mean of rounds "
+        f"averages ({span(starts[0.1])}% at Dir(0.1), {span(starts[0.5])}% at Dir(0.5)). {seeds_run}, computed "
+        f"{_machines(run)}; other work shared the "
+        "machine, so client seconds compare within a seed better than across. Mean ± std over the seeds; last-10 is "
+        "the mean of rounds "
         f"{run.rounds - 9}–{run.rounds}:"
     )
 
