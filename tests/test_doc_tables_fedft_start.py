@@ -66,3 +66,34 @@ def test_the_machines_are_named_with_the_seeds_each_computed() -> None:
     ]
     run = RecordedExperiment("f", 2, (0, 1, 4), {}, ("m",), {}, (), tuple(cells))
     assert fedft_start._machines(run) == "seeds 0, 1 on AVX2 box; seed 4 on AVX512 box"
+
+
+def test_the_mini_table_names_what_has_not_run_and_compares_only_pairs_that_ran(monkeypatch) -> None:
+    """EDS and RDS ran at Dir(0.1) on one seed: their row is compared (no verdict from one seed), every other row
+    and claim says it has not run."""
+
+    def cell(method: str, best: float) -> RecordedCell:
+        summary = {
+            "best_accuracy": best,
+            "mean_last10_accuracy": best - 0.05,
+            "total_client_train_seconds": 10.0,
+            "initial_accuracy": 0.3,
+            "pretraining_round.pretrained_accuracy": 0.08,
+            "pretraining_round.epochs.0": 4.0,
+            "rounds": 20,
+        }
+        return RecordedCell(f"{method}__seed0", method, {"dirichlet-alpha": 0.1}, 0, "box", summary, {}, ())
+
+    run = RecordedExperiment(
+        "f", 10, (0, 1, 2), {}, ("fedft-eds", "fedft-rds"), {}, (), (cell("fedft-eds", 0.6), cell("fedft-rds", 0.58))
+    )
+    monkeypatch.setattr(fedft_start, "load", lambda folder: run)
+    block = fedft_start.table2_mini_two_step()
+    rows = {" | ".join(line.split(" | ")[:2]).lstrip("| "): line for line in block.splitlines() if line[:2] == "| "}
+    assert "| FedFT-EDS > FedFT-RDS (10%) | 0.1 | +2.0: +2.0 | +2.0 | +2.71 | none yet (1 of 3 seeds) |" in block
+    assert "(4 epochs; 30.0% at Dir(0.1) after it)" in block
+    assert rows["FedAvg | 100"].count("not run yet") == 2 and rows["FedFT-EDS | 50"].count("not run yet") == 2
+    assert rows["FedFT-EDS | 10"] == "| FedFT-EDS | 10 | 0 | **60.00** | **55.00** | not run yet |  |  | 10 / – |"
+    assert "FedFT-EDS > FedFT-RDS (10%) at Dir(0.5)" in block.split("Not compared yet")[1]
+    assert "pretraining pays: FedAvg > FedAvg without pretraining at Dir(0.1)" in block
+    assert "seed 0 on box" in block

@@ -377,3 +377,85 @@ def table3_two_step() -> str:
     if waiting:
         parts += ["", prose(f"Not compared yet (a cell of the pair has not run): {'; '.join(waiting)}.")]
     return "\n".join(parts)
+
+
+TABLE2_MINI = "fedft-table2-2026-11-29"
+#: Table II on the mini set with WRN-16-1: ``ROWS`` and the two rows only this file runs.
+MINI_ROWS = (
+    ("FedAvg without pretraining", "fedavg-no-pretraining", 100),
+    *ROWS[:3],
+    ("FedProx-RDS (μ = 0.01)", "fedprox-rds", 10),
+    *ROWS[3:],
+)
+MINI_CLAIMS = (
+    *CLAIMS,
+    (
+        "pretraining pays: FedAvg > FedAvg without pretraining",
+        "fedavg",
+        "fedavg-no-pretraining",
+        _paper_difference("fedavg", "fedavg-no-pretraining"),
+    ),
+)
+
+
+def _epochs_text(epochs: Sequence[float]) -> str:
+    """The range of the pretraining round's epochs, e.g. "3–10 epochs" (one number where they are all alike)."""
+    low, high = min(epochs), max(epochs)
+    return f"{low:.0f} epochs" if low == high else f"{low:.0f}–{high:.0f} epochs"
+
+
+def _ran_at(run: RecordedExperiment, method: str, alpha: float) -> bool:
+    return any(c.method == method and c.point.get("dirichlet-alpha") == alpha for c in run.cells)
+
+
+def table2_mini_two_step() -> str:
+    """Table II on the mini set with WRN-16-1 (the paper's model) from the two-step start: the cells run so far per
+    α, and the paired differences of the claims whose two cells both ran; rows and claims not run yet say so."""
+    run = load(TABLE2_MINI)
+    header = ["method", "P_ds (%)"]
+    columns: list[list[str]] = []
+    for alpha in ALPHAS:
+        header += [f"Dir({alpha}) seeds", f"Dir({alpha}) best (%)", f"Dir({alpha}) last-10 (%)"]
+        ran = [m for _, m, _ in MINI_ROWS if _ran_at(run, m, alpha)]
+        seeds = {m: _seeds_of(run, m, alpha) for m in ran}
+        columns.append([seeds.get(m, "not run yet") for _, m, _ in MINI_ROWS])
+        for field in (BEST, LAST10):
+            values = [run.values(m, field, _at(alpha)) for m in ran]
+            texts = [mean_pm(list(v.values())) for v in values]
+            bolded = dict(zip(ran, bold_largest(texts, [mean_of(v) for v in values]) if ran else []))
+            columns.append([bolded.get(m, "") for _, m, _ in MINI_ROWS])
+    header.append("client s, Dir(0.1) / Dir(0.5)")
+    seconds = [
+        " / ".join(number(mean_of(run.values(m, SECONDS, _at(a))), 0) if _ran_at(run, m, a) else "–" for a in ALPHAS)
+        for _, m, _ in MINI_ROWS
+    ]
+    rows = [[label, str(pds), *(c[i] for c in columns), seconds[i]] for i, (label, _, pds) in enumerate(MINI_ROWS)]
+    claim_rows, waiting = [], []
+    for claim in MINI_CLAIMS:
+        for i, alpha in enumerate(ALPHAS):
+            if _ran_at(run, claim[1], alpha) and _ran_at(run, claim[2], alpha):
+                paper = None if claim[3] is None else (claim[3][i],)  # the paper's figure at this α
+                claim_rows += _claim_rows(run, [(*claim[:3], paper)], (alpha,))
+            else:
+                waiting.append(f"{claim[0]} at Dir({alpha})")
+    started = [c for c in run.cells if c.method != "fedavg-no-pretraining"]
+    pretrained = [c.value("pretraining_round.pretrained_accuracy") for c in started]
+    starts = {a: [c.value("initial_accuracy") for c in started if c.point["dirichlet-alpha"] == a] for a in ALPHAS}
+    epochs = [e for c in started for e in _pretraining_epochs(c)]
+    after = ", ".join(f"{span(starts[a])}% at Dir({a})" for a in ALPHAS if starts[a])
+    setting = prose(
+        f"The file's setting ([summary](../measurements/experiments/{TABLE2_MINI}/summary.md), [the paired "
+        f"differences round by round](../measurements/experiments/{TABLE2_MINI}/paired_difference_vs_round.png)): "
+        "WRN-16-1, the "
+        "Fashion-MNIST mini set (600 images for the server, 5,400 across 10 clients), full participation, "
+        f"{run.rounds} rounds of E = 5, weighted mean. Every method but FedAvg without pretraining (random weights) "
+        "starts from its seed's two-step start: the server's pretraining on 6,000 MNIST images with a new head "
+        f"({span(pretrained)}% on Fashion-MNIST), then the pretraining round, every client training the whole model "
+        f"until its training loss stops improving ({_epochs_text(epochs)}; {after} after it). "
+        f"Seeds as listed per cell, of the file's {', '.join(map(str, run.seeds))}; computed {_machines(run)}. "
+        f"Mean ± std over the seeds; last-10 is the mean of rounds {run.rounds - 9}–{run.rounds}:"
+    )
+    parts = [setting, "", table(header, rows), "", table(claim_header(run.rounds), claim_rows)]
+    if waiting:
+        parts += ["", prose(f"Not compared yet (a cell of the pair has not run): {'; '.join(waiting)}.")]
+    return "\n".join(parts)

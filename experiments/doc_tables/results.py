@@ -11,6 +11,7 @@ BLOCKS: dict[str, Block] = {
     "fedft-table2-mini": fedft.table2_mini,
     "fedft-table2-mini-05": fedft.table2_mini_05,
     "fedft-table2-two-step": fedft_start.table2_full_two_step,
+    "fedft-table2-mini-two-step": fedft_start.table2_mini_two_step,
     "fedft-table2-full": fedft.table2_full,
     "fedft-table2-full-wrn": fedft.table2_full_wrn,
     "fedft-table3-two-step": fedft_start.table3_two_step,
