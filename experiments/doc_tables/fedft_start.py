@@ -446,8 +446,8 @@ def table2_mini_two_step() -> str:
     setting = prose(
         f"The file's setting ([summary](../measurements/experiments/{TABLE2_MINI}/summary.md), [the paired "
         f"differences round by round](../measurements/experiments/{TABLE2_MINI}/paired_difference_vs_round.png)): "
-        "WRN-16-1, the "
-        "Fashion-MNIST mini set (600 images for the server, 5,400 across 10 clients), full participation, "
+        "WRN-16-1, the Fashion-MNIST mini set (600 images for the server, 5,400 across 10 clients), full "
+        "participation, "
         f"{run.rounds} rounds of E = 5, weighted mean. Every method but FedAvg without pretraining (random weights) "
         "starts from its seed's two-step start: the server's pretraining on 6,000 MNIST images with a new head "
         f"({span(pretrained)}% on Fashion-MNIST), then the pretraining round, every client training the whole model "
