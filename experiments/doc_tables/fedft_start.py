@@ -452,7 +452,8 @@ def table2_mini_two_step() -> str:
         "starts from its seed's two-step start: the server's pretraining on 6,000 MNIST images with a new head "
         f"({span(pretrained)}% on Fashion-MNIST), then the pretraining round, every client training the whole model "
         f"until its training loss stops improving ({_epochs_text(epochs)}; {after} after it). "
-        f"Seeds as listed per cell, of the file's {', '.join(map(str, run.seeds))}; computed {_machines(run)}. "
+        f"Seeds as listed per cell, of the file's {', '.join(map(str, run.seeds))}; computed {_machines(run)}, "
+        "some cells beside other work, so their client seconds measure that load too. "
         f"Mean ± std over the seeds; last-10 is the mean of rounds {run.rounds - 9}–{run.rounds}:"
     )
     parts = [setting, "", table(header, rows), "", table(claim_header(run.rounds), claim_rows)]
