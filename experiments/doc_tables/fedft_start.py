@@ -172,6 +172,34 @@ def _seeds_of(run: RecordedExperiment, method: str, alpha: float) -> str:
     return ", ".join(map(str, sorted(run.cells_of(method, _at(alpha)))))
 
 
+def _ran_at(run: RecordedExperiment, method: str, alpha: float) -> bool:
+    return any(c.method == method and c.point.get("dirichlet-alpha") == alpha for c in run.cells)
+
+
+def _epochs_text(epochs: Sequence[float]) -> str:
+    """The range of the pretraining round's epochs, e.g. "3–10 epochs" (one number where they are all alike)."""
+    low, high = min(epochs), max(epochs)
+    return f"{low:.0f} epochs" if low == high else f"{low:.0f}–{high:.0f} epochs"
+
+
+def _alpha_columns(run: RecordedExperiment, methods: Sequence[str]) -> tuple[list[str], list[list[str]]]:
+    """A Table II's header and columns per α, one entry per method: its seeds, best and last-10 accuracy (mean ± std,
+    the column's largest in bold); "not run yet" and blanks for a method with no cell at that α."""
+    header = ["method", "P_ds (%)"]
+    columns: list[list[str]] = []
+    for alpha in ALPHAS:
+        header += [f"Dir({alpha}) seeds", f"Dir({alpha}) best (%)", f"Dir({alpha}) last-10 (%)"]
+        ran = [m for m in methods if _ran_at(run, m, alpha)]
+        seeds = {m: _seeds_of(run, m, alpha) for m in ran}
+        columns.append([seeds.get(m, "not run yet") for m in methods])
+        for field in (BEST, LAST10):
+            values = [run.values(m, field, _at(alpha)) for m in ran]
+            texts = [mean_pm(list(v.values())) for v in values]
+            bolded = dict(zip(ran, bold_largest(texts, [mean_of(v) for v in values]) if ran else []))
+            columns.append([bolded.get(m, "") for m in methods])
+    return header, columns
+
+
 def _machines(run: RecordedExperiment) -> str:
     """Which seeds each machine computed, e.g. "seeds 0, 1 on <machine>; seed 4 on <machine>": a start is
     reproducible only on one kind of CPU (docs/configuration.md, "Reproducible starts")."""
@@ -189,14 +217,7 @@ def table2_full_two_step() -> str:
     paired differences with a verdict per claim and α, and what they show."""
     run = load(TABLE2_FULL)
     methods = [m for _, m, _ in ROWS]
-    header = ["method", "P_ds (%)"]
-    columns: list[list[str]] = []
-    for alpha in ALPHAS:
-        header += [f"Dir({alpha}) seeds", f"Dir({alpha}) best (%)", f"Dir({alpha}) last-10 (%)"]
-        columns.append([_seeds_of(run, m, alpha) for m in methods])
-        for field in (BEST, LAST10):
-            values = [run.values(m, field, _at(alpha)) for m in methods]
-            columns.append(bold_largest([mean_pm(list(v.values())) for v in values], [mean_of(v) for v in values]))
+    header, columns = _alpha_columns(run, methods)
     header += ["client s, Dir(0.1) / Dir(0.5)", "MB up"]
     seconds = [" / ".join(number(mean_of(run.values(m, SECONDS, _at(alpha))), 0) for alpha in ALPHAS) for m in methods]
     mb = [number(mean_of(run.values(m, "total_bytes_up", _at(0.1))) / 1e6) for m in methods]
@@ -223,7 +244,7 @@ def table2_full_two_step() -> str:
         f"participation, {run.rounds} rounds of E = 5, weighted mean. Every method starts from the same model, per "
         "seed and α: the server's pretraining on 6,000 MNIST images with a new head "
         f"({span(pretrained)}% on Fashion-MNIST), then the pretraining round, in which every client trains the whole "
-        f"model until its training loss stops improving ({min(epochs):.0f}–{max(epochs):.0f} epochs) and the server "
+        f"model until its training loss stops improving ({_epochs_text(epochs)}) and the server "
         f"averages ({span(starts[0.1])}% at Dir(0.1), {span(starts[0.5])}% at Dir(0.5)). {seeds_run}, computed "
         f"{_machines(run)}; other work shared the "
         "machine, so client seconds compare within a seed better than across. Mean ± std over the seeds; last-10 is "
@@ -367,7 +388,7 @@ def table3_two_step() -> str:
         "f_n of them delivering each round (the others drop out, redrawn every round); the FedFT variants fine-tune "
         "θ at full participation. Every method but FedAvg without pretraining starts from the two-step start of its "
         f"seed: the server's MNIST pretraining ({span(pretrained)}% on Fashion-MNIST), then the pretraining round over "
-        f"all 100 clients ({min(epochs):.0f}–{max(epochs):.0f} epochs each; {span(starts)}% after it); FedAvg without "
+        f"all 100 clients ({_epochs_text(epochs)} each; {span(starts)}% after it); FedAvg without "
         "pretraining starts from random weights. The seeds are the first three whose split gives every client 3 "
         "images (`experiments check` refuses seeds 1, 2, 3 and 5), chosen before any cell ran; the cells not run yet "
         "are named in the summary. The cells ran beside other work, so client seconds compare within a seed better "
@@ -398,32 +419,11 @@ MINI_CLAIMS = (
 )
 
 
-def _epochs_text(epochs: Sequence[float]) -> str:
-    """The range of the pretraining round's epochs, e.g. "3–10 epochs" (one number where they are all alike)."""
-    low, high = min(epochs), max(epochs)
-    return f"{low:.0f} epochs" if low == high else f"{low:.0f}–{high:.0f} epochs"
-
-
-def _ran_at(run: RecordedExperiment, method: str, alpha: float) -> bool:
-    return any(c.method == method and c.point.get("dirichlet-alpha") == alpha for c in run.cells)
-
-
 def table2_mini_two_step() -> str:
     """Table II on the mini set with WRN-16-1 (the paper's model) from the two-step start: the cells run so far per
     α, and the paired differences of the claims whose two cells both ran; rows and claims not run yet say so."""
     run = load(TABLE2_MINI)
-    header = ["method", "P_ds (%)"]
-    columns: list[list[str]] = []
-    for alpha in ALPHAS:
-        header += [f"Dir({alpha}) seeds", f"Dir({alpha}) best (%)", f"Dir({alpha}) last-10 (%)"]
-        ran = [m for _, m, _ in MINI_ROWS if _ran_at(run, m, alpha)]
-        seeds = {m: _seeds_of(run, m, alpha) for m in ran}
-        columns.append([seeds.get(m, "not run yet") for _, m, _ in MINI_ROWS])
-        for field in (BEST, LAST10):
-            values = [run.values(m, field, _at(alpha)) for m in ran]
-            texts = [mean_pm(list(v.values())) for v in values]
-            bolded = dict(zip(ran, bold_largest(texts, [mean_of(v) for v in values]) if ran else []))
-            columns.append([bolded.get(m, "") for _, m, _ in MINI_ROWS])
+    header, columns = _alpha_columns(run, [m for _, m, _ in MINI_ROWS])
     header.append("client s, Dir(0.1) / Dir(0.5)")
     seconds = [
         " / ".join(number(mean_of(run.values(m, SECONDS, _at(a))), 0) if _ran_at(run, m, a) else "–" for a in ALPHAS)
