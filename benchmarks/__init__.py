@@ -7,6 +7,9 @@
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
+import threading
 from pathlib import Path
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
@@ -19,3 +22,31 @@ def command_line(name: str, doc: str | None) -> argparse.ArgumentParser:
     return argparse.ArgumentParser(
         prog=f"python -m benchmarks {name}", description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+
+
+def commit_of(checkout: Path = PROJECT_DIR) -> str:
+    """The short commit ``checkout`` has checked out; ``unknown`` outside a git checkout."""
+    done = subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return done.stdout.strip() or "unknown"
+
+
+class LoadWatch:
+    """The highest 1-minute load average seen while it runs (a background thread sampling every few seconds)."""
+
+    def __init__(self, every_seconds: float = 5.0) -> None:
+        self.at_start = self.highest = os.getloadavg()[0]
+        self._every = every_seconds
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self._every):
+            self.highest = max(self.highest, os.getloadavg()[0])
+
+    def __enter__(self) -> LoadWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()

@@ -49,6 +49,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "benchmarks.attacks",
         "hostile clients against every aggregation rule, and what the default defence costs honest runs",
     ),
+    "suite-time": ("benchmarks.suite_time", "make test on a fresh clone, as CI runs it: install, tests, slowest tests"),
 }
 DOCS_PAGE = PROJECT_DIR / "docs" / "benchmarks.md"
 RECORDED_BLOCK = re.compile(r"(<!-- recorded: ([a-z-]+) -->\n)(.*?)(<!-- /recorded -->)", re.DOTALL)

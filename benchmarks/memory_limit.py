@@ -45,7 +45,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 import uuid
 from collections.abc import Callable
@@ -53,7 +52,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks import PROJECT_DIR, RESULTS_DIR, command_line
+from benchmarks import PROJECT_DIR, RESULTS_DIR, command_line, commit_of
 from benchmarks.measured_run import cache_overrides, run_simulation_measured
 from benchmarks.scale import SCALE_WORKLOAD
 from run_config.text import parse_overrides
@@ -259,9 +258,7 @@ def measure(
     bisection stopped half-way keeps what it measured."""
     text, shared_caches = CASES[case]
     work = Path(tempfile.mkdtemp(prefix="fedft-memory-limit-"))
-    commit = subprocess.run(
-        ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
+    commit = commit_of(checkout)
     result: dict[str, Any] = {
         "case": case,
         "checkout": str(checkout),

@@ -15,15 +15,13 @@ docs/benchmarks.md shows the table (``python -m benchmarks docs``).
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import threading
 import time
 from collections.abc import Mapping
 from typing import TypedDict
 
-from benchmarks import PROJECT_DIR, RESULTS_DIR, command_line
+from benchmarks import PROJECT_DIR, RESULTS_DIR, LoadWatch, command_line, commit_of
 
 NAME = "quick-reference"
 PAGE = PROJECT_DIR / "docs" / "methods.md"
@@ -78,32 +76,6 @@ def all_rows() -> list[tuple[str, str]]:
     return rows
 
 
-class LoadWatch:
-    """The highest 1-minute load average seen while it runs (a background thread sampling every few seconds)."""
-
-    def __init__(self) -> None:
-        self.highest = os.getloadavg()[0]
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-
-    def _sample(self) -> None:
-        while not self._stop.wait(LOAD_SAMPLE_SECONDS):
-            self.highest = max(self.highest, os.getloadavg()[0])
-
-    def __enter__(self) -> LoadWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
-def _commit() -> str:
-    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=PROJECT_DIR, capture_output=True, text=True)
-    return done.stdout.strip() or "unknown"
-
-
 def pretraining_round(summary: Mapping[str, object]) -> str:
     """What a run's summary says of its pretraining round: ``ran``, ``cached`` (read from an earlier run's cache) or
     ``none`` (the method has none, or it is off)."""
@@ -119,8 +91,7 @@ def _text(output: str | bytes | None) -> str:
 
 def run_row(command: str) -> RowResult:
     """Run one row's command in the project folder and read its run's summary."""
-    load = os.getloadavg()[0]
-    with LoadWatch() as watch:
+    with LoadWatch(LOAD_SAMPLE_SECONDS) as watch:
         tick = time.perf_counter()
         try:
             done = subprocess.run(
@@ -136,10 +107,10 @@ def run_row(command: str) -> RowResult:
     return RowResult(
         command=command,
         date=time.strftime("%Y-%m-%d"),
-        commit=_commit(),
+        commit=commit_of(),
         exit_code=code,
         wall_seconds=round(seconds, 1),
-        load_at_start=round(load, 2),
+        load_at_start=round(watch.at_start, 2),
         load_max=round(watch.highest, 2),
         initial_accuracy=summary.get("initial_accuracy"),
         best_accuracy=summary.get("best_accuracy"),

@@ -1,0 +1,165 @@
+"""The test suite's time on a fresh clone, as CI runs it: ``make test`` with its install, on this machine.
+
+    python -m benchmarks suite-time [--slowest N]
+
+Clones this checkout's HEAD into a temporary folder (committed work only, as CI's clean clone of main), then runs
+``make setup`` and ``make test`` there one after the other, timing each, with pytest's ``--durations=N`` added
+through ``PYTEST_ADDOPTS``. The install reads pip's cache as this machine holds it (CI's fresh machine downloads the
+wheels as well). Appends a row to ``measurements/benchmarks/suite_time.json``: the commit, the CPU (its model and
+torch's kernel level, which tell apart the two kinds of 2-core machine this project is given), the 1-minute load at
+the start and the highest sampled, the exit codes, the seconds of the install and of the tests, pytest's own count
+line and its slowest tests. Other work on the machine slows the suite as much as it slows that work: only a row
+whose load stayed near 2 (the suite's own two workers) is a timing. Exits 1 when the install or the tests failed.
+docs/benchmarks.md shows every row and the slowest tests of the latest run of each machine kind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import NotRequired, TypedDict
+
+import torch
+
+from benchmarks import PROJECT_DIR, RESULTS_DIR, LoadWatch, command_line, commit_of
+
+NAME = "suite-time"
+OUTPUT = RESULTS_DIR / "suite_time.json"
+#: The target for the whole of ``make test`` with its install on the 2-core machine (docs/development.md, "Tests").
+TARGET_SECONDS = 480
+#: pytest's last line under ``-q``: its counts and its own wall time.
+PYTEST_LINE = re.compile(r"^=*\s*((?:\d+ \w+(?:, )?)+) in ([\d.]+)s\b", re.MULTILINE)
+#: One line of ``--durations``: seconds, phase, test id.
+DURATION_LINE = re.compile(r"^([\d.]+)s (setup|call|teardown)\s+(\S.*?)\s*$", re.MULTILINE)
+
+
+class SuiteRun(TypedDict):
+    """One timed ``make setup`` + ``make test`` on a fresh clone."""
+
+    date: str
+    commit: str
+    machine: str  # torch's CPU kernel level: AVX2, AVX512, ...
+    cpu: str
+    install_exit_code: int | None
+    install_seconds: float | None
+    test_exit_code: int
+    test_seconds: float  # ``make test`` after the install: ruff, lint-imports, pytest with mypy beside it
+    total_seconds: float
+    pytest_line: str
+    load_at_start: NotRequired[float]
+    load_max: NotRequired[float]
+    slowest: NotRequired[list[tuple[float, str]]]
+    log_tail: NotRequired[str]
+    how: NotRequired[str]  # set on rows not timed by this benchmark
+
+
+def cpu_description(cpuinfo: str) -> str:
+    """The CPU's model name and family, from the text of /proc/cpuinfo."""
+    fields = dict(re.findall(r"^(model name|cpu family)\s*:\s*(.+)$", cpuinfo, re.MULTILINE))
+    model = fields.get("model name", "unknown CPU").strip()
+    return f"{model} (family {fields['cpu family'].strip()})" if "cpu family" in fields else model
+
+
+def kernel_level() -> str:
+    """torch's CPU kernel level on this machine (``AVX2``, ``AVX512``, ...)."""
+    return str(torch.backends.cpu.get_cpu_capability())
+
+
+def pytest_summary(log: str) -> tuple[str, list[tuple[float, str]]]:
+    """pytest's count line (``"1974 passed, 19 skipped in 234.1s"``; empty when it printed none) and its slowest
+    tests' (seconds, phase and id), from ``make test``'s output."""
+    counts = list(PYTEST_LINE.finditer(log))
+    line = f"{counts[-1].group(1).rstrip(', ')} in {counts[-1].group(2)}s" if counts else ""
+    slowest = [(float(seconds), f"{phase} {test}") for seconds, phase, test in DURATION_LINE.findall(log)]
+    return line, slowest
+
+
+def _timed(command: Sequence[str], cwd: Path, env: Mapping[str, str]) -> tuple[int, float, str]:
+    tick = time.perf_counter()
+    done = subprocess.run(command, cwd=cwd, env=dict(env), capture_output=True, text=True)
+    return done.returncode, time.perf_counter() - tick, done.stdout + done.stderr
+
+
+def time_suite(slowest: int) -> SuiteRun:
+    """Clone HEAD, then time ``make setup`` and ``make test`` in the clone."""
+    env = {**os.environ, "PYTEST_ADDOPTS": f"{os.environ.get('PYTEST_ADDOPTS', '')} --durations={slowest}".strip()}
+    with tempfile.TemporaryDirectory(prefix="fedft-suite-time-") as scratch, LoadWatch() as watch:
+        clone = Path(scratch) / "clone"
+        subprocess.run(["git", "clone", "--quiet", str(PROJECT_DIR), str(clone)], check=True)
+        install_code, install_seconds, install_log = _timed(["make", "setup"], clone, env)
+        test_code, test_seconds, test_log = (1, 0.0, "") if install_code else _timed(["make", "test"], clone, env)
+        commit = commit_of(clone)
+    line, durations = pytest_summary(test_log)
+    failed = install_code or test_code
+    return SuiteRun(
+        date=time.strftime("%Y-%m-%d %H:%M"),
+        commit=commit,
+        machine=kernel_level(),
+        cpu=cpu_description(Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""),
+        install_exit_code=install_code,
+        install_seconds=round(install_seconds, 1),
+        test_exit_code=test_code,
+        test_seconds=round(test_seconds, 1),
+        total_seconds=round(install_seconds + test_seconds, 1),
+        pytest_line=line,
+        load_at_start=round(watch.at_start, 2),
+        load_max=round(watch.highest, 2),
+        slowest=durations,
+        log_tail=(install_log + test_log)[-3000:] if failed else "",
+    )
+
+
+def _seconds(value: object) -> str:
+    return f"{value:.0f} s" if isinstance(value, (int, float)) else "–"
+
+
+def _row_text(run: Mapping[str, object], note: int | None = None) -> str:
+    total = run["total_seconds"]
+    failed = run.get("install_exit_code") or run["test_exit_code"]
+    verdict = "failed" if failed else ("yes" if isinstance(total, (int, float)) and total <= TARGET_SECONDS else "no")
+    load = f"{run['load_at_start']} / {run['load_max']}" if "load_max" in run else "–"
+    marked = f" (note {note})" if note else ""
+    return (
+        f"| {run['commit']} | {run['date']}{marked} | {run['machine']} | {_seconds(total)} | {verdict} "
+        f"| {_seconds(run.get('install_seconds'))} | {_seconds(run['test_seconds'])} | {run['pytest_line'] or '–'} "
+        f"| {load} |"
+    )
+
+
+def recorded_figure(slowest_shown: int = 10) -> str:
+    """Every recorded run, oldest first (a row not timed by this benchmark points to a note saying how it was), and
+    the slowest tests of each machine kind's latest run that recorded them."""
+    runs: list[SuiteRun] = json.loads(OUTPUT.read_text())
+    notes = list(dict.fromkeys(run["how"] for run in runs if "how" in run))
+    lines = [
+        f"| commit | date | machine | `make test` in all | within {TARGET_SECONDS // 60} min | of it, the install "
+        "| of it, the tests | pytest | load at start / highest |",
+        "|---|---|---|---|---|---|---|---|---|",
+        *(_row_text(run, notes.index(run["how"]) + 1 if "how" in run else None) for run in runs),
+    ]
+    if notes:
+        lines += ["", *(f"Note {number}: {text}." for number, text in enumerate(notes, 1))]
+    latest = {run["machine"]: run for run in runs if run.get("slowest")}
+    for machine, run in latest.items():
+        lines += ["", f"Slowest tests of the latest run on the {machine} kind ({run['commit']}, {run['date']}):", ""]
+        lines += [f"- {seconds:.1f} s {test}" for seconds, test in run["slowest"][:slowest_shown]]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = command_line(NAME, __doc__)
+    parser.add_argument("--slowest", type=int, default=25, help="how many of the slowest tests to record")
+    args = parser.parse_args(argv)
+    if args.slowest < 1:
+        parser.error("--slowest must be at least 1")
+    run = time_suite(args.slowest)
+    runs = json.loads(OUTPUT.read_text()) if OUTPUT.is_file() else []
+    OUTPUT.write_text(json.dumps([*runs, run], indent=1) + "\n")
+    print(_row_text(run))
+    return 1 if run["install_exit_code"] or run["test_exit_code"] else 0

@@ -1,0 +1,130 @@
+"""benchmarks/suite_time.py: a fresh clone's install and tests timed apart, pytest's counts and slowest tests read
+from its output, and the recorded rows rendered with the 8-minute verdict. The end-to-end test times a stand-in
+project (a git repository whose Makefile prints what ``make test`` prints), not this suite."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from benchmarks import suite_time
+
+MAKE_TEST_OUTPUT = """\
+.venv/bin/ruff check .
+All checks passed!
+........................................................................ [100%]
+============================= slowest 3 durations ==============================
+86.20s call     tests/test_deployment.py::test_tls_authenticated_deployment_runs_fedft_eds_with_fedentopt
+12.00s setup    tests/test_method_ports.py::test_the_cases_ran_with_pinned_numerics
+3.10s call     tests/test_learning.py::test_the_method_learns[fedprox plus]
+1974 passed, 19 skipped, 6 warnings in 234.56s (0:03:54)
+.venv/bin/mypy:
+Success: no issues found in 412 source files
+"""
+
+
+def test_pytest_summary_reads_the_count_line_and_the_slowest_tests() -> None:
+    line, slowest = suite_time.pytest_summary(MAKE_TEST_OUTPUT)
+    assert line == "1974 passed, 19 skipped, 6 warnings in 234.56s"
+    assert slowest == [
+        (86.2, "call tests/test_deployment.py::test_tls_authenticated_deployment_runs_fedft_eds_with_fedentopt"),
+        (12.0, "setup tests/test_method_ports.py::test_the_cases_ran_with_pinned_numerics"),
+        (3.1, "call tests/test_learning.py::test_the_method_learns[fedprox plus]"),
+    ]
+
+
+def test_output_without_a_pytest_run_gives_no_line_and_no_tests() -> None:
+    assert suite_time.pytest_summary("make: *** [Makefile:63: test] Error 1\n") == ("", [])
+
+
+def test_the_cpu_is_named_with_its_family() -> None:
+    cpuinfo = "processor\t: 0\ncpu family\t: 26\nmodel name\t: AMD EPYC 9B45\nflags\t\t: fpu\n"
+    assert suite_time.cpu_description(cpuinfo) == "AMD EPYC 9B45 (family 26)"
+    assert suite_time.cpu_description("") == "unknown CPU"
+
+
+def recorded_run(commit: str, machine: str, total: float, **fields: object) -> dict[str, object]:
+    return {
+        "date": "2026-11-29 15:00",
+        "commit": commit,
+        "machine": machine,
+        "cpu": "AMD EPYC",
+        "install_exit_code": 0,
+        "install_seconds": 40.0,
+        "test_exit_code": 0,
+        "test_seconds": total - 40.0,
+        "total_seconds": total,
+        "pytest_line": "10 passed in 1.0s",
+        **fields,
+    }
+
+
+def test_the_figure_judges_each_row_against_8_minutes_and_lists_each_kinds_latest_slowest_tests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs = [
+        recorded_run("aaa1111", "AVX2", 491.0, how="timed by hand"),
+        recorded_run("bbb2222", "AVX2", 470.0, load_at_start=2.1, load_max=2.4, slowest=[[50.0, "call old"]]),
+        recorded_run("ccc3333", "AVX2", 480.4, slowest=[[40.0, "call newer"], [30.0, "call next"]]),
+        recorded_run("ddd4444", "AVX512", 250.0, test_exit_code=1, slowest=[[20.0, "call fast"]]),
+    ]
+    (tmp_path / "suite_time.json").write_text(json.dumps(runs))
+    monkeypatch.setattr(suite_time, "OUTPUT", tmp_path / "suite_time.json")
+    figure = suite_time.recorded_figure(slowest_shown=1)
+    rows = [line for line in figure.splitlines() if line.startswith("| ") and "commit" not in line]
+    assert [row.split(" | ")[4] for row in rows] == ["no", "yes", "no", "failed"]
+    assert rows[0].startswith("| aaa1111 | 2026-11-29 15:00 (note 1) | AVX2 | 491 s |")
+    assert "| 2.1 / 2.4 |" in rows[1] and rows[0].endswith("| – |")
+    assert "Note 1: timed by hand." in figure
+    assert "AVX2 kind (ccc3333" in figure and "- 40.0 s call newer" in figure
+    assert "call next" not in figure and "call old" not in figure  # one shown; only the latest run of a kind
+    assert "AVX512 kind (ddd4444" in figure and "- 20.0 s call fast" in figure
+
+
+def stand_in_project(root: Path, test_exit: int) -> Path:
+    """A git repository whose ``make setup`` and ``make test`` print what the real ones print, ``make test`` exiting
+    with ``test_exit`` and echoing PYTEST_ADDOPTS."""
+    root.mkdir()
+    (root / "make-test-output.txt").write_text(MAKE_TEST_OUTPUT)
+    (root / "Makefile").write_text(
+        "setup:\n\t@echo installed\n"
+        f'test:\n\t@echo "addopts=$$PYTEST_ADDOPTS"\n\t@cat make-test-output.txt\n\t@exit {test_exit}\n'
+    )
+    for command in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "stand-in"]):
+        subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *command], cwd=root, check=True, capture_output=True
+        )
+    return root
+
+
+@pytest.mark.parametrize("test_exit", [0, 2])
+def test_a_run_clones_times_both_steps_and_appends_its_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], test_exit: int
+) -> None:
+    project = stand_in_project(tmp_path / "project", test_exit)
+    output = tmp_path / "suite_time.json"
+    output.write_text(json.dumps([recorded_run("aaa1111", "AVX2", 491.0)]))
+    monkeypatch.setattr(suite_time, "PROJECT_DIR", project)
+    monkeypatch.setattr(suite_time, "OUTPUT", output)
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+    assert suite_time.main(["--slowest", "7"]) == (1 if test_exit else 0)
+    first, run = json.loads(output.read_text())
+    assert first["commit"] == "aaa1111"
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=project, capture_output=True, text=True)
+    assert run["commit"] == head.stdout.strip()
+    assert (run["install_exit_code"], run["test_exit_code"]) == (0, test_exit)
+    assert run["total_seconds"] == pytest.approx(run["install_seconds"] + run["test_seconds"], abs=0.11)
+    assert run["pytest_line"] == "1974 passed, 19 skipped, 6 warnings in 234.56s"
+    assert [seconds for seconds, _ in run["slowest"]] == [86.2, 12.0, 3.1]
+    assert run["machine"] and run["cpu"] and run["load_max"] >= 0
+    assert ("addopts=--durations=7" in run["log_tail"]) == bool(test_exit)  # the log is kept only for a failure
+    assert run["commit"] in capsys.readouterr().out
+
+
+def test_slowest_below_one_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        suite_time.main(["--slowest", "0"])
+    assert "--slowest must be at least 1" in capsys.readouterr().err
