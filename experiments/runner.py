@@ -2,7 +2,8 @@
 
 A cell in the results folder's archive, or whose summary.json says it completed, is finished and skipped; an
 interrupted or failed cell goes on from its last round's checkpoint (``resume = true``). Finished cells whose recorded
-configuration no longer matches the file stop the run before anything starts, so a table never mixes settings. The
+configuration differs from what the cell would run with today (the file changed, or a default of the app did) stop the
+run before anything starts, so a table never mixes settings. The
 run ends by packing the finished cells' records into the archive (``experiments/cell_archive.py``).
 """
 
@@ -19,6 +20,7 @@ from experiments.cell_archive import CELLS_DIR, finished_cell_names, pack, recor
 from experiments.cell_results import config_differences, is_finished, read_rounds, unknown_keys
 from experiments.progress import progress_line, seconds_left
 from experiments.spec import Cell, Experiment
+from methods.registry import parse_config
 from run_config.defaults import load_defaults
 from server_app.pretraining import RECIPE_VERSION
 from simulation.local_run import Resources, run_simulation
@@ -101,8 +103,25 @@ def pretraining_differences(config: dict, summary: dict) -> list[str]:
     return [] if version == RECIPE_VERSION else [f"pretraining recipe: {version} -> {RECIPE_VERSION}"]
 
 
+#: Settings that say where a run reads and writes, not what it computes: the cells of one folder differ in them.
+WHERE_KEYS = frozenset(
+    {"results-dir", "run-name", "resume", "data-dir", "data-cache-dir", "pretrain-cache-dir", "feature-cache-dir"}
+)
+
+
+def settings_to_match(cell: Cell, results_dir: Path, recorded: dict) -> dict:
+    """What a finished cell's config.json must hold for the cell to be the one the file asks for today: every setting
+    as the app resolves the cell's run config (defaults under its values; ``pretrain-round = auto`` becomes what it
+    means for the method), except where it reads and writes. A setting the recorded config lacks (added to the app
+    since) is compared only where the cell sets it."""
+    run = cell_run_config(cell, results_dir)
+    resolved = parse_config({**load_defaults(), **run}).to_dict()
+    return {k: v for k, v in resolved.items() if k not in WHERE_KEYS and (k in recorded or k in run)}
+
+
 def check_finished_cells(experiment: Experiment, results_dir: Path) -> None:
-    """Raise ``StaleResultsError`` if a finished cell was made with other values than the file gives."""
+    """Raise ``StaleResultsError`` if a finished cell was made with other settings than the cell would run with
+    today."""
     recorded = recorded_cells(results_dir)
     stale = []
     for cell in experiment.cells:
@@ -111,7 +130,7 @@ def check_finished_cells(experiment: Experiment, results_dir: Path) -> None:
             if unknown := unknown_keys(result.config):
                 stale.append(f"  {cell.name}: its config.json holds keys that are not run-config keys today: {unknown}")
                 continue
-            differences = config_differences(result.config, {**cell.overrides, "seed": cell.seed})
+            differences = config_differences(result.config, settings_to_match(cell, results_dir, result.config))
             differences += pretraining_differences(result.config, result.summary)
             if differences:
                 stale.append(f"  {cell.name}: {'; '.join(differences)}")

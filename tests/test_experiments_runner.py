@@ -20,6 +20,9 @@ from experiments.runner import (
     unfinished_cells,
 )
 from experiments.spec import load_experiment
+from methods.registry import parse_config
+from run_config.defaults import load_defaults
+from server_app.pretraining import RECIPE_VERSION
 from simulation.local_run import Resources
 from tests.in_process import ServerKilled, run_in_process, small_run_config
 
@@ -32,6 +35,8 @@ def write_experiment(tmp_path: Path, **changes) -> Path:
             "dataset",
             "model",
             "pretrain-epochs",
+            "pretrain-samples",
+            "pretrain-round",
             "num-server-rounds",
             "local-epochs",
             "batch-size",
@@ -134,6 +139,51 @@ def test_finished_cells_made_with_other_settings_are_refused(tmp_path: Path) -> 
     path.write_text(yaml.safe_dump(raw))
     with pytest.raises(StaleResultsError, match=r"fedft-eds__seed0: local-epochs: 1 -> 2"):
         run_experiment(load_experiment(path), results_dir, run_cell=InProcessCells(), echo=lambda line: None)
+
+
+def record_finished(cell, results_dir: Path, config: dict) -> None:
+    """``cell`` recorded in ``results_dir`` as finished, with ``config`` as its config.json."""
+    folder = results_dir / CELLS_DIR / cell.name
+    folder.mkdir(parents=True)
+    summary = {"status": "completed", "pretraining": {"recipe_version": RECIPE_VERSION}}
+    (folder / "summary.json").write_text(json.dumps(summary))
+    (folder / "rounds.jsonl").write_text("")
+    (folder / "config.json").write_text(json.dumps(config))
+
+
+def recorded_as_today(cell, results_dir: Path) -> dict:
+    """The config.json the cell's run records today (what the app writes: every setting, resolved)."""
+    return parse_config({**load_defaults(), **cell_run_config(cell, results_dir)}).to_dict()
+
+
+def test_a_finished_cell_of_a_default_that_changed_since_is_refused(tmp_path: Path) -> None:
+    """The file did not change, the app's default did: a cell recorded with another momentum, or with the pretraining
+    round off where the file leaves it to its default (before the round existed), cannot share a folder with cells
+    run today."""
+    path = write_experiment(tmp_path, seeds=[0])
+    raw = yaml.safe_load(path.read_text())
+    del raw["base"]["pretrain-round"]
+    path.write_text(yaml.safe_dump(raw))
+    experiment, results_dir = load_experiment(path), tmp_path / "out"
+    cell = experiment.cells[0]
+    today = recorded_as_today(cell, results_dir)
+    assert today["pretrain-round"] is True and today["momentum"] != 0.0
+    record_finished(cell, results_dir, {**today, "pretrain-round": False, "momentum": 0.0})
+    with pytest.raises(StaleResultsError, match=rf"{cell.name}: pretrain-round: False -> True; momentum: 0.0 -> "):
+        check_finished_cells(experiment, results_dir)
+
+
+def test_where_a_cell_reads_and_writes_and_settings_added_since_are_not_compared(tmp_path: Path) -> None:
+    experiment, results_dir = load_experiment(write_experiment(tmp_path, seeds=[0])), tmp_path / "out"
+    cell = experiment.cells[0]
+    today = recorded_as_today(cell, results_dir)
+    elsewhere = {"results-dir": "/elsewhere", "run-name": "other", "resume": False, "data-cache-dir": "/x"}
+    before_a_setting = {k: v for k, v in today.items() if k != "temperature"}  # the cell does not set it
+    record_finished(cell, results_dir, {**before_a_setting, **elsewhere})
+    check_finished_cells(experiment, results_dir)
+    (results_dir / CELLS_DIR / cell.name / "config.json").write_text(json.dumps({**today, "local-epochs": 9}))
+    with pytest.raises(StaleResultsError, match=rf"{cell.name}: local-epochs: 9 -> 1"):
+        check_finished_cells(experiment, results_dir)
 
 
 def test_a_finished_cell_recorded_under_keys_of_before_is_named(tmp_path: Path) -> None:
