@@ -5,12 +5,12 @@
 Clones this checkout's HEAD into a temporary folder (committed work only, as CI's clean clone of main), then runs
 ``make setup`` and ``make test`` there one after the other, timing each, with pytest's ``--durations=N`` added
 through ``PYTEST_ADDOPTS``. The install reads pip's cache as this machine holds it (CI's fresh machine downloads the
-wheels as well). Appends a row to ``measurements/benchmarks/suite_time.json``: the commit, the CPU (its model and
-torch's kernel level, which tell apart the two kinds of 2-core machine this project is given), the 1-minute load at
-the start and the highest sampled, the exit codes, the seconds of the install and of the tests, pytest's own count
-line and its slowest tests. Other work on the machine slows the suite as much as it slows that work: only a row
-whose load stayed near 2 (the suite's own two workers) is a timing. Exits 1 when the install or the tests failed.
-docs/benchmarks.md shows every row and the slowest tests of the latest run of each machine kind.
+wheels as well). Appends a row to ``measurements/benchmarks/suite_time.json``: the commit, the CPU (its name, family
+and model, and torch's kernel level: the 2-core machines this project is given are of several kinds), the 1-minute
+load at the start and the highest sampled, the exit codes, the seconds of the install and of the tests, pytest's own
+count line and its slowest tests. Other work on the machine slows the suite as much as it slows that work: only a
+row whose load stayed near 2 (the suite's own two workers) is a timing. Exits 1 when the install or the tests
+failed. docs/benchmarks.md shows every row and the slowest tests of the latest run of each machine kind.
 """
 
 from __future__ import annotations
@@ -60,10 +60,12 @@ class SuiteRun(TypedDict):
 
 
 def cpu_description(cpuinfo: str) -> str:
-    """The CPU's model name and family, from the text of /proc/cpuinfo."""
-    fields = dict(re.findall(r"^(model name|cpu family)\s*:\s*(.+)$", cpuinfo, re.MULTILINE))
-    model = fields.get("model name", "unknown CPU").strip()
-    return f"{model} (family {fields['cpu family'].strip()})" if "cpu family" in fields else model
+    """The CPU's name, family and model, from the text of /proc/cpuinfo (``AMD EPYC 9B45 (family 26, model 2)``)."""
+    fields = dict(re.findall(r"^(model name|cpu family|model)\s*:\s*(.+)$", cpuinfo, re.MULTILINE))
+    name = fields.get("model name", "unknown CPU").strip()
+    if "cpu family" not in fields:
+        return name
+    return f"{name} (family {fields['cpu family'].strip()}, model {fields.get('model', '?').strip()})"
 
 
 def kernel_level() -> str:
@@ -126,7 +128,7 @@ def _row_text(run: Mapping[str, object], note: int | None = None) -> str:
     load = f"{run['load_at_start']} / {run['load_max']}" if "load_max" in run else "–"
     marked = f" (note {note})" if note else ""
     return (
-        f"| {run['commit']} | {run['date']}{marked} | {run['machine']} | {_seconds(total)} | {verdict} "
+        f"| {run['commit']} | {run['date']}{marked} | {run['cpu']}, {run['machine']} | {_seconds(total)} | {verdict} "
         f"| {_seconds(run.get('install_seconds'))} | {_seconds(run['test_seconds'])} | {run['pytest_line'] or '–'} "
         f"| {load} |"
     )
@@ -145,9 +147,9 @@ def recorded_figure(slowest_shown: int = 10) -> str:
     ]
     if notes:
         lines += ["", *(f"Note {number}: {text}." for number, text in enumerate(notes, 1))]
-    latest = {run["machine"]: run for run in runs if run.get("slowest")}
+    latest = {f"{run['cpu']}, {run['machine']}": run for run in runs if run.get("slowest")}
     for machine, run in latest.items():
-        lines += ["", f"Slowest tests of the latest run on the {machine} kind ({run['commit']}, {run['date']}):", ""]
+        lines += ["", f"Slowest tests of the latest run on {machine} ({run['commit']}, {run['date']}):", ""]
         lines += [f"- {seconds:.1f} s {test}" for seconds, test in run["slowest"][:slowest_shown]]
     return "\n".join(lines)
 

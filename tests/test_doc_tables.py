@@ -125,6 +125,8 @@ def test_summary_json_holds_each_cell_and_reads_back(tmp_path: Path, monkeypatch
     recorded.load.cache_clear()
     assert run.values("fedavg", "best_accuracy", {"dirichlet-alpha": 0.1}) == {0: 0.6, 1: 0.7}
     assert run.paired("fedft-eds", "fedavg", "best_accuracy") == {0: pytest.approx(0.05)}
+    assert run.paired_rounds("fedft-eds", "fedavg", slice(0, 1)) == {0: pytest.approx(0.1)}  # round 1: 0.6 − 0.5
+    assert run.paired_rounds("fedft-eds", "fedavg", slice(-1, None)) == {0: pytest.approx(0.05)}  # the last round
     assert math.isnan(run.one("fedft-eds", "best_client_accuracy_mean"))
     with pytest.raises(RecordError, match="no finished cell of 'fedprox'"):
         run.values("fedprox", "best_accuracy")
@@ -150,7 +152,9 @@ def test_a_round_before_round_1_is_not_a_federated_round() -> None:
     ("differences", "direction", "expected"),
     [
         ([0.02, 0.01, 0.03], 1, "reproduces"),
-        ([0.02, 0.01, -0.005], 1, "partly"),
+        ([0.08, 0.07, -0.005], 1, "partly"),
+        ([0.02, 0.01, -0.05], 1, "does not (level)"),
+        ([0.06, 0.01, -0.06], 1, "partly (level)"),
         ([0.02, -0.01, -0.015], 1, "does not (level)"),
         ([-0.05, -0.06, -0.04], 1, "does not"),
         ([-0.05, -0.06, -0.04], -1, "reproduces"),
@@ -186,3 +190,5 @@ def test_a_pair_whose_runs_started_apart_is_refused_to_the_docs(
     recorded.load.cache_clear()
     with pytest.raises(RecordError, match="'fedavg' and 'fedft-eds' started from different models on seed 0"):
         run.paired("fedavg", "fedft-eds", "best_accuracy")
+    with pytest.raises(RecordError, match="'fedft-eds' and 'fedavg' started from different models on seed 0"):
+        run.paired_rounds("fedft-eds", "fedavg", slice(0, 1))

@@ -52,6 +52,28 @@ def test_learning_efficiency_uses_median_rounds_and_counts_the_phase_for_both() 
     assert with_phase == pytest.approx((0.6 / (20 + 4)) / (0.8 / (20 + 40)))
 
 
+def test_a_cells_client_seconds_are_the_median_over_its_seeds() -> None:
+    """One seed that ran beside other work (1,636 s against 202 and 223) moves the column's figure to its middle seed,
+    not to the mean's 687."""
+    cells = tuple(
+        RecordedCell(
+            name=f"fedft-all__seed{seed}",
+            method="fedft-all",
+            point={"dirichlet-alpha": 0.1},
+            seed=seed,
+            machine="x",
+            summary={"total_client_train_seconds": seconds},
+            rounds={},
+            cycles=(),
+        )
+        for seed, seconds in ((0, 1636.0), (4, 202.0), (6, 223.0))
+    )
+    run = RecordedExperiment(
+        folder="f", clients=2, seeds=(0, 4, 6), grid={}, methods=("fedft-all",), compare={}, missing=(), cells=cells
+    )
+    assert fedft_start._client_seconds(run, "fedft-all", 0.1) == "223"
+
+
 def test_a_claim_gets_a_verdict_only_from_three_seeds() -> None:
     assert fedft_start._verdict({0: 0.01, 1: 0.02}) == "none yet (2 of 3 seeds)"
     assert fedft_start._verdict({0: 0.01, 1: 0.02, 2: 0.03}) == "**reproduces**"

@@ -41,8 +41,8 @@ def test_output_without_a_pytest_run_gives_no_line_and_no_tests() -> None:
 
 
 def test_the_cpu_is_named_with_its_family() -> None:
-    cpuinfo = "processor\t: 0\ncpu family\t: 26\nmodel name\t: AMD EPYC 9B45\nflags\t\t: fpu\n"
-    assert suite_time.cpu_description(cpuinfo) == "AMD EPYC 9B45 (family 26)"
+    cpuinfo = "processor\t: 0\ncpu family\t: 26\nmodel\t\t: 2\nmodel name\t: AMD EPYC 9B45\nflags\t\t: fpu\n"
+    assert suite_time.cpu_description(cpuinfo) == "AMD EPYC 9B45 (family 26, model 2)"
     assert suite_time.cpu_description("") == "unknown CPU"
 
 
@@ -76,12 +76,12 @@ def test_the_figure_judges_each_row_against_8_minutes_and_lists_each_kinds_lates
     figure = suite_time.recorded_figure(slowest_shown=1)
     rows = [line for line in figure.splitlines() if line.startswith("| ") and "commit" not in line]
     assert [row.split(" | ")[4] for row in rows] == ["no", "yes", "no", "failed"]
-    assert rows[0].startswith("| aaa1111 | 2026-11-29 15:00 (note 1) | AVX2 | 491 s |")
+    assert rows[0].startswith("| aaa1111 | 2026-11-29 15:00 (note 1) | AMD EPYC, AVX2 | 491 s |")
     assert "| 2.1 / 2.4 |" in rows[1] and rows[0].endswith("| – |")
     assert "Note 1: timed by hand." in figure
-    assert "AVX2 kind (ccc3333" in figure and "- 40.0 s call newer" in figure
+    assert "on AMD EPYC, AVX2 (ccc3333" in figure and "- 40.0 s call newer" in figure
     assert "call next" not in figure and "call old" not in figure  # one shown; only the latest run of a kind
-    assert "AVX512 kind (ddd4444" in figure and "- 20.0 s call fast" in figure
+    assert "on AMD EPYC, AVX512 (ddd4444" in figure and "- 20.0 s call fast" in figure
 
 
 def stand_in_project(root: Path, test_exit: int) -> Path:

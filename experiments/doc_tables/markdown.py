@@ -25,15 +25,17 @@ def bold_largest(texts: Sequence[str], values: Sequence[float]) -> list[str]:
 def verdict(differences: Mapping[int, float], direction: int) -> str:
     """The table's verdict on a paper's claim that the method is ahead (``direction`` 1) or behind (−1):
     **reproduces** where every seed goes the paper's way, **partly** where the mean and most seeds do, **does not**
-    otherwise, "(level)" added where the mean is within one standard deviation of zero."""
+    otherwise; "(level)" added to the last two where the mean is within one standard deviation of zero (a mean that
+    small is not told apart from none by these seeds)."""
     values = list(differences.values())
     held = sum(d * direction > 0 for d in values)
     mean, std = mean_std(values)
+    level = " (level)" if std is not None and abs(mean) <= std else ""
     if held == len(values):
         return "reproduces"
     if mean * direction > 0 and held > len(values) / 2:
-        return "partly"
-    return "does not (level)" if std is not None and abs(mean) <= std else "does not"
+        return "partly" + level
+    return "does not" + level
 
 
 def level_verdict(differences: Mapping[int, float]) -> str:

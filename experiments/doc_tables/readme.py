@@ -86,9 +86,12 @@ def default_run() -> str:
         "The FedFT-EDS paper (Table II) has FedFT-EDS ending more accurate than FedAvg; here "
         + _verdict(best_gap, run.paired(EDS, FEDAVG, "final_accuracy"))
         + " ([docs/results.md](docs/results.md#each-method-beside-its-baseline-3-seeds) has the seeds, random "
-        "selection (FedFT-RDS) beside entropy selection, and what is known of why; the paper's Table II from the same "
-        "two-step start, on the full set with LeNet-5, is [there too](docs/results.md"
+        "selection (FedFT-RDS) beside entropy selection, and what is known of why; the paper's Table II from a "
+        "two-step start of its own, on the full set with LeNet-5, is [there too](docs/results.md"
         "#fedft-eds-paper-table-ii-from-the-pretraining-phases-two-steps-lenet-5-full-set)).",
+        f"These runs were computed on {' and on '.join(sorted({c.machine for c in run.cells}))}: on another kind of "
+        "CPU, or with another number of threads, the same command pretrains to another start, and its figures differ "
+        "([Reproducible starts](docs/configuration.md#reproducible-starts)).",
     ]
     return "\n".join([*figures, "", prose(*lines)])
 

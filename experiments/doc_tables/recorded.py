@@ -91,7 +91,18 @@ class RecordedExperiment:
     def paired(self, method: str, baseline: str, field: str, at: Point | None = None) -> dict[int, float]:
         """method − baseline of a summary field, by seed, over the seeds both finished."""
         a, b = self.values(method, field, at), self.values(baseline, field, at)
-        seeds = [s for s in a if s in b]
+        seeds = self._pairable(method, baseline, [s for s in a if s in b], at)
+        return {s: a[s] - b[s] for s in seeds}
+
+    def paired_rounds(self, method: str, baseline: str, rounds: slice, at: Point | None = None) -> dict[int, float]:
+        """method − baseline of the mean accuracy over ``rounds`` of the federated rounds (a slice of the list from
+        round 1), by seed, over the seeds both finished."""
+        a, b = self.cells_of(method, at), self.cells_of(baseline, at)
+        seeds = self._pairable(method, baseline, [s for s in a if s in b], at)
+        return {s: mean_of(a[s].series("accuracy")[rounds]) - mean_of(b[s].series("accuracy")[rounds]) for s in seeds}
+
+    def _pairable(self, method: str, baseline: str, seeds: list[int], at: Point | None) -> list[int]:
+        """``seeds``, refused when empty or when the two runs of a seed started from different models."""
         if not seeds:
             raise RecordError(f"{self.folder}: {method!r} and {baseline!r} share no seed at {dict(at or {})}")
         for entry in self.started_apart:
@@ -102,7 +113,7 @@ class RecordedExperiment:
                     f"{self.folder}: {method!r} and {baseline!r} started from different models on seed "
                     f"{entry['seed']} at {entry['point']}: the pair would not compare the methods alone"
                 )
-        return {s: a[s] - b[s] for s in seeds}
+        return seeds
 
     def one(self, method: str, field: str, at: Point | None = None) -> float:
         """A field of the method's only cell at the point (one seed recorded)."""
