@@ -396,9 +396,11 @@ def table3_two_step() -> str:
         f"seed: the server's MNIST pretraining ({span(pretrained)}% on Fashion-MNIST), then the pretraining round over "
         f"all 100 clients ({_epochs_text(epochs)} each; {span(starts)}% after it); FedAvg without "
         "pretraining starts from random weights. The seeds are the first three whose split gives every client 3 "
-        "images (`experiments check` refuses seeds 1, 2, 3 and 5), chosen before any cell ran; the cells not run yet "
-        "are named in the summary. The cells ran beside other work, so client seconds compare within a seed better "
-        "than across. Mean ± std over the seeds, and the paper's CIFAR-10 figures (Table III, α = 0.1):"
+        "images (`experiments check` refuses seeds 1, 2, 3 and 5), chosen before any cell ran; "
+        + (f"{len(run.missing)} cells not run yet are named in the summary. " if run.missing else "every cell ran. ")
+        + "Some cells ran beside other work, so client seconds compare within a seed better than across; the "
+        "column is their median over the seeds. Mean ± std over the seeds, and the paper's CIFAR-10 figures (Table "
+        "III, α = 0.1):"
     )
     parts = [setting, "", table(header, rows), "", table(claim_header(run.rounds), _claim_rows(run, claims, (0.1,)))]
     if waiting:
