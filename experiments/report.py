@@ -26,7 +26,14 @@ from experiments.plots import (
     plot_paired_rounds,
 )
 from experiments.spec import Cell, Experiment
-from experiments.summary import SummaryRow, computed_on, summarise, write_summary, write_summary_json
+from experiments.summary import (
+    SummaryRow,
+    computed_by,
+    computed_on,
+    summarise,
+    write_summary,
+    write_summary_json,
+)
 from methods.kafal.results import CYCLES
 from methods.registry import parse_config
 
@@ -45,7 +52,13 @@ def write_tables(experiment: Experiment, results: Mapping[Cell, CellResult], dir
     missing = [c for c in experiment.cells if c not in results]
     rows = summarise(experiment, results)
     summary = write_summary(
-        experiment, rows, directory, missing, computed_on(results), paired_section(experiment, results)
+        experiment,
+        rows,
+        directory,
+        missing,
+        computed_on(results),
+        paired_section(experiment, results),
+        computed_by(results),
     )
     cycles = {cell: result.jsonl(CYCLES.file_name) for cell, result in results.items()}
     apart = [

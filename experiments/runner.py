@@ -1,10 +1,11 @@
 """Run an experiment's cells one after another in Flower's simulation engine, resumably.
 
 A cell in the results folder's archive, or whose summary.json says it completed, is finished and skipped; an
-interrupted or failed cell goes on from its last round's checkpoint (``resume = true``). Finished cells whose recorded
-configuration differs from what the cell would run with today (the file changed, or a default of the app did) stop the
-run before anything starts, so a table never mixes settings. The
-run ends by packing the finished cells' records into the archive (``experiments/cell_archive.py``).
+interrupted or failed cell goes on from its last round's checkpoint (``resume = true``). Finished cells whose
+recorded configuration differs from what the cell would run with today (the file changed, or a default of the app
+did) stop the run before anything starts, so a table never mixes settings. The run ends by packing the finished
+cells' records into the archive (``experiments/cell_archive.py``), each with the commit of the code that ran it
+(``experiments/provenance.py``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from experiments.cell_archive import CELLS_DIR, finished_cell_names, pack, recorded_cells
 from experiments.cell_results import config_differences, is_finished, read_rounds, unknown_keys
 from experiments.progress import progress_line, seconds_left
+from experiments.provenance import checkout_state, record_code
 from experiments.spec import Cell, Experiment
 from methods.registry import parse_config
 from run_config.defaults import load_defaults
@@ -174,6 +176,7 @@ def run_experiment(
         echo(f"{len(skipped)} of {len(cells)} cells already finished in {results_dir}; skipping them")
     rounds_total = sum(rounds_of[c] for c in todo)
     rounds_done, start = 0, time.monotonic()
+    code = checkout_state()
     finished: list[Cell] = []
     failed: list[Cell] = []
     for cell in todo:
@@ -201,15 +204,16 @@ def run_experiment(
         rounds_total -= watcher.first_round  # > 0 when an interrupted cell resumes
         watcher.start()
         try:  # the cell runs in this thread, so Ctrl-C or SIGTERM reaches its clean-up (stop by PID)
-            code = run_cell(cell_run_config(cell, results_dir), experiment.clients, resources, log_file)
+            exit_code = run_cell(cell_run_config(cell, results_dir), experiment.clients, resources, log_file)
         finally:
             watcher.stop()
         rounds_done += watcher.seen - watcher.first_round
-        if code == 0 and is_finished(directory):
+        if exit_code == 0 and is_finished(directory):
+            record_code(directory, code)
             finished.append(cell)
         else:
             failed.append(cell)
             rounds_total -= rounds_of[cell] - watcher.seen  # the rounds it will not run
-            echo(f"{cell.name}: failed (exit code {code}); see {log_file}")
+            echo(f"{cell.name}: failed (exit code {exit_code}); see {log_file}")
     pack(results_dir)
     return RunOutcome(finished, skipped, failed)

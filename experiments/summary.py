@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.cell_results import CellResult
+from experiments.provenance import code_text
 from experiments.spec import Cell, Experiment, point_label
 from models.device import describe_machine
 
@@ -128,6 +129,15 @@ def computed_on(results: Mapping[Cell, CellResult]) -> str:
     return "; ".join(f"{name} ({count} cell{'s' if count > 1 else ''})" for name, count in counts.most_common())
 
 
+def computed_by(results: Mapping[Cell, CellResult]) -> str:
+    """Which commits' code computed the finished cells, and how many cells each (``experiments/provenance.py``);
+    empty when no cell recorded one."""
+    counts = Counter(code_text(result.files) or "not recorded" for result in results.values())
+    if set(counts) == {"not recorded"}:
+        return ""
+    return "; ".join(f"{name} ({count} cell{'s' if count > 1 else ''})" for name, count in counts.most_common())
+
+
 def write_summary(
     experiment: Experiment,
     rows: Sequence[SummaryRow],
@@ -135,9 +145,10 @@ def write_summary(
     missing: Sequence[Cell],
     machines: str = "",
     extra: Sequence[str] = (),
+    commits: str = "",
 ) -> Path:
     """summary.md (title, description, cost, table, ``extra`` lines such as the paired differences, missing cells,
-    the machines of ``computed_on``) and summary.csv; returns summary.md."""
+    the machines of ``computed_on``, the commits of ``computed_by``) and summary.csv; returns summary.md."""
     lines = [f"# {experiment.name}", "", experiment.description.strip(), ""]
     if experiment.paper:
         lines += [f"Mirrors: {experiment.paper.strip()}", ""]
@@ -158,6 +169,8 @@ def write_summary(
         lines += ["Cells without results (not run yet, or failed): " + ", ".join(c.name for c in missing), ""]
     if machines:
         lines += [f"Computed on: {machines}.", ""]
+    if commits:
+        lines += [f"Computed by the code of commit: {commits}.", ""]
     path = directory / "summary.md"
     path.write_text("\n".join(lines))
     write_csv(experiment, rows, directory / "summary.csv")
@@ -208,20 +221,23 @@ def _numbers(summary: Mapping[str, Any], prefix: str = "") -> dict[str, Scalar |
 
 
 def cell_record(cell: Cell, result: CellResult, cycles: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
-    """One cell in summary.json: its name, method, grid point and seed, the numbers of its summary, each of
-    ``ROUND_FIELDS`` that some round recorded as a series over the rounds, and its active-learning cycles."""
+    """One cell in summary.json: its name, method, grid point and seed, its machine and the commit of its code (where
+    recorded), the numbers of its summary, each of ``ROUND_FIELDS`` that some round recorded as a series over the
+    rounds, and its active-learning cycles."""
     rounds = {
         name: [r.get(name) for r in result.rounds]
         for name in ROUND_FIELDS
         if any(r.get(name) is not None for r in result.rounds)
     }
     machine = result.summary.get("machine")
+    code = code_text(result.files)
     record: dict[str, Any] = {
         "name": cell.name,
         "method": cell.method,
         "point": dict(cell.point),
         "seed": cell.seed,
         "machine": describe_machine(machine) if machine else NOT_RECORDED,
+        **({"code": code} if code else {}),  # cells recorded before the runner kept it have none
         "summary": _numbers(result.summary),
         "rounds": {"round": [r.get("round") for r in result.rounds], **rounds},
     }

@@ -88,6 +88,16 @@ def test_the_machines_are_named_with_the_seeds_each_computed() -> None:
     ]
     run = RecordedExperiment("f", 2, (0, 1, 4), {}, ("m",), {}, (), tuple(cells))
     assert fedft_start._machines(run) == "seeds 0, 1 on AVX2 box; seed 4 on AVX512 box"
+    coded = [
+        RecordedCell("m__seed0", "m", {}, 0, "AVX2 box", {}, {}, (), code="1a2b3c4"),
+        RecordedCell("m__seed1", "m", {}, 1, "AVX2 box", {}, {}, ()),
+        RecordedCell("m__seed4", "m", {}, 4, "AVX512 box", {}, {}, (), code="5d6e7f8 with uncommitted changes"),
+    ]
+    run = RecordedExperiment("f", 2, (0, 1, 4), {}, ("m",), {}, (), tuple(coded))
+    assert fedft_start._machines(run) == (
+        "seeds 0, 1 on AVX2 box, code of 1a2b3c4 (the cells that recorded it); "
+        "seed 4 on AVX512 box, code of 5d6e7f8 with uncommitted changes"
+    )
 
 
 def test_the_mini_table_names_what_has_not_run_and_compares_only_pairs_that_ran(monkeypatch) -> None:

@@ -11,6 +11,7 @@ import yaml
 
 from experiments.cell_archive import ARCHIVE_FILE, CELLS_DIR, recorded_cells
 from experiments.cell_results import config_differences, read_rounds
+from experiments.provenance import checkout_state
 from experiments.report import finished_results, write_report
 from experiments.runner import (
     StaleResultsError,
@@ -241,6 +242,12 @@ def test_report_tables_and_figures_from_real_cells(tmp_path: Path) -> None:
     assert cell["summary"]["best_accuracy"] == summaries[0]["best_accuracy"]
     assert max(cell["rounds"]["accuracy"]) == summaries[0]["best_accuracy"]
     assert len(cell["rounds"]["accuracy"]) == summaries[0]["rounds"] and record["missing"] == []
+    code = checkout_state()  # the runner recorded the commit of the code that ran each cell
+    assert code is not None
+    recorded_code = json.loads(recorded_cells(results_dir)["fedft-eds__seed0"].files["code.json"])
+    assert recorded_code == code
+    short = code["commit"][:7] + (" with uncommitted changes" if code["uncommitted_changes"] else "")
+    assert cell["code"] == short and f"Computed by the code of commit: {short} (4 cells)." in table
 
 
 def test_an_interrupted_cell_resumes_from_its_checkpoint(tmp_path: Path) -> None:

@@ -207,15 +207,21 @@ def _alpha_columns(run: RecordedExperiment, methods: Sequence[str]) -> tuple[lis
 
 
 def _machines(run: RecordedExperiment) -> str:
-    """Which seeds each machine computed, e.g. "seeds 0, 1 on <machine>; seed 4 on <machine>": a start is
-    reproducible only on one kind of CPU (docs/configuration.md, "Reproducible starts")."""
-    seeds: dict[str, set[int]] = {}
+    """Which seeds each machine computed, e.g. "seeds 0, 1 on <machine>; seed 4 on <machine>, code of 1a2b3c4": a
+    start is reproducible only on one kind of CPU (docs/configuration.md, "Reproducible starts"); the commits are
+    named where the cells recorded them."""
+    groups: dict[str, list[RecordedCell]] = {}
     for cell in run.cells:
-        seeds.setdefault(cell.machine, set()).add(cell.seed)
-    return "; ".join(
-        f"{'seed' if len(s) == 1 else 'seeds'} {', '.join(map(str, sorted(s)))} on {machine}"
-        for machine, s in sorted(seeds.items(), key=lambda item: min(item[1]))
-    )
+        groups.setdefault(cell.machine, []).append(cell)
+    texts = []
+    for machine, cells in sorted(groups.items(), key=lambda item: min(c.seed for c in item[1])):
+        seeds = sorted({c.seed for c in cells})
+        text = f"{'seed' if len(seeds) == 1 else 'seeds'} {', '.join(map(str, seeds))} on {machine}"
+        if codes := sorted({c.code for c in cells if c.code}):
+            some = "" if all(c.code for c in cells) else " (the cells that recorded it)"
+            text += f", code of {', '.join(codes)}{some}"
+        texts.append(text)
+    return "; ".join(texts)
 
 
 def table2_full_two_step() -> str:

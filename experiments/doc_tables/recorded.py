@@ -31,7 +31,8 @@ class RecordError(LookupError):
 
 @dataclass(frozen=True)
 class RecordedCell:
-    """One finished cell: its summary's numbers, its per-round series and (active learning) its cycles."""
+    """One finished cell: its summary's numbers, its per-round series, (active learning) its cycles and the commit
+    of the code that ran it (None for cells recorded before the runner kept it)."""
 
     name: str
     method: str
@@ -41,6 +42,7 @@ class RecordedCell:
     summary: Mapping[str, Any]
     rounds: Mapping[str, list[Any]]
     cycles: tuple[Mapping[str, Any], ...]
+    code: str | None = None
 
     def value(self, field: str) -> float:
         """A number of the cell's summary (NaN where the cell recorded it as null)."""
@@ -148,6 +150,7 @@ def load(folder: str) -> RecordedExperiment:
             summary=c["summary"],
             rounds=c["rounds"],
             cycles=tuple(c.get("cycles", ())),
+            code=c.get("code"),
         )
         for c in record["cells"]
     )
