@@ -13,9 +13,10 @@ from __future__ import annotations
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from experiments.cell_archive import CELLS_DIR, finished_cell_names, pack, recorded_cells
 from experiments.cell_results import config_differences, is_finished, read_rounds, unknown_keys
@@ -111,14 +112,38 @@ WHERE_KEYS = frozenset(
 )
 
 
-def settings_to_match(cell: Cell, results_dir: Path, recorded: dict) -> dict:
+#: Settings that only record more (entropy statistics of clients that select otherwise, computed apart from their
+#: training: docs/methods/fedft-eds.md, "Timing"), not what a run trains.
+OBSERVING_KEYS = frozenset({"entropy-metrics"})
+#: The server's pretraining settings, which a run that does not pretrain (``pretrain = "none"``) never reads.
+PRETRAINING_KEYS = frozenset(
+    {"pretrain-samples", "pretrain-epochs", "pretrain-batch-size", "pretrain-learning-rate", "pretrain-dataset"}
+)
+#: The pretraining round's settings, which a run without the round never reads.
+ROUND_KEYS = frozenset({"pretrain-round-tolerance", "pretrain-round-max-epochs"})
+
+
+def unread_settings(recorded: Mapping[str, Any], resolved: Mapping[str, Any]) -> frozenset[str]:
+    """The settings that cannot change what a cell computes, given the rest of its config as recorded and as
+    resolved today: where it reads and writes, what it only observes, and the pretraining's or the pretraining
+    round's settings where neither config pretrains or runs the round."""
+    unread = WHERE_KEYS | OBSERVING_KEYS
+    if recorded.get("pretrain") == resolved.get("pretrain") == "none":
+        unread |= PRETRAINING_KEYS
+    if recorded.get("pretrain-round") is False and resolved.get("pretrain-round") is False:
+        unread |= ROUND_KEYS
+    return unread
+
+
+def settings_to_match(cell: Cell, results_dir: Path, recorded: Mapping[str, Any]) -> dict[str, Any]:
     """What a finished cell's config.json must hold for the cell to be the one the file asks for today: every setting
     as the app resolves the cell's run config (defaults under its values; ``pretrain-round = auto`` becomes what it
-    means for the method), except where it reads and writes. A setting the recorded config lacks (added to the app
-    since) is compared only where the cell sets it."""
+    means for the method), except those ``unread_settings`` names. A setting the recorded config lacks (added to the
+    app since) is compared only where the cell sets it."""
     run = cell_run_config(cell, results_dir)
     resolved = parse_config({**load_defaults(), **run}).to_dict()
-    return {k: v for k, v in resolved.items() if k not in WHERE_KEYS and (k in recorded or k in run)}
+    unread = unread_settings(recorded, resolved)
+    return {k: v for k, v in resolved.items() if k not in unread and (k in recorded or k in run)}
 
 
 def check_finished_cells(experiment: Experiment, results_dir: Path) -> None:

@@ -19,6 +19,7 @@ from experiments.runner import (
     check_finished_cells,
     run_experiment,
     unfinished_cells,
+    unread_settings,
 )
 from experiments.spec import load_experiment
 from methods.registry import parse_config
@@ -185,6 +186,24 @@ def test_where_a_cell_reads_and_writes_and_settings_added_since_are_not_compared
     (results_dir / CELLS_DIR / cell.name / "config.json").write_text(json.dumps({**today, "local-epochs": 9}))
     with pytest.raises(StaleResultsError, match=rf"{cell.name}: local-epochs: 9 -> 1"):
         check_finished_cells(experiment, results_dir)
+
+
+def test_settings_a_cell_never_reads_are_not_compared() -> None:
+    """A run that does not pretrain reads no pretraining setting, one without the round none of the round's; where a
+    run reads and writes, and what it only observes, never change what it computes."""
+    none = {"pretrain": "none", "pretrain-round": False}
+    unread = unread_settings(none, none)
+    assert {
+        "pretrain-samples",
+        "pretrain-epochs",
+        "pretrain-round-max-epochs",
+        "entropy-metrics",
+        "results-dir",
+    } <= unread
+    pretraining = {"pretrain": "dataset", "pretrain-round": True}
+    read = unread_settings(pretraining, pretraining)
+    assert not {"pretrain-samples", "pretrain-epochs", "pretrain-round-max-epochs", "pretrain-round"} & read
+    assert "pretrain-samples" not in unread_settings(none, pretraining)  # pretraining today: its settings count
 
 
 def test_a_finished_cell_recorded_under_keys_of_before_is_named(tmp_path: Path) -> None:

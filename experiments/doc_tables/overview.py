@@ -189,7 +189,10 @@ def _fedkad_rows() -> list[list[str]]:
             f"{sweep['pairs']} (α, seed) pairs, {sweep['r_without']:.2f} without the one pair of the largest gain "
             f"({signed(sweep['largest'])})",
             "consistent with the prototype term passing on a better consensus: at 0.5 it no longer improves the "
-            f"consensus ({paired_text(lift_05, seeds=False)}); the r rests on one pair; not monotone in α",
+            f"consensus ({paired_text(lift_05, seeds=False)}); the r rests on one pair; not monotone in α; and the "
+            "cells at α = 0.1 and 0.5 (copied from fedkad-fedmd) ran with the server's distillation momentum "
+            "`common.server-momentum` 0.9, those at 0.3 and 1.0 with 0 (the default changed in between; each "
+            "config.json records it), so the trend over α mixes the two",
         ],
     ]
 

@@ -691,7 +691,8 @@ def fedat_table58() -> str:
         ),
         bullet(
             "**Where they are lost, measured** (round 1 replayed one server step at a time with each step scored per "
-            "class: `python -m experiments.fedat_round_steps CELL --classes 0,5,8`; "
+            "class: `python -m experiments.fedat_round_steps measurements/experiments/fedat-table5-7-2026-11-26 CELL "
+            "--classes 0,5,8`; "
             "[Dir(0.1)](../measurements/experiments/fedat-table5-7-2026-11-26/round1-steps-alpha0.1-classes.jsonl), "
             "[Dir(0.5)](../measurements/experiments/fedat-table5-7-2026-11-26/round1-steps-alpha0.5-classes.jsonl)). "
             "Step 1 (cross-entropy and AT on D_g, whose 7 classes exclude 0, 5 and 8) takes classes 0 and 5 to zero on "
