@@ -146,8 +146,10 @@ def _ksas_rows() -> list[list[str]]:
             "[eds_vs_rds.md](../measurements/experiments/eds_vs_rds.md#kafal-ksas-against-random-query-on-fashion-mnist-"
             "mini-second-question)",
             f"final: {study(study_json['kafal-vanilla - kafal']['final'])}; against random "
-            f"{study(study_json['kafal-vanilla - random']['final'])}",
-            "the knowledge weight is the measured reason",
+            f"{study(study_json['kafal-vanilla - random']['final'])}; best: against random "
+            f"{study(study_json['kafal-vanilla - random']['best'])}",
+            "the knowledge weight accounts for the final round's gap; on best accuracy KSAS without it still trails "
+            "random, so it is not the whole reason",
         ],
     ]
 
@@ -254,7 +256,8 @@ def _fedmd_rows() -> list[list[str]]:
                     f"FedMD {study(digest['paired']['labels - fedmd']['clients_final'])}; each Revisit drops the "
                     f"digested clients {whole_range(drops)} points on average over a seed's rounds (labels: "
                     f"{whole_range(_revisit_drops(digest, 'labels'))})",
-                    "the measured reason: the private epochs after the digest; the consensus's errors add about "
+                    "consistent with the private epochs after the digest undoing it (no arm removes them, so not "
+                    "isolated); the consensus's errors add about "
                     f"{number(digest['paired']['labels - fedmd']['clients_final']['mean'], 0)} points",
                 ]
             )
@@ -307,12 +310,16 @@ def _fedat_row() -> list[list[str]]:
 
 
 def _fedfsc_rows() -> list[list[str]]:
+    """FedFSC, FedFSC+ and the baselines+ against their baselines. The thesis (Tables 4.5, 4.6, CIFAR-10) has every
+    FedFSC variant ahead of its baseline and FedProx+ ahead of FedProx (+2.13), but FedAvg+ and MOON+ level with
+    theirs (+0.79 and −0.49 at Dir(0.1), −0.01 at Dir(0.5), each within the runs' std): those rows are judged as level
+    claims (direction 0)."""
     run, prox_moon = load("fedfsc-stragglers"), load("fedfsc-stragglers-prox-moon")
     specs = [
-        ("FedFSC+", "FedAvg dropping its stragglers", "fedfsc-plus", "fedavg", A01, None),
-        ("FedFSC+", "FedAvg dropping its stragglers", "fedfsc-plus", "fedavg", A05, "the same at Dir(0.5)"),
-        ("FedFSC", "FedAvg dropping its stragglers", "fedfsc", "fedavg", A01, "as FedFSC+'s, Dir(0.1)"),
-        ("FedFSC", "FedAvg dropping its stragglers", "fedfsc", "fedavg", A05, "as FedFSC+'s, Dir(0.5)"),
+        ("FedFSC+", "FedAvg dropping its stragglers", "fedfsc-plus", "fedavg", A01, None, 1),
+        ("FedFSC+", "FedAvg dropping its stragglers", "fedfsc-plus", "fedavg", A05, "the same at Dir(0.5)", 1),
+        ("FedFSC", "FedAvg dropping its stragglers", "fedfsc", "fedavg", A01, "as FedFSC+'s, Dir(0.1)", 1),
+        ("FedFSC", "FedAvg dropping its stragglers", "fedfsc", "fedavg", A05, "as FedFSC+'s, Dir(0.5)", 1),
         (
             "FedFSC+(FedAvg+)",
             "FedAvg+",
@@ -320,8 +327,9 @@ def _fedfsc_rows() -> list[list[str]]:
             "fedavg-plus",
             A01,
             "as FedFSC+'s, Dir(0.1)",
+            1,
         ),
-        ("FedFSC+(FedAvg+)", "FedAvg+", "fedfsc-plus-baseline-plus", "fedavg-plus", A05, "as FedFSC+'s, Dir(0.5)"),
+        ("FedFSC+(FedAvg+)", "FedAvg+", "fedfsc-plus-baseline-plus", "fedavg-plus", A05, "as FedFSC+'s, Dir(0.5)", 1),
         (
             "FedAvg+ (stragglers train E_r = 1 epoch and are aggregated)",
             "FedAvg dropping its stragglers",
@@ -329,11 +337,12 @@ def _fedfsc_rows() -> list[list[str]]:
             "fedavg",
             A01,
             "as FedFSC+'s, Dir(0.1)",
+            0,
         ),
-        ("FedAvg+", "FedAvg dropping its stragglers", "fedavg-plus", "fedavg", A05, "as FedFSC+'s, Dir(0.5)"),
+        ("FedAvg+", "FedAvg dropping its stragglers", "fedavg-plus", "fedavg", A05, "as FedFSC+'s, Dir(0.5)", 0),
     ]
     rows = []
-    for index, (name, baseline, method, base, at, setting) in enumerate(specs):
+    for index, (name, baseline, method, base, at, setting, direction) in enumerate(specs):
         best = run.paired(method, base, "best_accuracy", at)
         rows.append(
             [
@@ -344,13 +353,13 @@ def _fedfsc_rows() -> list[list[str]]:
                 "4 straggle, 2 are dropped; 30 rounds",
                 link("fedfsc_stragglers.yaml", "fedfsc-stragglers", summary=index == 0),
                 f"best: {paired_text(best)}",
-                verdict(best, 1),
+                verdict(best, direction) if direction else level_verdict(best),
             ]
         )
-    for index, (name, baseline, method, base) in enumerate(
+    for index, (name, baseline, method, base, direction) in enumerate(
         (
-            ("FedProx+", "FedProx dropping its stragglers", "fedprox-plus", "fedprox"),
-            ("MOON+", "MOON dropping its stragglers", "moon-plus", "moon"),
+            ("FedProx+", "FedProx dropping its stragglers", "fedprox-plus", "fedprox", 1),
+            ("MOON+", "MOON dropping its stragglers", "moon-plus", "moon", 0),
         )
     ):
         best = prox_moon.paired(method, base, "best_accuracy", A01)
@@ -361,7 +370,7 @@ def _fedfsc_rows() -> list[list[str]]:
                 "as FedFSC+'s, Dir(0.1), μ = 0.1",
                 link("fedfsc_stragglers_prox_moon.yaml", "fedfsc-stragglers-prox-moon", summary=index == 0),
                 f"best: {paired_text(best)}",
-                verdict(best, 1),
+                verdict(best, direction) if direction else level_verdict(best),
             ]
         )
     return rows
@@ -586,7 +595,7 @@ def _scaffold_rows() -> list[list[str]]:
             f"{study(four['scaffold-m05 - scaffold']['final'], seeds=False)} "
             f"(collapses on {sum(v < -20 for v in four['scaffold-m05 - scaffold']['final']['per_seed'])} of "
             f"{len(four['scaffold-m05 - scaffold']['final']['per_seed'])} seeds)",
-            "neither separates from noise; SCAFFOLD cannot take momentum",
+            "neither separates from noise; momentum inside SCAFFOLD is unstable (collapses on some seeds)",
         ],
     ]
 
@@ -653,7 +662,6 @@ def against_papers() -> str:
     ablation_text = ", ".join(
         f"{name} {paired_text(fedat.paired(method, 'fedat', 'best_accuracy'))}" for name, method in ablations
     )
-    no_step3 = fedat.paired("fedat-no-step3-at", "fedat", "best_accuracy")
     bullets = [
         bullet(
             f"**FedEntOpt:** the paper's Table I has +6.2 points (last-10, CIFAR-10, Dir(0.1)). The gain in best "
@@ -707,7 +715,9 @@ def against_papers() -> str:
             f"{paired_text(fedat.paired('fedat', 'fedavg-0', 'best_accuracy'), seeds=False)} points from FedAvg "
             f"where every client delivers ({mean_pm(list(fedat.values('fedavg-0', 'best_accuracy').values()))}). "
             f"The same summary pairs the ablations with FedAT: {ablation_text}"
-            + (" (step 3's AT does not help here)." if mean_of(no_step3) > 0 else ".")
+            + ". Table 5.4 has step 3's AT level on all classes (0.04 points) and over 2 points up on the class "
+            "missing from D_g; its effect on the classes missing here is in "
+            "[absent_classes.md](../measurements/experiments/fedat-stragglers/absent_classes.md)."
         ),
         bullet(
             "**FedFSC family:** the thesis's Table 4.5 (CIFAR-10, FedAvg, Dir(0.1) / Dir(0.5)) has FedFSC +2.23 / "
@@ -718,10 +728,11 @@ def against_papers() -> str:
             "round by round, into the classifier's gain and that lag."
         ),
         bullet(
-            "**FedProx+ and MOON+:** the thesis (Table 4.5, CIFAR-10, Dir(0.1)) has FedProx+ +2.13 and MOON+ −0.49 "
-            "(about on par); here MOON+ "
+            "**FedAvg+, FedProx+ and MOON+:** the thesis (Tables 4.5, 4.6, CIFAR-10) has FedProx+ ahead of FedProx "
+            "(+2.13 at Dir(0.1)) and FedAvg+ and MOON+ level with theirs (+0.79 and −0.49 at Dir(0.1), −0.01 at "
+            "Dir(0.5)), so those rows are judged as level claims; here MOON+ "
             + (
-                "gains more than its thesis figure."
+                "gains more than FedProx+'s thesis figure."
                 if mean_of(load("fedfsc-stragglers-prox-moon").paired("moon-plus", "moon", "best_accuracy", A01))
                 > 0.0213
                 else "does not gain more than FedProx+'s thesis figure."
