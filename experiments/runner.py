@@ -110,8 +110,6 @@ def pretraining_differences(config: dict, summary: dict) -> list[str]:
 WHERE_KEYS = frozenset(
     {"results-dir", "run-name", "resume", "data-dir", "data-cache-dir", "pretrain-cache-dir", "feature-cache-dir"}
 )
-
-
 #: Settings that only record more (entropy statistics of clients that select otherwise, computed apart from their
 #: training: docs/methods/fedft-eds.md, "Timing"), not what a run trains.
 OBSERVING_KEYS = frozenset({"entropy-metrics"})
@@ -201,7 +199,7 @@ def run_experiment(
         echo(f"{len(skipped)} of {len(cells)} cells already finished in {results_dir}; skipping them")
     rounds_total = sum(rounds_of[c] for c in todo)
     rounds_done, start = 0, time.monotonic()
-    code = checkout_state()
+    code_state = checkout_state()  # the code every cell of this run is computed by
     finished: list[Cell] = []
     failed: list[Cell] = []
     for cell in todo:
@@ -234,7 +232,7 @@ def run_experiment(
             watcher.stop()
         rounds_done += watcher.seen - watcher.first_round
         if exit_code == 0 and is_finished(directory):
-            record_code(directory, code)
+            record_code(directory, code_state)
             finished.append(cell)
         else:
             failed.append(cell)
