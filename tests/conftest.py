@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,19 @@ make_config = default_config  # the default configuration with snake_case overri
 #: Environment variable naming the test session's pretraining cache, which every worker inherits: the suite's small
 #: runs (``tests/in_process.py``) pretrain each recipe once, instead of once per test (seconds each).
 SHARED_PRETRAINING = "FEDFT_TEST_PRETRAINED"
+
+
+@pytest.fixture(autouse=True)
+def torch_threads_restored() -> Iterator[None]:
+    """Every test ends with the torch thread count it started with. A ClientApp run in the test's process sets torch's
+    threads from ``client-threads`` (every core by default, ``client_app/threads.py``); left so, the worker's later
+    tests ran with two threads beside the other worker, and their OpenMP threads spin-waited for the cores: in
+    a ``make test`` of 29 Nov 2026, 188 tests ran so, tests/test_cohort_training.py's cases among them at 13-29 s each
+    against 0.3-1 s with one thread."""
+    threads = torch.get_num_threads()
+    yield
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
 
 
 @pytest.fixture

@@ -70,12 +70,13 @@ def test_the_figure_judges_each_row_against_8_minutes_and_lists_each_kinds_lates
         recorded_run("bbb2222", "AVX2", 470.0, load_at_start=2.1, load_max=2.4, slowest=[[50.0, "call old"]]),
         recorded_run("ccc3333", "AVX2", 480.4, slowest=[[40.0, "call newer"], [30.0, "call next"]]),
         recorded_run("ddd4444", "AVX512", 250.0, test_exit_code=1, slowest=[[20.0, "call fast"]]),
+        recorded_run("eee5555", "AVX512", 539.0, load_at_start=2.4, load_max=6.5),
     ]
     (tmp_path / "suite_time.json").write_text(json.dumps(runs))
     monkeypatch.setattr(suite_time, "OUTPUT", tmp_path / "suite_time.json")
     figure = suite_time.recorded_figure(slowest_shown=1)
     rows = [line for line in figure.splitlines() if line.startswith("| ") and "commit" not in line]
-    assert [row.split(" | ")[4] for row in rows] == ["no", "yes", "no", "failed"]
+    assert [row.split(" | ")[4] for row in rows] == ["no", "yes", "no", "failed", "not a timing (load)"]
     assert rows[0].startswith("| aaa1111 | 2026-11-29 15:00 (note 1) | AMD EPYC, AVX2 | 491 s |")
     assert "| 2.1 / 2.4 |" in rows[1] and rows[0].endswith("| – |")
     assert "Note 1: timed by hand." in figure
