@@ -32,7 +32,7 @@ if (( insecure )); then
 else
   security=(--root-certificates "$ca" --auth-supernode-private-key "$key")
 fi
-FLWR_HOME="$state/flwr-home" setsid "$(dirname "$python")/flower-supernode" "${security[@]}" --superlink "$superlink" \
+FLWR_HOME="$state/flwr-home" setsid "$scripts/flower-supernode" "${security[@]}" --superlink "$superlink" \
   --host 127.0.0.1 --port "$port" --node-config "$node_config" ${SUPERNODE_EXTRA_ARGS:-} \
   >>"$state/supernode.log" 2>&1 </dev/null &
 echo $! >"$state/supernode.pid"

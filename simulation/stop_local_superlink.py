@@ -7,6 +7,7 @@ not stop."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from pathlib import Path
@@ -29,7 +30,9 @@ def local_superlink_pids(port: str) -> list[int]:
     return found
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    """Stop the local SuperLink; takes no arguments but ``--help``, and refuses any other (it acts when run)."""
+    argparse.ArgumentParser(prog="python -m simulation.stop_local_superlink", description=__doc__).parse_args(argv)
     port = os.environ.get("FLWR_LOCAL_SUPERLINK_HTTP_API_PORT", DEFAULT_PORT)
     pids = local_superlink_pids(port)
     if not pids:

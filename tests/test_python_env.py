@@ -1,5 +1,5 @@
-"""deployment/python-env.sh, which every start script sources: the interpreter it picks, and its one-line refusal
-of one without Flower (looked up, not imported)."""
+"""deployment/python-env.sh, which every start script sources: the interpreter it picks, the folder of its console
+scripts, and its one-line refusal of one without Flower (looked up, not imported)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 SCRIPT = Path(__file__).resolve().parents[1] / "deployment" / "python-env.sh"
 
 
-def sourced(python: str) -> subprocess.CompletedProcess:
+def sourced(python: str, show: str = "$python") -> subprocess.CompletedProcess:
     return subprocess.run(
-        ["bash", "-c", f'source "{SCRIPT}" && echo "$python"'],
+        ["bash", "-c", f'source "{SCRIPT}" && echo "{show}"'],
         env={**os.environ, "PYTHON": python},
         capture_output=True,
         text=True,
@@ -33,3 +33,20 @@ def test_an_interpreter_without_flower_is_refused_in_one_line(tmp_path: Path) ->
     done = sourced(str(bare))
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and f"error: {bare} has no Flower" in done.stderr, done.stderr
+
+
+def test_the_console_scripts_are_the_interpreters_own_even_named_by_a_bare_command(tmp_path: Path) -> None:
+    """``PYTHON=python3`` with the environment's bin on PATH (a conda env, an activated venv's python3) once made
+    start-supernode.sh run ``./flower-supernode``: the scripts folder comes from the interpreter, not from the name
+    it was given. Run from an empty folder, so that no ``./flower-supernode`` could answer."""
+    environment = Path(sys.executable).parent
+    done = subprocess.run(
+        ["bash", "-c", f'source "{SCRIPT}" && echo "$scripts"'],
+        env={**os.environ, "PYTHON": "python3", "PATH": f"{environment}:{os.environ['PATH']}"},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert Path(done.stdout.strip()) == environment and (environment / "flower-supernode").is_file()

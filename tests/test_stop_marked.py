@@ -86,7 +86,7 @@ def test_stop_local_superlink_exits_1_naming_what_it_could_not_stop(
     monkeypatch.setattr(stop_local_superlink, "stop_engines", lambda pid: None)
     monkeypatch.setattr(stop_local_superlink, "still_running", list)  # both stand-in PIDs run on
     monkeypatch.setattr(stop_local_superlink, "stop_processes", lambda pids: [4243] if pids == [4243, 4242] else pids)
-    assert stop_local_superlink.main() == 1
+    assert stop_local_superlink.main([]) == 1
     assert capsys.readouterr().err == (
         "could not stop the local SuperLink on port 39999: PID 4243 still running (another user's, or not ending on "
         "SIGKILL)\n"
@@ -131,3 +131,16 @@ def test_stop_engines_interrupts_the_simulation_engine_alone(tmp_path) -> None:
     finally:
         stop_processes([*local_run.descendants(parent.pid), parent.pid], grace=0.5)
         parent.wait()
+
+
+def test_stop_local_superlink_answers_help_without_stopping_anything(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--help`` must not act: the module stops a running SuperLink when it runs."""
+    looked = []
+    monkeypatch.setattr(stop_local_superlink, "local_superlink_pids", lambda port: looked.append(port) or [])
+    for argv in (["--help"], ["--port", "1"]):
+        with pytest.raises(SystemExit):
+            stop_local_superlink.main(argv)
+    assert looked == []
+    assert "stop the local SuperLink" in capsys.readouterr().out
