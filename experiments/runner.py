@@ -133,13 +133,15 @@ def unread_settings(recorded: Mapping[str, Any], resolved: Mapping[str, Any]) ->
     return unread
 
 
-def settings_to_match(cell: Cell, results_dir: Path, recorded: Mapping[str, Any]) -> dict[str, Any]:
+def settings_to_match(
+    cell: Cell, results_dir: Path, recorded: Mapping[str, Any], defaults: Mapping[str, Any]
+) -> dict[str, Any]:
     """What a finished cell's config.json must hold for the cell to be the one the file asks for today: every setting
-    as the app resolves the cell's run config (defaults under its values; ``pretrain-round = auto`` becomes what it
-    means for the method), except those ``unread_settings`` names. A setting the recorded config lacks (added to the
-    app since) is compared only where the cell sets it."""
+    as the app resolves the cell's run config (``defaults``, the app's, under its values; ``pretrain-round = auto``
+    becomes what it means for the method), except those ``unread_settings`` names. A setting the recorded config
+    lacks (added to the app since) is compared only where the cell sets it."""
     run = cell_run_config(cell, results_dir)
-    resolved = parse_config({**load_defaults(), **run}).to_dict()
+    resolved = parse_config({**defaults, **run}).to_dict()
     unread = unread_settings(recorded, resolved)
     return {k: v for k, v in resolved.items() if k not in unread and (k in recorded or k in run)}
 
@@ -147,7 +149,7 @@ def settings_to_match(cell: Cell, results_dir: Path, recorded: Mapping[str, Any]
 def check_finished_cells(experiment: Experiment, results_dir: Path) -> None:
     """Raise ``StaleResultsError`` if a finished cell was made with other settings than the cell would run with
     today."""
-    recorded = recorded_cells(results_dir)
+    recorded, defaults = recorded_cells(results_dir), load_defaults()
     stale = []
     for cell in experiment.cells:
         if cell.name in recorded:
@@ -155,7 +157,8 @@ def check_finished_cells(experiment: Experiment, results_dir: Path) -> None:
             if unknown := unknown_keys(result.config):
                 stale.append(f"  {cell.name}: its config.json holds keys that are not run-config keys today: {unknown}")
                 continue
-            differences = config_differences(result.config, settings_to_match(cell, results_dir, result.config))
+            wanted = settings_to_match(cell, results_dir, result.config, defaults)
+            differences = config_differences(result.config, wanted)
             differences += pretraining_differences(result.config, result.summary)
             if differences:
                 stale.append(f"  {cell.name}: {'; '.join(differences)}")

@@ -126,15 +126,18 @@ def computed_on(results: Mapping[Cell, CellResult]) -> str:
         describe_machine(machine) if (machine := result.summary.get("machine")) else NOT_RECORDED
         for result in results.values()
     )
-    return "; ".join(f"{name} ({count} cell{'s' if count > 1 else ''})" for name, count in counts.most_common())
+    return _with_cell_counts(counts)
 
 
 def computed_by(results: Mapping[Cell, CellResult]) -> str:
     """Which commits' code computed the finished cells, and how many cells each (``experiments/provenance.py``);
     empty when no cell recorded one."""
     counts = Counter(code_text(result.files) or "not recorded" for result in results.values())
-    if set(counts) == {"not recorded"}:
-        return ""
+    return "" if set(counts) == {"not recorded"} else _with_cell_counts(counts)
+
+
+def _with_cell_counts(counts: Counter[str]) -> str:
+    """``a (3 cells); b (1 cell)``, the most common first."""
     return "; ".join(f"{name} ({count} cell{'s' if count > 1 else ''})" for name, count in counts.most_common())
 
 

@@ -23,11 +23,14 @@ def _cell(method: str, seed: int, accuracy: list[float], seconds: list[float], b
 
 
 def test_the_first_and_last_rounds_are_compared_seed_by_seed() -> None:
+    """The block's EDS − RDS over the first and the last ``EARLY`` rounds, on the seeds both ran."""
     ten = [0.1 * i for i in range(10)]
-    eds = {0: _cell("e", 0, [a + (0.02 if i < 5 else -0.01) for i, a in enumerate(ten)], [1.0] * 10, 0.9)}
-    rds = {0: _cell("r", 0, ten, [1.0] * 10, 0.9), 1: _cell("r", 1, ten, [1.0] * 10, 0.9)}
-    assert fedft_start._rounds_difference(eds, rds, [0], early=True) == {0: pytest.approx(0.02)}
-    assert fedft_start._rounds_difference(eds, rds, [0], early=False) == {0: pytest.approx(-0.01)}
+    eds = _cell("e", 0, [a + (0.02 if i < 5 else -0.01) for i, a in enumerate(ten)], [1.0] * 10, 0.9)
+    rds = [_cell("r", 0, ten, [1.0] * 10, 0.9), _cell("r", 1, ten, [1.0] * 10, 0.9)]
+    run = RecordedExperiment("f", 2, (0, 1), {}, ("e", "r"), {}, (), (eds, *rds))
+    early, late = slice(0, fedft_start.EARLY), slice(-fedft_start.EARLY, None)
+    assert run.paired_rounds("e", "r", early) == {0: pytest.approx(0.02)}
+    assert run.paired_rounds("e", "r", late) == {0: pytest.approx(-0.01)}
 
 
 def test_learning_efficiency_uses_median_rounds_and_counts_the_phase_for_both() -> None:

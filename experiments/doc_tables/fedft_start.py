@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from experiments.doc_tables import fedft
 from experiments.doc_tables.blocks import bullet, prose
@@ -114,18 +114,6 @@ def claim_header(rounds: int) -> list[str]:
         "paper, CIFAR-10",
         "verdict (best acc.)",
     ]
-
-
-def _rounds_difference(
-    method: Mapping[int, RecordedCell], baseline: Mapping[int, RecordedCell], seeds: Iterable[int], early: bool
-) -> dict[int, float]:
-    """method − baseline of the mean accuracy over the first (``early``) or the last ``EARLY`` rounds, by seed."""
-    out = {}
-    for seed in sorted(seeds):
-        a, b = method[seed].series("accuracy"), baseline[seed].series("accuracy")
-        part = slice(0, EARLY) if early else slice(-EARLY, None)
-        out[seed] = mean_std(a[part])[0] - mean_std(b[part])[0]
-    return out
 
 
 def _client_seconds(run: RecordedExperiment, method: str, alpha: float) -> str:
@@ -268,9 +256,8 @@ def table2_full_two_step() -> str:
     early_late = []
     for claim, method, baseline, _ in eds_rds:
         for alpha in ALPHAS:
-            m, b = run.cells_of(method, _at(alpha)), run.cells_of(baseline, _at(alpha))
-            seeds = run.paired(method, baseline, BEST, _at(alpha)).keys()
-            first, last = _rounds_difference(m, b, seeds, True), _rounds_difference(m, b, seeds, False)
+            first = run.paired_rounds(method, baseline, slice(0, EARLY), _at(alpha))
+            last = run.paired_rounds(method, baseline, slice(-EARLY, None), _at(alpha))
             early_late.append(
                 f"{claim.split(' (')[1].rstrip(')')} at Dir({alpha}): {paired_text(first)} in rounds 1–{EARLY}, "
                 f"{paired_text(last)} in the last {EARLY}"
