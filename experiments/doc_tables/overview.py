@@ -341,39 +341,70 @@ def _fedfsc_rows() -> list[list[str]]:
         ),
         ("FedAvg+", "FedAvg dropping its stragglers", "fedavg-plus", "fedavg", A05, "as FedFSC+'s, Dir(0.5)", 0),
     ]
-    rows = []
-    for index, (name, baseline, method, base, at, setting, direction) in enumerate(specs):
-        best = run.paired(method, base, "best_accuracy", at)
-        rows.append(
-            [
-                name,
-                baseline,
-                setting
-                or "LeNet-5 from random weights, Fashion-MNIST-mini, 10 clients Dir(0.1), each round 4 train (E = 5), "
-                "4 straggle, 2 are dropped; 30 rounds",
-                link("fedfsc_stragglers.yaml", "fedfsc-stragglers", summary=index == 0),
-                f"best: {paired_text(best)}",
-                verdict(best, direction) if direction else level_verdict(best),
-            ]
+    base_setting = (
+        "LeNet-5 from random weights, Fashion-MNIST-mini, 10 clients Dir(0.1), each round 4 train (E = 5), "
+        "4 straggle, 2 are dropped; 30 rounds"
+    )
+    rows = [
+        _stragglers_row(
+            run,
+            "fedfsc_stragglers.yaml",
+            index == 0,
+            name,
+            baseline,
+            method,
+            base,
+            at,
+            setting or base_setting,
+            direction,
         )
-    for index, (name, baseline, method, base, direction) in enumerate(
-        (
-            ("FedProx+", "FedProx dropping its stragglers", "fedprox-plus", "fedprox", 1),
-            ("MOON+", "MOON dropping its stragglers", "moon-plus", "moon", 0),
+        for index, (name, baseline, method, base, at, setting, direction) in enumerate(specs)
+    ]
+    rows += [
+        _stragglers_row(
+            prox_moon,
+            "fedfsc_stragglers_prox_moon.yaml",
+            index == 0,
+            name,
+            baseline,
+            method,
+            base,
+            A01,
+            "as FedFSC+'s, Dir(0.1), μ = 0.1",
+            direction,
         )
-    ):
-        best = prox_moon.paired(method, base, "best_accuracy", A01)
-        rows.append(
-            [
-                name,
-                baseline,
-                "as FedFSC+'s, Dir(0.1), μ = 0.1",
-                link("fedfsc_stragglers_prox_moon.yaml", "fedfsc-stragglers-prox-moon", summary=index == 0),
-                f"best: {paired_text(best)}",
-                verdict(best, direction) if direction else level_verdict(best),
-            ]
+        for index, (name, baseline, method, base, direction) in enumerate(
+            (
+                ("FedProx+", "FedProx dropping its stragglers", "fedprox-plus", "fedprox", 1),
+                ("MOON+", "MOON dropping its stragglers", "moon-plus", "moon", 0),
+            )
         )
+    ]
     return rows
+
+
+def _stragglers_row(
+    run: RecordedExperiment,
+    experiment_file: str,
+    with_summary: bool,
+    name: str,
+    baseline: str,
+    method: str,
+    base: str,
+    at: Mapping[str, object],
+    setting: str,
+    direction: int,
+) -> list[str]:
+    """One row of the FedFSC family's table: a method's best accuracy paired by seed against its baseline's."""
+    best = run.paired(method, base, "best_accuracy", at)
+    return [
+        name,
+        baseline,
+        setting,
+        link(experiment_file, run.folder, summary=with_summary),
+        f"best: {paired_text(best)}",
+        verdict(best, direction) if direction else level_verdict(best),
+    ]
 
 
 def _fedsplit_rows() -> list[list[str]]:
