@@ -132,3 +132,36 @@ def test_the_mini_table_names_what_has_not_run_and_compares_only_pairs_that_ran(
     assert "FedFT-EDS > FedFT-RDS (10%) at Dir(0.5)" in block.split("Not compared yet")[1]
     assert "pretraining pays: FedAvg > FedAvg without pretraining at Dir(0.1)" in block
     assert "seed 0 on box" in block
+
+
+def test_the_mini_table_explains_its_rows_once_every_compared_method_ran_at_both_alphas(monkeypatch) -> None:
+    """The learning-efficiency, early-and-late and gap-split bullets join the mini block when FedFT-EDS/RDS (10% and
+    50%), FedFT-ALL and FedAvg have all run at Dir(0.1) and Dir(0.5), and not while one of them is missing."""
+    methods = ("fedft-eds", "fedft-rds", "fedft-eds-50", "fedft-rds-50", "fedft-all", "fedavg")
+
+    def cell(method: str, alpha: float) -> RecordedCell:
+        best = 0.5 + 0.01 * methods.index(method)
+        summary = {
+            "best_accuracy": best,
+            "mean_last10_accuracy": best - 0.05,
+            "total_client_train_seconds": 10.0,
+            "initial_accuracy": 0.3,
+            "pretraining_round.pretrained_accuracy": 0.08,
+            "pretraining_round.epochs.0": 4.0,
+            "rounds": 20,
+        }
+        rounds = {"accuracy": [best] * 20, "client_train_seconds": [0.5] * 20}
+        return RecordedCell(f"{method}__{alpha}", method, {"dirichlet-alpha": alpha}, 0, "box", summary, rounds, ())
+
+    cells = tuple(cell(m, a) for m in methods for a in (0.1, 0.5))
+    complete = RecordedExperiment("f", 10, (0, 1, 2), {}, methods, {}, (), cells)
+    monkeypatch.setattr(fedft_start, "load", lambda folder: complete)
+    block = " ".join(fedft_start.table2_mini_two_step().split())
+    assert "**Learning efficiency**" in block and "**EDS − RDS over the rounds**" in block
+    assert "(FedFT-RDS − FedFT-ALL) −3.0 and −3.0" in block
+    assert block.endswith("does not beat random: no reason found in this setting.")
+
+    without_fedavg_at_05 = tuple(c for c in cells if (c.method, c.point["dirichlet-alpha"]) != ("fedavg", 0.5))
+    partial = RecordedExperiment("f", 10, (0, 1, 2), {}, methods, {}, (), without_fedavg_at_05)
+    monkeypatch.setattr(fedft_start, "load", lambda folder: partial)
+    assert "Learning efficiency" not in fedft_start.table2_mini_two_step()
