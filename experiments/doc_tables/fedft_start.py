@@ -145,16 +145,16 @@ def _pretraining_epochs(cell: RecordedCell) -> list[float]:
 def _efficiency(run: RecordedExperiment, method: str, baseline: str, alpha: float) -> tuple[float, float, float]:
     """(method's round seconds ÷ baseline's, learning-efficiency ratio without the pretraining round, with it), from
     the median round seconds and the mean best accuracy over the seeds the pair compares (``paired``: a seed whose
-    two runs started apart is refused). The pretraining round's recorded seconds are the load of the hour it ran once
-    per seed (they differ 80-fold between seeds here), so its cost is counted from its epochs instead: it trains the
-    whole model on all local data, as a FedAvg round does for E epochs, so it counts as (its mean epochs ÷ E) of
-    ``fedavg``'s median round (an estimate: a client's epochs and its data size vary together at Dir(0.1))."""
+    two runs started apart is refused). ``baseline`` trains the whole model on all local data (FedAvg, FedProx). The
+    pretraining round's recorded seconds are the load of the hour it ran, once per seed, so its cost is counted from
+    its epochs instead: it trains the whole model on all local data, as a baseline round does for E epochs, so it
+    counts as (its mean epochs ÷ E) of the baseline's median round (an estimate: a client's epochs and its data size
+    vary together at Dir(0.1))."""
     seeds = set(run.paired(method, baseline, BEST, _at(alpha)))
     best_m, best_b = run.values(method, BEST, _at(alpha)), run.values(baseline, BEST, _at(alpha))
     r_m, r_base = _round_seconds(run, method, seeds, alpha), _round_seconds(run, baseline, seeds, alpha)
-    r_fedavg = _round_seconds(run, "fedavg", seeds, alpha)
     cells = run.cells_of(method, _at(alpha))
-    phase = mean_std([e for s in seeds for e in _pretraining_epochs(cells[s])])[0] / LOCAL_EPOCHS * r_fedavg
+    phase = mean_std([e for s in seeds for e in _pretraining_epochs(cells[s])])[0] / LOCAL_EPOCHS * r_base
     acc_m, acc_b = mean_of([best_m[s] for s in seeds]), mean_of([best_b[s] for s in seeds])
     rounds = run.rounds
     plain = (acc_m / (rounds * r_m)) / (acc_b / (rounds * r_base))
@@ -212,13 +212,33 @@ def _machines(run: RecordedExperiment) -> str:
     return "; ".join(texts)
 
 
-def _what_the_rows_show(run: RecordedExperiment, unexplained: str) -> list[str]:
-    """Table II's bullets under its claims: FedFT-EDS's learning efficiency against FedAvg's (with and without the
-    pretraining round), EDS − RDS in the first and the last rounds (paper §IV-F), and FedFT-RDS − FedAvg split into
-    its paired steps, closed by ``unexplained``: what the steps leave without a reason in this setting."""
-    eds_rds = [CLAIMS[0], CLAIMS[1]]
+#: The methods ``efficiency_and_gap_bullets`` compares: a block shows its bullets once each has run at both α.
+BULLET_METHODS = (
+    "fedft-eds",
+    "fedft-rds",
+    "fedft-eds-50",
+    "fedft-rds-50",
+    "fedft-all",
+    "fedavg",
+    "fedprox",
+    "fedavg-rds",
+)
+#: The whole-model baselines FedFT-EDS's learning efficiency is measured against.
+EFFICIENCY_BASELINES = ("fedavg", "fedprox")
+
+
+def _both(values: Mapping[float, str]) -> str:
+    """``a and b``: a figure at Dir(0.1), then at Dir(0.5)."""
+    return " and ".join(values[a] for a in ALPHAS)
+
+
+def efficiency_and_gap_bullets(run: RecordedExperiment, unexplained: str) -> list[str]:
+    """Table II's bullets under its claims: FedFT-EDS's learning efficiency against FedAvg's and FedProx's (with and
+    without the pretraining round), EDS − RDS in the first and the last rounds (paper §IV-F), and FedFT-RDS − FedAvg
+    split into paired steps in both orders, closed by ``unexplained``: what the steps leave without a reason in this
+    setting."""
     early_late = []
-    for claim, method, baseline, _ in eds_rds:
+    for claim, method, baseline, _ in (CLAIMS[0], CLAIMS[1]):
         for alpha in ALPHAS:
             first = run.paired_rounds(method, baseline, slice(0, EARLY), _at(alpha))
             last = run.paired_rounds(method, baseline, slice(-EARLY, None), _at(alpha))
@@ -226,39 +246,49 @@ def _what_the_rows_show(run: RecordedExperiment, unexplained: str) -> list[str]:
                 f"{claim.split(' (')[1].rstrip(')')} at Dir({alpha}): {paired_text(first)} in rounds 1–{EARLY}, "
                 f"{paired_text(last)} in the last {EARLY}"
             )
-    efficiency = {alpha: _efficiency(run, "fedft-eds", "fedavg", alpha) for alpha in ALPHAS}
+    ratio = {b: {a: _efficiency(run, "fedft-eds", b, a) for a in ALPHAS} for b in EFFICIENCY_BASELINES}
+
+    def part(index: int, style: str, unit: str = "") -> dict[str, str]:
+        """One of ``_efficiency``'s three ratios, per baseline, at both α."""
+        return {b: _both({a: format(ratio[b][a][index], style) + unit for a in ALPHAS}) for b in EFFICIENCY_BASELINES}
+
+    cost, plain, with_phase = part(0, ".3f"), part(1, ".0f", "×"), part(2, ".1f", "×")
     bullets = [
         bullet(
             "**Learning efficiency** (best accuracy per client second; the paper: FedFT-EDS ≥ 3× FedAvg's on "
-            "CIFAR-10), from each method's median client seconds a round over the seeds both ran (single rounds "
-            f"ran beside other work and took up to {_worst_round(run):.0f}× their cell's median): a FedFT-EDS round "
-            "costs "
-            + " and ".join(f"{efficiency[a][0]:.2f}" for a in ALPHAS)
-            + " of a FedAvg round's client seconds at Dir(0.1) and Dir(0.5), so FedFT-EDS's learning efficiency is "
-            + " and ".join(f"{efficiency[a][1]:.0f}×" for a in ALPHAS)
-            + " FedAvg's over the federated rounds, and "
-            + " and ".join(f"{efficiency[a][2]:.1f}×" for a in ALPHAS)
-            + " counting the pretraining round, which both pay (every client trains the whole model until its loss "
-            "stops improving, counted as its mean epochs ÷ E FedAvg rounds)."
+            "CIFAR-10), from each method's median client seconds a round over the seeds both ran (a round that ran "
+            f"beside other work took up to {_worst_round(run):.0f}× its cell's median; a cell that ran beside it "
+            f"throughout moves its median too): a FedFT-EDS round costs {cost['fedavg']} of a FedAvg round's client "
+            f"seconds and {cost['fedprox']} of a FedProx round's at Dir(0.1) and Dir(0.5), so FedFT-EDS's learning "
+            f"efficiency is {plain['fedavg']} FedAvg's ({plain['fedprox']} FedProx's) over the federated rounds, and "
+            f"{with_phase['fedavg']} ({with_phase['fedprox']}) counting the pretraining round, which both pay (every "
+            "client trains the whole model until its loss stops improving, counted as its mean epochs ÷ E of the "
+            "baseline's rounds)."
         ),
         bullet(
             f"**EDS − RDS over the rounds** (the paper, §IV-F: EDS's gain shows most in the first rounds), mean "
             f"accuracy of the first and the last {EARLY} rounds, points: " + "; ".join(early_late) + "."
         ),
     ]
-    freeze = {a: run.paired("fedft-all", "fedavg", BEST, _at(a)) for a in ALPHAS}
-    select = {  # on FedAvg's seeds, so that the two parts add up to FedFT-RDS − FedAvg on them
-        a: {s: d for s, d in run.paired("fedft-rds", "fedft-all", BEST, _at(a)).items() if s in freeze[a]}
-        for a in ALPHAS
-    }
+    gap = {a: run.paired("fedft-rds", "fedavg", BEST, _at(a)) for a in ALPHAS}
+
+    def step(method: str, baseline: str) -> str:
+        """The step's paired difference on the seeds of the gap, so that two steps add up to it."""
+        return _both(
+            {
+                a: paired_text({s: d for s, d in run.paired(method, baseline, BEST, _at(a)).items() if s in gap[a]})
+                for a in ALPHAS
+            }
+        )
+
     bullets.append(
         bullet(
             "**Where FedFT trails FedAvg, what the rows measure** (best accuracy, points, Dir(0.1) and Dir(0.5)): "
-            "fine-tuning θ on all data with φ frozen (FedFT-ALL − FedAvg) "
-            + " and ".join(paired_text(freeze[a]) for a in ALPHAS)
-            + "; then training on a random 10% instead of all (FedFT-RDS − FedFT-ALL) "
-            + " and ".join(paired_text(select[a]) for a in ALPHAS)
-            + ". These split the gap between the arms; "
+            f"the gap FedFT-RDS − FedAvg, {_both({a: paired_text(gap[a]) for a in ALPHAS})}, is fine-tuning θ on "
+            f"all data with φ frozen (FedFT-ALL − FedAvg) {step('fedft-all', 'fedavg')}, then training on a random "
+            f"10% instead of all (FedFT-RDS − FedFT-ALL) {step('fedft-rds', 'fedft-all')}; or, in the other order, "
+            f"training the whole model on a random 10% (FedAvg-RDS − FedAvg) {step('fedavg-rds', 'fedavg')}, then "
+            f"freezing φ (FedFT-RDS − FedAvg-RDS) {step('fedft-rds', 'fedavg-rds')}. These split the gap; "
             + unexplained
         )
     )
@@ -305,7 +335,7 @@ def table2_full_two_step() -> str:
         f"{run.rounds - 9}–{run.rounds}:"
     )
 
-    bullets = _what_the_rows_show(
+    bullets = efficiency_and_gap_bullets(
         run,
         "they do not say why φ frozen after the pretraining round limits LeNet-5 here while the paper's WRN gains, "
         "nor why entropy selection at 10% does not beat random: no reason found in this setting.",
@@ -431,10 +461,6 @@ MINI_CLAIMS = (
 )
 
 
-#: The methods ``_what_the_rows_show`` compares: its bullets wait until each has run at both α.
-_SPLIT_METHODS = ("fedft-eds", "fedft-rds", "fedft-eds-50", "fedft-rds-50", "fedft-all", "fedavg")
-
-
 def table2_mini_two_step() -> str:
     """Table II on the mini set with WRN-16-1 (the paper's model) from the two-step start: the cells run so far per
     α, and the paired differences of the claims whose two cells both ran; rows and claims not run yet say so."""
@@ -474,13 +500,13 @@ def table2_mini_two_step() -> str:
     parts = [setting, "", table(header, rows), "", table(claim_header(run.rounds), claim_rows)]
     if waiting:
         parts += ["", prose(f"Not compared yet (a cell of the pair has not run): {'; '.join(waiting)}.")]
-    if all(_ran_at(run, m, a) for m in _SPLIT_METHODS for a in ALPHAS):
+    if all(_ran_at(run, m, a) for m in BULLET_METHODS for a in ALPHAS):
         parts += [
             "",
-            *_what_the_rows_show(
+            *efficiency_and_gap_bullets(
                 run,
-                "no run of this file ablates a step further, and none says why entropy selection at 10% does not "
-                "beat random: no reason found in this setting.",
+                "no run of this file measures why the steps cost what they do on WRN-16-1, nor why entropy "
+                "selection at 10% does not beat random: no reason found in this setting.",
             ),
         ]
     return "\n".join(parts)

@@ -4,7 +4,7 @@ the papers' own figures after it."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from experiments.doc_tables.blocks import bullet
 from experiments.doc_tables.fedft_start import CLAIMS, TABLE2_FULL, TABLE2_MINI
@@ -310,101 +310,73 @@ def _fedat_row() -> list[list[str]]:
     ]
 
 
+class _Pairing(NamedTuple):
+    """A row of the FedFSC family's table: the method and its baseline (labels and methods in the experiment), the
+    grid point, the setting's text and the claim's direction (0: the thesis has the two level)."""
+
+    name: str
+    baseline_name: str
+    method: str
+    baseline: str
+    at: Mapping[str, object]
+    setting: str
+    direction: int
+
+
 def _fedfsc_rows() -> list[list[str]]:
     """FedFSC, FedFSC+ and the baselines+ against their baselines. The thesis (Tables 4.5, 4.6, CIFAR-10) has every
     FedFSC variant ahead of its baseline and FedProx+ ahead of FedProx (+2.13), but FedAvg+ and MOON+ level with
     theirs (+0.79 and −0.49 at Dir(0.1), −0.01 at Dir(0.5), each within the runs' std): those rows are judged as level
     claims (direction 0)."""
-    run, prox_moon = load("fedfsc-stragglers"), load("fedfsc-stragglers-prox-moon")
-    specs = [
-        ("FedFSC+", "FedAvg dropping its stragglers", "fedfsc-plus", "fedavg", A01, None, 1),
-        ("FedFSC+", "FedAvg dropping its stragglers", "fedfsc-plus", "fedavg", A05, "the same at Dir(0.5)", 1),
-        ("FedFSC", "FedAvg dropping its stragglers", "fedfsc", "fedavg", A01, "as FedFSC+'s, Dir(0.1)", 1),
-        ("FedFSC", "FedAvg dropping its stragglers", "fedfsc", "fedavg", A05, "as FedFSC+'s, Dir(0.5)", 1),
-        (
-            "FedFSC+(FedAvg+)",
-            "FedAvg+",
-            "fedfsc-plus-baseline-plus",
-            "fedavg-plus",
-            A01,
-            "as FedFSC+'s, Dir(0.1)",
-            1,
-        ),
-        ("FedFSC+(FedAvg+)", "FedAvg+", "fedfsc-plus-baseline-plus", "fedavg-plus", A05, "as FedFSC+'s, Dir(0.5)", 1),
-        (
-            "FedAvg+ (stragglers train E_r = 1 epoch and are aggregated)",
-            "FedAvg dropping its stragglers",
-            "fedavg-plus",
-            "fedavg",
-            A01,
-            "as FedFSC+'s, Dir(0.1)",
-            0,
-        ),
-        ("FedAvg+", "FedAvg dropping its stragglers", "fedavg-plus", "fedavg", A05, "as FedFSC+'s, Dir(0.5)", 0),
-    ]
-    base_setting = (
+    dropping = "FedAvg dropping its stragglers"
+    setting = (
         "LeNet-5 from random weights, Fashion-MNIST-mini, 10 clients Dir(0.1), each round 4 train (E = 5), "
         "4 straggle, 2 are dropped; 30 rounds"
     )
-    rows = [
-        _stragglers_row(
-            run,
-            "fedfsc_stragglers.yaml",
-            index == 0,
-            name,
-            baseline,
-            method,
-            base,
-            at,
-            setting or base_setting,
-            direction,
-        )
-        for index, (name, baseline, method, base, at, setting, direction) in enumerate(specs)
-    ]
-    rows += [
-        _stragglers_row(
-            prox_moon,
-            "fedfsc_stragglers_prox_moon.yaml",
-            index == 0,
-            name,
-            baseline,
-            method,
-            base,
+    as01, as05 = "as FedFSC+'s, Dir(0.1)", "as FedFSC+'s, Dir(0.5)"
+    fedfsc = (
+        _Pairing("FedFSC+", dropping, "fedfsc-plus", "fedavg", A01, setting, 1),
+        _Pairing("FedFSC+", dropping, "fedfsc-plus", "fedavg", A05, "the same at Dir(0.5)", 1),
+        _Pairing("FedFSC", dropping, "fedfsc", "fedavg", A01, as01, 1),
+        _Pairing("FedFSC", dropping, "fedfsc", "fedavg", A05, as05, 1),
+        _Pairing("FedFSC+(FedAvg+)", "FedAvg+", "fedfsc-plus-baseline-plus", "fedavg-plus", A01, as01, 1),
+        _Pairing("FedFSC+(FedAvg+)", "FedAvg+", "fedfsc-plus-baseline-plus", "fedavg-plus", A05, as05, 1),
+        _Pairing(
+            "FedAvg+ (stragglers train E_r = 1 epoch and are aggregated)",
+            dropping,
+            "fedavg-plus",
+            "fedavg",
             A01,
-            "as FedFSC+'s, Dir(0.1), μ = 0.1",
-            direction,
-        )
-        for index, (name, baseline, method, base, direction) in enumerate(
-            (
-                ("FedProx+", "FedProx dropping its stragglers", "fedprox-plus", "fedprox", 1),
-                ("MOON+", "MOON dropping its stragglers", "moon-plus", "moon", 0),
-            )
-        )
-    ]
-    return rows
-
-
-def _stragglers_row(
-    run: RecordedExperiment,
-    experiment_file: str,
-    with_summary: bool,
-    name: str,
-    baseline: str,
-    method: str,
-    base: str,
-    at: Mapping[str, object],
-    setting: str,
-    direction: int,
-) -> list[str]:
-    """One row of the FedFSC family's table: a method's best accuracy paired by seed against its baseline's."""
-    best = run.paired(method, base, "best_accuracy", at)
+            as01,
+            0,
+        ),
+        _Pairing("FedAvg+", dropping, "fedavg-plus", "fedavg", A05, as05, 0),
+    )
+    prox_moon = (
+        _Pairing("FedProx+", "FedProx dropping its stragglers", "fedprox-plus", "fedprox", A01, f"{as01}, μ = 0.1", 1),
+        _Pairing("MOON+", "MOON dropping its stragglers", "moon-plus", "moon", A01, f"{as01}, μ = 0.1", 0),
+    )
     return [
-        name,
-        baseline,
-        setting,
+        _stragglers_row(load(folder), experiment_file, index == 0, pairing)
+        for folder, experiment_file, pairings in (
+            ("fedfsc-stragglers", "fedfsc_stragglers.yaml", fedfsc),
+            ("fedfsc-stragglers-prox-moon", "fedfsc_stragglers_prox_moon.yaml", prox_moon),
+        )
+        for index, pairing in enumerate(pairings)
+    ]
+
+
+def _stragglers_row(run: RecordedExperiment, experiment_file: str, with_summary: bool, pairing: _Pairing) -> list[str]:
+    """One row of the FedFSC family's table: a method's best accuracy paired by seed against its baseline's; the
+    first row of an experiment links its summary too."""
+    best = run.paired(pairing.method, pairing.baseline, "best_accuracy", pairing.at)
+    return [
+        pairing.name,
+        pairing.baseline_name,
+        pairing.setting,
         link(experiment_file, run.folder, summary=with_summary),
         f"best: {paired_text(best)}",
-        verdict(best, direction) if direction else level_verdict(best),
+        verdict(best, pairing.direction) if pairing.direction else level_verdict(best),
     ]
 
 
@@ -857,8 +829,8 @@ def _fedft_bullet() -> str:
     first = 100 * per_round[0]
     return bullet(
         "**FedFT-EDS:** the paper's Table II has FedFT-EDS ahead of FedFT-RDS at P_ds = 10% (CIFAR-10, 500 "
-        "selected samples a client). Here, from the two-step start (the server's MNIST pretraining with a new head, "
-        "then the pretraining round, thesis §6.4.1), entropy "
+        "selected samples a client). In `fedft_selection.yaml` (WRN-16-1, mini set, 10 rounds), from the two-step "
+        "start (the server's MNIST pretraining with a new head, then the pretraining round, thesis §6.4.1), entropy "
         f"selection trails random selection on {_seeds_word(last, -1)} ({mean_label(selection)} "
         f"{paired_text(last, seeds=False)}), and both trail θ trained on all local data (FedFT-all: best "
         f"{mean_pm(list(best_all.values()), decimals=1)}% against {mean_pm(list(best_eds.values()), decimals=1)}% "
@@ -895,37 +867,29 @@ def _fedft_bullet() -> str:
 
 
 def _table2_two_step_sentence() -> str:
-    """The paper's Table II claims from the two-step start, in both recorded files (LeNet-5 on the full set,
-    WRN-16-1 on the mini set): best accuracy, paired by seed, at Dir(0.1) / Dir(0.5)."""
+    """The paper's Table II claims on entropy selection from the two-step start, in both recorded files (LeNet-5 on
+    the full set, WRN-16-1 on the mini set): best accuracy, paired by seed, at Dir(0.1) / Dir(0.5)."""
     files = (
-        (
-            load(TABLE2_FULL),
-            "LeNet-5, full set",
-            "#fedft-eds-paper-table-ii-from-the-pretraining-phases-two-steps-lenet-5-full-set",
-        ),
-        (
-            load(TABLE2_MINI),
-            "WRN-16-1, mini set",
-            "#fedft-eds-paper-table-ii-from-the-pretraining-phases-two-steps-wrn-16-1-mini-set",
-        ),
+        (TABLE2_FULL, "LeNet-5, full set", "lenet-5-full-set"),
+        (TABLE2_MINI, "WRN-16-1, mini set", "wrn-16-1-mini-set"),
     )
     claims = [c for c in CLAIMS if c[1:3] in (("fedft-eds", "fedft-rds"), ("fedft-eds", "fedavg"))]
-    paper = " and ".join(" / ".join(signed(d, 2) for d in c[3] or ()) for c in claims)
     texts = []
-    for run, model, anchor in files:
+    for folder, model, anchor in files:
+        run = load(folder)
         differences = [
-            " / ".join(paired_text(run.paired(method, baseline, "best_accuracy", at)) for at in (A01, A05))
-            for _, method, baseline, _ in claims
+            f"{claim}: "
+            + " / ".join(paired_text(run.paired(method, baseline, "best_accuracy", at)) for at in (A01, A05))
+            for claim, method, baseline, _ in claims
         ]
-        seeds = len(run.paired("fedft-eds", "fedavg", "best_accuracy", A01))
         texts.append(
-            f"[{model}]({anchor}), {seeds} seeds: EDS − RDS at 10% {differences[0]}, FedFT-EDS (10%) − FedAvg "
-            f"{differences[1]}"
+            f"[{model}](#fedft-eds-paper-table-ii-from-the-pretraining-phases-two-steps-{anchor}): "
+            + ", ".join(differences)
         )
+    paper = ", ".join(f"{claim}: " + " / ".join(signed(d, 2) for d in figures or ()) for claim, _, _, figures in claims)
     return (
-        "The paper's Table II from the two-step start, best accuracy at Dir(0.1) / Dir(0.5): "
-        + "; ".join(texts)
-        + f" (the paper, CIFAR-10: {paper})."
+        "The files that run the paper's Table II from the two-step start, best accuracy at Dir(0.1) / Dir(0.5), "
+        "points: " + "; ".join(texts) + f" (the paper, CIFAR-10: {paper})."
     )
 
 
