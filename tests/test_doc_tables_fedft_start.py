@@ -194,3 +194,15 @@ def test_the_mini_table_explains_its_rows_once_every_compared_method_ran_at_both
         partial = RecordedExperiment("f", 10, (0, 1, 2), {}, tuple(base), {}, (), missing_at_05)
         monkeypatch.setattr(fedft_start, "load", lambda folder, run=partial: run)
         assert "Learning efficiency" not in fedft_start.table2_mini_two_step(), method
+
+
+def test_a_block_says_every_seed_ran_only_when_every_method_has_every_seed_at_both_alphas() -> None:
+    def cell(method: str, alpha: float, seed: int) -> RecordedCell:
+        return RecordedCell(f"{method}{alpha}{seed}", method, {"dirichlet-alpha": alpha}, seed, "box", {}, {}, ())
+
+    cells = tuple(cell(m, a, s) for m in ("a", "b") for a in (0.1, 0.5) for s in (0, 1))
+    complete = RecordedExperiment("f", 10, (0, 1), {}, ("a", "b"), {}, (), cells)
+    assert fedft_start._seeds_run(complete, ["a", "b"], "partial") == "Seeds 0, 1 for every cell"
+    one_short = RecordedExperiment("f", 10, (0, 1), {}, ("a", "b"), {}, (), cells[:-1])
+    assert fedft_start._seeds_run(one_short, ["a", "b"], "partial") == "partial"
+    assert fedft_start._seeds_run(complete, ["a", "b", "never-ran"], "partial") == "partial"

@@ -295,6 +295,14 @@ def efficiency_and_gap_bullets(run: RecordedExperiment, unexplained: str) -> lis
     return bullets
 
 
+def _seeds_run(run: RecordedExperiment, methods: Sequence[str], partial: str) -> str:
+    """ "Seeds 0, 1, 2 for every cell" once each method has every seed at both α; ``partial`` until then."""
+    complete = all(
+        _ran_at(run, m, a) and len(run.cells_of(m, _at(a))) == len(run.seeds) for m in methods for a in ALPHAS
+    )
+    return f"Seeds {', '.join(map(str, run.seeds))} for every cell" if complete else partial
+
+
 def table2_full_two_step() -> str:
     """Table II on the full Fashion-MNIST set with LeNet-5, every method from the two-step start: the table, the
     paired differences with a verdict per claim and α, and what they show."""
@@ -314,12 +322,7 @@ def table2_full_two_step() -> str:
         alpha: [c.value("initial_accuracy") for c in cells if c.point["dirichlet-alpha"] == alpha] for alpha in ALPHAS
     }
     epochs = [e for c in cells for e in _pretraining_epochs(c)]
-    complete = all(len(run.cells_of(m, _at(a))) == len(run.seeds) for m in methods for a in ALPHAS)
-    seeds_run = (
-        f"Seeds {', '.join(map(str, run.seeds))} for every cell"
-        if complete
-        else "Seeds as listed per cell (the rest have not run yet: the summary names them)"
-    )
+    seeds_run = _seeds_run(run, methods, "Seeds as listed per cell (the rest have not run yet: the summary names them)")
     setting = prose(
         f"The file's setting ([summary](../measurements/experiments/{TABLE2_FULL}/summary.md), "
         f"[EDS − RDS round by round](../measurements/experiments/{TABLE2_FULL}/paired_difference_vs_round.png)): "
@@ -484,6 +487,9 @@ def table2_mini_two_step() -> str:
     starts = {a: [c.value("initial_accuracy") for c in started if c.point["dirichlet-alpha"] == a] for a in ALPHAS}
     epochs = [e for c in started for e in _pretraining_epochs(c)]
     after = ", ".join(f"{span(starts[a])}% at Dir({a})" for a in ALPHAS if starts[a])
+    seeds_run = _seeds_run(
+        run, [m for _, m, _ in MINI_ROWS], f"Seeds as listed per cell, of the file's {', '.join(map(str, run.seeds))}"
+    )
     setting = prose(
         f"The file's setting ([summary](../measurements/experiments/{TABLE2_MINI}/summary.md), [the paired "
         f"differences round by round](../measurements/experiments/{TABLE2_MINI}/paired_difference_vs_round.png)): "
@@ -493,7 +499,7 @@ def table2_mini_two_step() -> str:
         "starts from its seed's two-step start: the server's pretraining on 6,000 MNIST images with a new head "
         f"({span(pretrained)}% on Fashion-MNIST), then the pretraining round, every client training the whole model "
         f"until its training loss stops improving ({_epochs_text(epochs)}; {after} after it). "
-        f"Seeds as listed per cell, of the file's {', '.join(map(str, run.seeds))}; computed {_machines(run)}, "
+        f"{seeds_run}; computed {_machines(run)}, "
         "some cells beside other work, so their client seconds measure that load too. "
         f"Mean ± std over the seeds; last-10 is the mean of rounds {run.rounds - 9}–{run.rounds}:"
     )
