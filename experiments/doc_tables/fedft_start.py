@@ -212,7 +212,7 @@ def _machines(run: RecordedExperiment) -> str:
     return "; ".join(texts)
 
 
-#: The methods ``efficiency_and_gap_bullets`` compares: a block shows its bullets once each has run at both α.
+#: The methods ``_efficiency_and_gap_bullets`` compares: a block shows its bullets once each has run at both α.
 BULLET_METHODS = (
     "fedft-eds",
     "fedft-rds",
@@ -232,7 +232,7 @@ def _both(values: Mapping[float, str]) -> str:
     return " and ".join(values[a] for a in ALPHAS)
 
 
-def efficiency_and_gap_bullets(run: RecordedExperiment, unexplained: str) -> list[str]:
+def _efficiency_and_gap_bullets(run: RecordedExperiment, unexplained: str) -> list[str]:
     """Table II's bullets under its claims: FedFT-EDS's learning efficiency against FedAvg's and FedProx's (with and
     without the pretraining round), EDS − RDS in the first and the last rounds (paper §IV-F), and FedFT-RDS − FedAvg
     split into paired steps in both orders, closed by ``unexplained``: what the steps leave without a reason in this
@@ -296,7 +296,7 @@ def efficiency_and_gap_bullets(run: RecordedExperiment, unexplained: str) -> lis
 
 
 def _seeds_run(run: RecordedExperiment, methods: Sequence[str], partial: str) -> str:
-    """ "Seeds 0, 1, 2 for every cell" once each method has every seed at both α; ``partial`` until then."""
+    """The text "Seeds 0, 1, 2 for every cell" once each method has every seed at both α; ``partial`` until then."""
     complete = all(
         _ran_at(run, m, a) and len(run.cells_of(m, _at(a))) == len(run.seeds) for m in methods for a in ALPHAS
     )
@@ -338,7 +338,7 @@ def table2_full_two_step() -> str:
         f"{run.rounds - 9}–{run.rounds}:"
     )
 
-    bullets = efficiency_and_gap_bullets(
+    bullets = _efficiency_and_gap_bullets(
         run,
         "they do not say why φ frozen after the pretraining round limits LeNet-5 here while the paper's WRN gains, "
         "nor why entropy selection at 10% does not beat random: no reason found in this setting.",
@@ -509,7 +509,7 @@ def table2_mini_two_step() -> str:
     if all(_ran_at(run, m, a) for m in BULLET_METHODS for a in ALPHAS):
         parts += [
             "",
-            *efficiency_and_gap_bullets(
+            *_efficiency_and_gap_bullets(
                 run,
                 "no run of this file measures why the steps cost what they do on WRN-16-1, nor why entropy "
                 "selection at 10% does not beat random: no reason found in this setting.",
