@@ -126,11 +126,11 @@ def _seconds(value: object) -> str:
 
 
 def _row_text(run: Mapping[str, object], note: int | None = None) -> str:
-    total, load = run["total_seconds"], run.get("load_max")
+    total, highest_load = run["total_seconds"], run.get("load_max")
     failed = run.get("install_exit_code") or run["test_exit_code"]
     if failed:
         verdict = "failed"
-    elif isinstance(load, (int, float)) and load > QUIET_LOAD:
+    elif isinstance(highest_load, (int, float)) and highest_load > QUIET_LOAD:
         verdict = "not a timing (load)"
     else:
         verdict = "yes" if isinstance(total, (int, float)) and total <= TARGET_SECONDS else "no"

@@ -115,20 +115,25 @@ def test_the_machines_are_named_with_the_seeds_each_computed() -> None:
     )
 
 
+def _mini_summary(best: float) -> dict[str, float]:
+    """A mini Table II cell's summary.json: 20 rounds from a 30% start after 4 epochs of the pretraining round."""
+    return {
+        "best_accuracy": best,
+        "mean_last10_accuracy": best - 0.05,
+        "total_client_train_seconds": 10.0,
+        "initial_accuracy": 0.3,
+        "pretraining_round.pretrained_accuracy": 0.08,
+        "pretraining_round.epochs.0": 4.0,
+        "rounds": 20,
+    }
+
+
 def test_the_mini_table_names_what_has_not_run_and_compares_only_pairs_that_ran(monkeypatch) -> None:
     """EDS and RDS ran at Dir(0.1) on one seed: their row is compared (no verdict from one seed), every other row
     and claim says it has not run."""
 
     def cell(method: str, best: float) -> RecordedCell:
-        summary = {
-            "best_accuracy": best,
-            "mean_last10_accuracy": best - 0.05,
-            "total_client_train_seconds": 10.0,
-            "initial_accuracy": 0.3,
-            "pretraining_round.pretrained_accuracy": 0.08,
-            "pretraining_round.epochs.0": 4.0,
-            "rounds": 20,
-        }
+        summary = _mini_summary(best)
         return RecordedCell(f"{method}__seed0", method, {"dirichlet-alpha": 0.1}, 0, "box", summary, {}, ())
 
     run = RecordedExperiment(
@@ -161,15 +166,7 @@ def test_the_mini_table_explains_its_rows_once_every_compared_method_ran_at_both
             + (0.02 if alpha == 0.5 else 0)
             + (0.02 if (method, alpha) == ("fedavg", 0.5) else 0)
         )
-        summary = {
-            "best_accuracy": best,
-            "mean_last10_accuracy": best - 0.05,
-            "total_client_train_seconds": 10.0,
-            "initial_accuracy": 0.3,
-            "pretraining_round.pretrained_accuracy": 0.08,
-            "pretraining_round.epochs.0": 4.0,
-            "rounds": 20,
-        }
+        summary = _mini_summary(best)
         rounds = {"accuracy": [best] * 20, "client_train_seconds": [seconds.get(method, 1.0)] * 20}
         point = {"dirichlet-alpha": alpha}
         return RecordedCell(f"{method}__{alpha}__{seed}", method, point, seed, "box", summary, rounds, ())

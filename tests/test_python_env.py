@@ -11,10 +11,15 @@ from pathlib import Path
 SCRIPT = Path(__file__).resolve().parents[1] / "deployment" / "python-env.sh"
 
 
-def sourced(python: str, show: str = "$python") -> subprocess.CompletedProcess:
+def sourced(
+    python: str, show: str = "$python", path_first: Path | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess:
+    """Source the script with ``PYTHON=python`` (``path_first`` before PATH, run in ``cwd``), then print ``show``."""
+    path = os.environ["PATH"] if path_first is None else f"{path_first}:{os.environ['PATH']}"
     return subprocess.run(
         ["bash", "-c", f'source "{SCRIPT}" && echo "{show}"'],
-        env={**os.environ, "PYTHON": python},
+        env={**os.environ, "PYTHON": python, "PATH": path},
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=60,
@@ -40,13 +45,6 @@ def test_the_console_scripts_are_the_interpreters_own_even_named_by_a_bare_comma
     start-supernode.sh run ``./flower-supernode``: the scripts folder comes from the interpreter, not from the name
     it was given. Run from an empty folder, so that no ``./flower-supernode`` could answer."""
     environment = Path(sys.executable).parent
-    done = subprocess.run(
-        ["bash", "-c", f'source "{SCRIPT}" && echo "$scripts"'],
-        env={**os.environ, "PYTHON": "python3", "PATH": f"{environment}:{os.environ['PATH']}"},
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = sourced("python3", "$scripts", path_first=environment, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert Path(done.stdout.strip()) == environment and (environment / "flower-supernode").is_file()
