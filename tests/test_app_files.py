@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import zipfile
 from io import BytesIO
 from pathlib import Path
@@ -23,6 +25,33 @@ def write_tree(root: Path, files: dict[str, str]) -> None:
         (root / name).write_text(text)
 
 
+#: The project's ``fab-exclude`` patterns that staging applies.
+EXCLUDED = [
+    "measurements/**",
+    "docs/**",
+    "tests/**",
+    "experiments/**",
+    "benchmarks/**",
+    "scripts/**",
+    "deployment/**",
+    "/*.md",
+    "/mkdocs.yml",
+]
+#: A file for each of the project's ``fab-exclude`` patterns (Flower refuses a pattern that matches no file): what the
+#: app's FAB leaves out.
+LEFT_OUT = {
+    "measurements/benchmarks/r.json": "{}",
+    "docs/index.md": "# docs",
+    "tests/learning.py": "z = 3\n",
+    "experiments/a.yaml": "a: 1",
+    "benchmarks/run.py": "b = 1\n",
+    "scripts/tool.py": "c = 1\n",
+    "deployment/credentials.py": "d = 1\n",
+    "README.md": "# readme",
+    "mkdocs.yml": "site_name: x",
+}
+
+
 def fab_files(app: Path) -> dict[str, bytes]:
     with zipfile.ZipFile(BytesIO(build_fab_from_disk(app))) as fab:
         return {name: fab.read(name) for name in fab.namelist() if name != ".info/CONTENT"}
@@ -37,9 +66,7 @@ def test_the_staged_copy_packs_into_the_same_fab(tmp_path: Path) -> None:
         "server_app/app.py": "x = 1\n",
         "data/assets/set.json": "{}",
         "data/assets/LICENSE-set.md": "text",
-        "README.md": "# readme",
-        "experiments/a.yaml": "a: 1",
-        "measurements/benchmarks/r.json": "{}",
+        **LEFT_OUT,
         "results/run/summary.json": "{}",
         ".venv/lib/site.py": "y = 2\n",
         ".flwr-home/run-1/config.toml": "",
@@ -49,16 +76,18 @@ def test_the_staged_copy_packs_into_the_same_fab(tmp_path: Path) -> None:
     write_tree(project, files)
     staged = stage_app(project, project / ".flwr-home" / "run-1" / "app")
     assert not (staged / ".venv").exists() and not (staged / "results").exists() and not (staged / "notes.txt").exists()
-    assert not (staged / "measurements").exists()  # the project's fab-exclude keeps it out of the FAB: not copied
+    assert not [name for name in LEFT_OUT if (staged / name).exists()]  # the project's fab-exclude: not copied
     from_stage, from_project = fab_files(staged), fab_files(project)
     assert from_stage.keys() == from_project.keys()
+    packed = ["data/assets/LICENSE-set.md", "data/assets/set.json", "pyproject.toml", "server_app/app.py"]
+    assert sorted(from_project) == packed
     assert {k: v for k, v in from_stage.items() if k != "pyproject.toml"} == {
         k: v for k, v in from_project.items() if k != "pyproject.toml"
     }
     staged_config, project_config = (
         tomllib.loads(fab["pyproject.toml"].decode()) for fab in (from_stage, from_project)
     )
-    assert project_config["tool"]["flwr"]["app"].pop("fab-exclude") == ["measurements/**", ".gitignore"]
+    assert project_config["tool"]["flwr"]["app"].pop("fab-exclude") == [*EXCLUDED, ".gitignore"]
     assert staged_config["tool"]["flwr"]["app"].pop("fab-exclude") == [".gitignore"]  # the pattern staging applied
     assert staged_config == project_config
     assert "server_app/app.py" in fab_files(staged)
@@ -87,10 +116,51 @@ def test_deployment_folders_in_the_project_stay_out_of_the_fab(tmp_path: Path) -
         "export/node-0/partition.json": "{}" * 200_000,
         "keys/ca.json": "{}",
         "results/run/summary.json": "{}",
-        "measurements/benchmarks/r.json": "{}",
+        **LEFT_OUT,
     }
     write_tree(project, files)
     packed = fab_files(project)
     assert "server_app/app.py" in packed
     assert not [name for name in packed if name.split("/")[0] in ("state", "export", "keys", "results")]
     assert len(build_fab_from_disk(project)) < 100_000
+
+
+#: What the app's FAB holds beside its pyproject.toml: the packages the ServerApp and the ClientApp import.
+APP_PACKAGES = [
+    "client_app",
+    "data",
+    "methods",
+    "models",
+    "profiling",
+    "protocol",
+    "run_config",
+    "server_app",
+    "simulation",
+    "strategies",
+]
+
+#: Run in a fresh interpreter with the unpacked FAB as its working folder: import both components (every method's
+#: module with them), with the project's own folder (the editable install's path) taken off ``sys.path``, then print
+#: the project modules that were loaded from anywhere else.
+IMPORT_FROM_FAB = """
+import os, sys
+fab, project, packages = os.getcwd(), sys.argv[1], sys.argv[2].split(",")
+sys.path[:] = [fab] + [p for p in sys.path if p and os.path.realpath(p) != project]
+import server_app.app, client_app.app, run_config
+for name in run_config.__all__:
+    getattr(run_config, name)
+loaded = {n: getattr(m, "__file__", None) or "" for n, m in sys.modules.items() if n.split(".")[0] in packages}
+print(sorted(n for n, f in loaded.items() if not os.path.realpath(f).startswith(fab + os.sep)))
+"""
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_the_fab_holds_the_app_packages_and_both_components_import_from_it_alone(tmp_path: Path) -> None:
+    with zipfile.ZipFile(BytesIO(build_fab_from_disk(stage_app(ROOT, tmp_path / "app")))) as fab:
+        fab.extractall(tmp_path / "fab")
+    held = sorted(path.name for path in (tmp_path / "fab").iterdir() if path.name not in (".info", "pyproject.toml"))
+    assert held == APP_PACKAGES
+    script = [sys.executable, "-c", IMPORT_FROM_FAB, str(ROOT), ",".join(APP_PACKAGES)]
+    imported = subprocess.run(script, cwd=tmp_path / "fab", capture_output=True, text=True, check=False, timeout=120)
+    assert imported.returncode == 0, imported.stderr[-3000:]
+    assert imported.stdout.strip() == "[]"
