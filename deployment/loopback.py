@@ -41,14 +41,17 @@ T = TypeVar("T")
 
 
 def wait_for(predicate: Callable[[], T], timeout: float, what: str, every: float = 0.5) -> T:
-    """The first true value of ``predicate()``, polled every ``every`` s; AssertionError after ``timeout`` s."""
+    """The first true value of ``predicate()``, polled every ``every`` s and once more at the deadline; AssertionError
+    after ``timeout`` s (a poll never sleeps past the deadline)."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while True:
         value = predicate()
         if value:
             return value
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(min(every, left))
 
 
 def deployment_env(flwr_home: Path, marker: str, supernode_args: str) -> dict[str, str]:
