@@ -50,7 +50,7 @@ def wait_for(predicate: Callable[[], T], timeout: float, what: str, every: float
             return value
         left = deadline - time.monotonic()
         if left <= 0:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
         time.sleep(min(every, left))
 
 
