@@ -118,7 +118,9 @@ def test_the_loopback_walkthrough_runs_as_written_twice(tmp_path: Path) -> None:
             assert len(runs) == attempt
             summary = json.loads((runs[-1] / "summary.json").read_text())
             assert summary["status"] == "completed" and summary["rounds"] == 3, summary
-            rounds = [json.loads(line) for line in (runs[-1] / "rounds.jsonl").read_text().splitlines()]
+            phase, *rounds = [json.loads(line) for line in (runs[-1] / "rounds.jsonl").read_text().splitlines()]
+            # FedFT-EDS's pretraining round (thesis §6.4.1 step 2) on both nodes, then the 3 federated rounds
+            assert (phase["round"], phase["phase"], sorted(phase["clients"])) == (0, "pretraining-round", [0, 1])
             assert [r["round"] for r in rounds] == [1, 2, 3]
             for record in rounds:
                 assert sorted(s["partition_id"] for s in record["client_stats"]) == [0, 1], record
