@@ -139,16 +139,21 @@ APP_PACKAGES = [
     "strategies",
 ]
 
-#: Run in a fresh interpreter with the unpacked FAB as its working folder: import both components (every method's
-#: module with them), with the project's own folder (the editable install's path) taken off ``sys.path``, then print
-#: the project modules that were loaded from anywhere else.
+#: Run in a fresh interpreter with the unpacked FAB as its working folder, the project's own folder (the editable
+#: install's path) taken off ``sys.path``: import both components and then every module of the app's packages (the
+#: ones a run imports only when it needs them too; ``__main__`` modules are entry points, not imported), read the
+#: embedded data set, and print the project modules that were loaded from anywhere else.
 IMPORT_FROM_FAB = """
-import os, sys
+import importlib, os, pkgutil, sys
 fab, project, packages = os.getcwd(), sys.argv[1], sys.argv[2].split(",")
 sys.path[:] = [fab] + [p for p in sys.path if p and os.path.realpath(p) != project]
-import server_app.app, client_app.app, run_config
-for name in run_config.__all__:
-    getattr(run_config, name)
+import server_app.app, client_app.app
+for package in packages:
+    for module in pkgutil.walk_packages(importlib.import_module(package).__path__, package + "."):
+        if not module.name.endswith("__main__"):
+            importlib.import_module(module.name)
+import data.loading
+assert len(data.loading.load_mini().train.labels) > 0
 loaded = {n: getattr(m, "__file__", None) or "" for n, m in sys.modules.items() if n.split(".")[0] in packages}
 print(sorted(n for n, f in loaded.items() if not os.path.realpath(f).startswith(fab + os.sep)))
 """

@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-RUNTIME_PACKAGES = (  # what the wheel ships: a SuperNode or SuperLink runs these
-    "client_app",
-    "server_app",
-    "strategies",
-    "methods",
-    "models",
-    "data",
-    "run_config",
-    "protocol",
-    "simulation",
-    "deployment",
-)
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+#: Every top-level folder holding Python code, the tests apart.
+CODE_PACKAGES = tuple(sorted({path.parent.name for path in ROOT.glob("*/*.py")} - {"tests"}))
 TOOL_PACKAGES = ("experiments", "benchmarks", "scripts")  # run from a clone only
-CODE_PACKAGES = RUNTIME_PACKAGES + TOOL_PACKAGES
+#: What the wheel ships: a SuperNode or SuperLink runs these.
+RUNTIME_PACKAGES = tuple(package for package in CODE_PACKAGES if package not in TOOL_PACKAGES)
 RESULT_SUFFIXES = {".jsonl", ".csv", ".png", ".json"}
 DATA_ASSETS = ROOT / "data" / "assets"  # the embedded dataset is data the code ships, not a result
 
@@ -33,8 +26,8 @@ def test_no_result_files_inside_code_packages() -> None:
     assert found == []
 
 
-def test_every_code_package_is_in_the_wheel() -> None:
-    import tomllib
-
-    wheel = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["hatch"]["build"]["targets"]["wheel"]
-    assert set(wheel["packages"]) == set(RUNTIME_PACKAGES)
+def test_every_code_package_is_layered_and_every_runtime_package_is_in_the_wheel() -> None:
+    """A package left out of the wheel installs without error and fails at its first import (profiling, which the
+    ServerApp and ClientApp import, was missing until 29 Nov 2026)."""
+    assert sorted(PYPROJECT["tool"]["importlinter"]["root_packages"]) == list(CODE_PACKAGES)
+    assert sorted(PYPROJECT["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"]) == list(RUNTIME_PACKAGES)
