@@ -25,31 +25,21 @@ def write_tree(root: Path, files: dict[str, str]) -> None:
         (root / name).write_text(text)
 
 
-#: The project's ``fab-exclude`` patterns that staging applies.
-EXCLUDED = [
-    "measurements/**",
-    "docs/**",
-    "tests/**",
-    "experiments/**",
-    "benchmarks/**",
-    "scripts/**",
-    "deployment/**",
-    "/*.md",
-    "/mkdocs.yml",
-]
-#: A file for each of the project's ``fab-exclude`` patterns (Flower refuses a pattern that matches no file): what the
-#: app's FAB leaves out.
-LEFT_OUT = {
-    "measurements/benchmarks/r.json": "{}",
-    "docs/index.md": "# docs",
-    "tests/learning.py": "z = 3\n",
-    "experiments/a.yaml": "a: 1",
-    "benchmarks/run.py": "b = 1\n",
-    "scripts/tool.py": "c = 1\n",
-    "deployment/credentials.py": "d = 1\n",
-    "README.md": "# readme",
-    "mkdocs.yml": "site_name: x",
+#: The project's ``fab-exclude`` patterns that staging applies, each with a file it keeps out of the FAB (Flower refuses
+#: a pattern that matches no file).
+EXCLUDED = {
+    "measurements/**": ("measurements/benchmarks/r.json", "{}"),
+    "docs/**": ("docs/index.md", "# docs"),
+    "tests/**": ("tests/learning.py", "z = 3\n"),
+    "experiments/**": ("experiments/a.yaml", "a: 1"),
+    "benchmarks/**": ("benchmarks/run.py", "b = 1\n"),
+    "scripts/**": ("scripts/tool.py", "c = 1\n"),
+    "deployment/**": ("deployment/credentials.py", "d = 1\n"),
+    "/*.md": ("README.md", "# readme"),
+    "/mkdocs.yml": ("mkdocs.yml", "site_name: x"),
 }
+#: A file for each of ``EXCLUDED``'s patterns: what the app's FAB leaves out.
+LEFT_OUT = dict(EXCLUDED.values())
 
 
 def fab_files(app: Path) -> dict[str, bytes]:
