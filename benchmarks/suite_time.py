@@ -1,6 +1,6 @@
 """The test suite's time on a fresh clone, as CI runs it: ``make test`` with its install, on this machine.
 
-    python -m benchmarks suite-time [--slowest N]
+    python -m benchmarks suite-time [--slowest N] [--cpus X]
 
 Clones this checkout's HEAD into a temporary folder (committed work only, as CI's clean clone of main), then runs
 ``make setup`` and ``make test`` there one after the other, timing each, with pytest's ``--durations=N`` added
@@ -11,6 +11,10 @@ load at the start and the highest sampled, the exit codes, the seconds of the in
 count line and its slowest tests. Other work on the machine slows the suite as much as it slows that work: only a
 row whose load stayed near 2 (the suite's own two workers) is a timing. Exits 1 when the install or the tests
 failed. docs/benchmarks.md shows every row and the slowest tests of the latest run of each machine kind.
+
+``--cpus X`` holds the install and the tests to X CPUs between them (a CFS quota on a cgroup of their own; Linux,
+root): an emulation of a slower machine of the same kind, not a timing of one. docs/development.md ("Tests") says
+which X stands for which of the 2-core machines, and from what measurements.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from typing import NotRequired, TypedDict
 
 import torch
 
-from benchmarks import PROJECT_DIR, RESULTS_DIR, LoadWatch, command_line, commit_of
+from benchmarks import PROJECT_DIR, RESULTS_DIR, CpuQuota, LoadWatch, command_line, commit_of
 
 NAME = "suite-time"
 OUTPUT = RESULTS_DIR / "suite_time.json"
@@ -59,6 +63,8 @@ class SuiteRun(TypedDict):
     load_at_start: NotRequired[float]
     load_max: NotRequired[float]
     slowest: NotRequired[list[tuple[float, str]]]
+    cpus: NotRequired[float]  # set on an emulation: the install and the tests held to this many CPUs (``--cpus``)
+    throttled_seconds: NotRequired[float]  # how long the quota held them back, summed over its periods
     log_tail: NotRequired[str]
     how: NotRequired[str]  # set on rows not timed by this benchmark
 
@@ -86,24 +92,27 @@ def pytest_summary(log: str) -> tuple[str, list[tuple[float, str]]]:
     return line, slowest
 
 
-def _timed(command: Sequence[str], cwd: Path, env: Mapping[str, str]) -> tuple[int, float, str]:
+def _timed(command: Sequence[str], cwd: Path, env: Mapping[str, str], quota: CpuQuota | None) -> tuple[int, float, str]:
     tick = time.perf_counter()
-    done = subprocess.run(command, cwd=cwd, env=dict(env), capture_output=True, text=True)
+    done = subprocess.run(
+        command, cwd=cwd, env=dict(env), capture_output=True, text=True, preexec_fn=quota.enter if quota else None
+    )
     return done.returncode, time.perf_counter() - tick, done.stdout + done.stderr
 
 
-def time_suite(slowest: int) -> SuiteRun:
-    """Clone HEAD, then time ``make setup`` and ``make test`` in the clone."""
+def time_suite(slowest: int, quota: CpuQuota | None = None) -> SuiteRun:
+    """Clone HEAD, then time ``make setup`` and ``make test`` in the clone (both held to ``quota`` when given)."""
     env = {**os.environ, "PYTEST_ADDOPTS": f"{os.environ.get('PYTEST_ADDOPTS', '')} --durations={slowest}".strip()}
     with tempfile.TemporaryDirectory(prefix="fedft-suite-time-") as scratch, LoadWatch() as watch:
         clone = Path(scratch) / "clone"
         subprocess.run(["git", "clone", "--quiet", str(PROJECT_DIR), str(clone)], check=True)
-        install_code, install_seconds, install_log = _timed(["make", "setup"], clone, env)
-        test_code, test_seconds, test_log = (1, 0.0, "") if install_code else _timed(["make", "test"], clone, env)
+        install_code, install_seconds, install_log = _timed(["make", "setup"], clone, env, quota)
+        tested = (1, 0.0, "") if install_code else _timed(["make", "test"], clone, env, quota)
+        test_code, test_seconds, test_log = tested
         commit = commit_of(clone)
     line, durations = pytest_summary(test_log)
     failed = install_code or test_code
-    return SuiteRun(
+    run = SuiteRun(
         date=time.strftime("%Y-%m-%d %H:%M"),
         commit=commit,
         machine=kernel_level(),
@@ -119,10 +128,19 @@ def time_suite(slowest: int) -> SuiteRun:
         slowest=durations,
         log_tail=(install_log + test_log)[-3000:] if failed else "",
     )
+    if quota:
+        run["cpus"], run["throttled_seconds"] = quota.share, round(quota.throttled_seconds(), 1)
+    return run
 
 
 def _seconds(value: object) -> str:
     return f"{value:.0f} s" if isinstance(value, (int, float)) else "–"
+
+
+def _machine_text(run: Mapping[str, object]) -> str:
+    """The machine a row ran on; an emulation says so (``..., AVX512 held to 1.05 CPUs``)."""
+    held = f" held to {run['cpus']:g} CPUs" if isinstance(run.get("cpus"), (int, float)) else ""
+    return f"{run['cpu']}, {run['machine']}{held}"
 
 
 def _row_text(run: Mapping[str, object], note: int | None = None) -> str:
@@ -137,7 +155,7 @@ def _row_text(run: Mapping[str, object], note: int | None = None) -> str:
     load = f"{run['load_at_start']} / {run['load_max']}" if "load_max" in run else "–"
     marked = f" (note {note})" if note else ""
     return (
-        f"| {run['commit']} | {run['date']}{marked} | {run['cpu']}, {run['machine']} | {_seconds(total)} | {verdict} "
+        f"| {run['commit']} | {run['date']}{marked} | {_machine_text(run)} | {_seconds(total)} | {verdict} "
         f"| {_seconds(run.get('install_seconds'))} | {_seconds(run['test_seconds'])} | {run['pytest_line'] or '–'} "
         f"| {load} |"
     )
@@ -156,7 +174,7 @@ def recorded_figure(slowest_shown: int = 10) -> str:
     ]
     if notes:
         lines += ["", *(f"Note {number}: {text}." for number, text in enumerate(notes, 1))]
-    latest = {f"{run['cpu']}, {run['machine']}": run for run in runs if run.get("slowest")}
+    latest = {_machine_text(run): run for run in runs if run.get("slowest")}
     for machine, run in latest.items():
         lines += ["", f"Slowest tests of the latest run on {machine} ({run['commit']}, {run['date']}):", ""]
         lines += [f"- {seconds:.1f} s {test}" for seconds, test in run["slowest"][:slowest_shown]]
@@ -166,10 +184,23 @@ def recorded_figure(slowest_shown: int = 10) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = command_line(NAME, __doc__)
     parser.add_argument("--slowest", type=int, default=25, help="how many of the slowest tests to record")
+    parser.add_argument(
+        "--cpus", type=float, default=None, help="hold the install and the tests to this many CPUs (an emulation)"
+    )
     args = parser.parse_args(argv)
     if args.slowest < 1:
         parser.error("--slowest must be at least 1")
-    run = time_suite(args.slowest)
+    if args.cpus is not None and not 0.01 <= args.cpus <= (os.cpu_count() or 1):
+        parser.error(f"--cpus must be between 0.01 and this machine's {os.cpu_count()} CPUs")
+    try:
+        quota = CpuQuota(args.cpus) if args.cpus is not None else None
+    except OSError as error:
+        parser.error(f"--cpus needs a cgroup this process may create (Linux, root): {error}")
+    try:
+        run = time_suite(args.slowest, quota)
+    finally:
+        if quota:
+            quota.close()
     runs = json.loads(OUTPUT.read_text()) if OUTPUT.is_file() else []
     OUTPUT.write_text(json.dumps([*runs, run], indent=1) + "\n")
     print(_row_text(run))

@@ -1,7 +1,7 @@
 """Helpers for the fault tests of a loopback deployment (``tests/test_deployment_faults.py``): a deployment started
 with the scripts in ``deployment/`` (TLS, SuperNode authentication), a TCP proxy to cut a node's connection, a
-restart loop standing in for systemd's ``Restart=``, a CPU quota that makes a SuperNode slower and a memory cap
-that makes it run out of memory."""
+restart loop standing in for systemd's ``Restart=`` and a memory cap that makes a SuperNode run out of memory (the CPU
+quota that makes one slower is ``benchmarks.CpuQuota``, shared with ``python -m benchmarks suite-time --cpus``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import os
 import signal
 import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -104,51 +103,6 @@ class Proxy:
             self.stop()
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
-
-
-class CpuQuota:
-    """A cgroup whose processes share at most ``share`` of one CPU (``share=0.1``: 10 ms of CPU per 100 ms), made
-    inside this process's own cgroup (cgroup v1's ``cpu`` controller, else v2's ``cpu.max``; Linux, root). ``enter``
-    moves the calling process into it: pass it as ``preexec_fn``, so that a SuperNode and every ClientApp it starts
-    are held to the quota. ``close`` moves what is left to the parent and removes the cgroup."""
-
-    PERIOD_US = 100_000
-
-    def __init__(self, share: float) -> None:
-        root = Path("/sys/fs/cgroup")
-        own = Path("/proc/self/cgroup").read_text().splitlines()
-        quota = max(1000, int(share * self.PERIOD_US))
-        if (root / "cpu" / "cpu.cfs_quota_us").is_file():  # cgroup v1
-            path = next(line.split(":", 2)[2] for line in own if "cpu" in line.split(":", 2)[1].split(","))
-            self.parent = root / "cpu" / path.lstrip("/")
-            self.path = self.parent / f"fedft-cpu-{uuid.uuid4().hex[:12]}"
-            self.path.mkdir()
-            (self.path / "cpu.cfs_period_us").write_text(str(self.PERIOD_US))
-            (self.path / "cpu.cfs_quota_us").write_text(str(quota))
-        else:  # cgroup v2: the parent must hand the cpu controller down (a root or delegated cgroup)
-            path = next(line.split(":", 2)[2] for line in own if line.startswith("0::"))
-            self.parent = root / path.lstrip("/")
-            (self.parent / "cgroup.subtree_control").write_text("+cpu")
-            self.path = self.parent / f"fedft-cpu-{uuid.uuid4().hex[:12]}"
-            self.path.mkdir()
-            (self.path / "cpu.max").write_text(f"{quota} {self.PERIOD_US}")
-
-    def enter(self) -> None:
-        (self.path / "cgroup.procs").write_text(str(os.getpid()))
-
-    def throttled_seconds(self) -> float:
-        """CPU time the quota held back so far (``cpu.stat``)."""
-        stat = dict(line.split() for line in (self.path / "cpu.stat").read_text().splitlines())
-        if "throttled_time" in stat:  # v1, nanoseconds
-            return int(stat["throttled_time"]) / 1e9
-        return int(stat.get("throttled_usec", 0)) / 1e6
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            for pid in (self.path / "cgroup.procs").read_text().split():
-                with contextlib.suppress(OSError):
-                    (self.parent / "cgroup.procs").write_text(pid)
-            self.path.rmdir()
 
 
 class MemoryCap(MemoryCgroup):

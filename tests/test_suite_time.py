@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import suite_time
+from benchmarks import CpuQuota, suite_time
 
 MAKE_TEST_OUTPUT = """\
 .venv/bin/ruff check .
@@ -71,28 +71,33 @@ def test_the_figure_judges_each_row_against_8_minutes_and_lists_each_kinds_lates
         recorded_run("ccc3333", "AVX2", 480.4, slowest=[[40.0, "call newer"], [30.0, "call next"]]),
         recorded_run("ddd4444", "AVX512", 250.0, test_exit_code=1, slowest=[[20.0, "call fast"]]),
         recorded_run("eee5555", "AVX512", 539.0, load_at_start=2.4, load_max=6.5),
+        recorded_run("fff6666", "AVX512", 438.0, cpus=1.05, throttled_seconds=190.0, slowest=[[60.0, "call held"]]),
     ]
     (tmp_path / "suite_time.json").write_text(json.dumps(runs))
     monkeypatch.setattr(suite_time, "OUTPUT", tmp_path / "suite_time.json")
     figure = suite_time.recorded_figure(slowest_shown=1)
     rows = [line for line in figure.splitlines() if line.startswith("| ") and "commit" not in line]
-    assert [row.split(" | ")[4] for row in rows] == ["no", "yes", "no", "failed", "not a timing (load)"]
+    assert [row.split(" | ")[4] for row in rows] == ["no", "yes", "no", "failed", "not a timing (load)", "yes"]
     assert rows[0].startswith("| aaa1111 | 2026-11-29 15:00 (note 1) | AMD EPYC, AVX2 | 491 s |")
     assert "| 2.1 / 2.4 |" in rows[1] and rows[0].endswith("| – |")
     assert "Note 1: timed by hand." in figure
     assert "on AMD EPYC, AVX2 (ccc3333" in figure and "- 40.0 s call newer" in figure
     assert "call next" not in figure and "call old" not in figure  # one shown; only the latest run of a kind
     assert "on AMD EPYC, AVX512 (ddd4444" in figure and "- 20.0 s call fast" in figure
+    # an emulation is named as one, and its slowest tests are not taken for the machine's own
+    assert rows[5].startswith("| fff6666 | 2026-11-29 15:00 | AMD EPYC, AVX512 held to 1.05 CPUs | 438 s |")
+    assert "on AMD EPYC, AVX512 held to 1.05 CPUs (fff6666" in figure and "- 60.0 s call held" in figure
 
 
 def stand_in_project(root: Path, test_exit: int) -> Path:
     """A git repository whose ``make setup`` and ``make test`` print what the real ones print, ``make test`` exiting
-    with ``test_exit`` and echoing PYTEST_ADDOPTS."""
+    with ``test_exit`` and echoing PYTEST_ADDOPTS and the cgroups it runs in."""
     root.mkdir()
     (root / "make-test-output.txt").write_text(MAKE_TEST_OUTPUT)
     (root / "Makefile").write_text(
         "setup:\n\t@echo installed\n"
-        f'test:\n\t@echo "addopts=$$PYTEST_ADDOPTS"\n\t@cat make-test-output.txt\n\t@exit {test_exit}\n'
+        f'test:\n\t@echo "addopts=$$PYTEST_ADDOPTS"\n\t@cat /proc/self/cgroup\n\t@cat make-test-output.txt\n'
+        f"\t@exit {test_exit}\n"
     )
     for command in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "stand-in"]):
         subprocess.run(
@@ -129,3 +134,36 @@ def test_slowest_below_one_is_refused(capsys: pytest.CaptureFixture[str]) -> Non
     with pytest.raises(SystemExit):
         suite_time.main(["--slowest", "0"])
     assert "--slowest must be at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("cpus", ["0", "-1", "4096"])
+def test_cpus_outside_the_machine_are_refused(cpus: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        suite_time.main(["--cpus", cpus])
+    assert "--cpus must be between 0.01 and this machine's" in capsys.readouterr().err
+
+
+def test_an_emulation_runs_both_steps_in_a_cpu_quota_it_records_and_removes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    try:
+        CpuQuota(1.5).close()
+    except OSError as error:
+        pytest.skip(f"no cgroup may be made here: {error}")
+    project = stand_in_project(tmp_path / "project", test_exit=2)  # a failed run keeps its log
+    output = tmp_path / "suite_time.json"
+    monkeypatch.setattr(suite_time, "PROJECT_DIR", project)
+    monkeypatch.setattr(suite_time, "OUTPUT", output)
+    made: list[CpuQuota] = []
+
+    def quota(share: float) -> CpuQuota:
+        made.append(CpuQuota(share))
+        return made[-1]
+
+    monkeypatch.setattr(suite_time, "CpuQuota", quota)
+    assert suite_time.main(["--slowest", "3", "--cpus", "1.5"]) == 1
+    [run] = json.loads(output.read_text())
+    assert run["cpus"] == 1.5 and run["throttled_seconds"] >= 0
+    [held] = made
+    assert f"{held.path.name}\n" in run["log_tail"]  # make test ran in the quota's cgroup
+    assert held.path.parent.is_dir() and not held.path.exists()  # and the cgroup is gone

@@ -29,10 +29,11 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks import CpuQuota
 from deployment.loopback import wait_for
 from strategies.stragglers import constant_stragglers
 from tests.conftest import make_config
-from tests.deployment_faults import CpuQuota, Deployment, read_rounds, trained
+from tests.deployment_faults import Deployment, read_rounds, trained
 
 SLOW = 0  # the throttled partition
 SHARE = float(os.environ.get("FEDFT_THROTTLE_SHARE", "0.05"))  # of one CPU
