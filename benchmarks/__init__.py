@@ -54,34 +54,37 @@ class LoadWatch:
         self._thread.join()
 
 
-class CpuQuota:
-    """A cgroup whose processes share at most ``share`` CPUs (``share=0.1``: 10 ms of CPU per 100 ms; 1.05: 105 ms
-    per 100 ms, across cores), made inside this process's own cgroup (cgroup v1's ``cpu`` controller, else v2's
-    ``cpu.max``; Linux, root; OSError elsewhere). ``enter`` moves the calling process into it: pass it as
-    ``preexec_fn``, so that a command and everything it starts are held to the quota (a SuperNode and its ClientApps;
-    ``make test`` and its workers). ``close`` moves what is left to the parent and removes the cgroup."""
+class CpuCgroup:
+    """A cgroup of the CPU controller, made inside this process's own (cgroup v1's ``cpu`` controller, else v2's;
+    Linux, root; OSError elsewhere), whose processes share at most ``share`` CPUs (``share=0.1``: 10 ms of CPU per
+    100 ms, a CFS quota) or, with ``share=None``, as much as the machine has: its processes then compete with each
+    other by their nice values alone (the kernel's autogroups, which would weigh each session as one, apply only
+    outside a cgroup). ``enter`` moves the calling process into it: pass it as ``preexec_fn``, so that a command and
+    everything it starts are in it (a SuperNode and its ClientApps; ``make test`` and its workers). ``close`` moves
+    what is left to the parent and removes the cgroup."""
 
     PERIOD_US = 100_000
 
-    def __init__(self, share: float) -> None:
-        self.share = share
+    def __init__(self, share: float | None) -> None:
         root = Path("/sys/fs/cgroup")
         own = Path("/proc/self/cgroup").read_text().splitlines()
-        quota = max(1000, int(share * self.PERIOD_US))
+        quota = None if share is None else max(1000, int(share * self.PERIOD_US))
         if (root / "cpu" / "cpu.cfs_quota_us").is_file():  # cgroup v1
             path = next(line.split(":", 2)[2] for line in own if "cpu" in line.split(":", 2)[1].split(","))
             self.parent = root / "cpu" / path.lstrip("/")
             self.path = self.parent / f"fedft-cpu-{uuid.uuid4().hex[:12]}"
             self.path.mkdir()
-            (self.path / "cpu.cfs_period_us").write_text(str(self.PERIOD_US))
-            (self.path / "cpu.cfs_quota_us").write_text(str(quota))
+            if quota is not None:
+                (self.path / "cpu.cfs_period_us").write_text(str(self.PERIOD_US))
+                (self.path / "cpu.cfs_quota_us").write_text(str(quota))
         else:  # cgroup v2: the parent must hand the cpu controller down (a root or delegated cgroup)
             path = next(line.split(":", 2)[2] for line in own if line.startswith("0::"))
             self.parent = root / path.lstrip("/")
             (self.parent / "cgroup.subtree_control").write_text("+cpu")
             self.path = self.parent / f"fedft-cpu-{uuid.uuid4().hex[:12]}"
             self.path.mkdir()
-            (self.path / "cpu.max").write_text(f"{quota} {self.PERIOD_US}")
+            if quota is not None:
+                (self.path / "cpu.max").write_text(f"{quota} {self.PERIOD_US}")
 
     def enter(self) -> None:
         """Move the calling process into this cgroup."""

@@ -1,6 +1,6 @@
 """The test suite's time on a fresh clone, as CI runs it: ``make test`` with its install, on this machine.
 
-    python -m benchmarks suite-time [--slowest N] [--cpus X]
+    python -m benchmarks suite-time [--slowest N] [--slower R]
 
 Clones this checkout's HEAD into a temporary folder (committed work only, as CI's clean clone of main), then runs
 ``make setup`` and ``make test`` there one after the other, timing each, with pytest's ``--durations=N`` added
@@ -12,9 +12,11 @@ count line and its slowest tests. Other work on the machine slows the suite as m
 row whose load stayed near 2 (the suite's own two workers) is a timing. Exits 1 when the install or the tests
 failed. docs/benchmarks.md shows every row and the slowest tests of the latest run of each machine kind.
 
-``--cpus X`` holds the install and the tests to X CPUs between them (a CFS quota on a cgroup of their own; Linux,
-root): an emulation of a slower machine of the same kind, not a timing of one. docs/development.md ("Tests") says
-which X stands for which of the 2-core machines, and from what measurements.
+``--slower R`` runs the install and the tests beside one busy process per CPU, each pinned to its CPU at a nice value
+chosen so that a thread of theirs gets 1/R of a core (R from 1.1 to 2, to the nearest the kernel's nice weights
+allow: 2, 1.8, 1.64, 1.51, 1.41, ...; Linux, root, for the CPU cgroup that they and the busy processes share): an
+emulation of a CPU R times slower, not a timing of one; the row records the R it ran. docs/development.md ("Tests")
+says which R stands for which of the 2-core machines, and from what measurements.
 """
 
 from __future__ import annotations
@@ -23,15 +25,16 @@ import json
 import os
 import re
 import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import NotRequired, TypedDict
 
 import torch
 
-from benchmarks import PROJECT_DIR, RESULTS_DIR, CpuQuota, LoadWatch, command_line, commit_of
+from benchmarks import PROJECT_DIR, RESULTS_DIR, CpuCgroup, LoadWatch, command_line, commit_of
 
 NAME = "suite-time"
 OUTPUT = RESULTS_DIR / "suite_time.json"
@@ -63,10 +66,64 @@ class SuiteRun(TypedDict):
     load_at_start: NotRequired[float]
     load_max: NotRequired[float]
     slowest: NotRequired[list[tuple[float, str]]]
-    cpus: NotRequired[float]  # set on an emulation: the install and the tests held to this many CPUs (``--cpus``)
-    throttled_seconds: NotRequired[float]  # how long the quota held them back, summed over its periods
+    slower: NotRequired[float]  # set on an emulation (``--slower``): how many times slower a core was for the suite
+    competing_nice: NotRequired[int]  # the nice value of the busy processes beside it
     log_tail: NotRequired[str]
     how: NotRequired[str]  # set on rows not timed by this benchmark
+
+
+#: The kernel's weight of a task at nice 0 to 19 (``sched_prio_to_weight`` in kernel/sched/core.c): on a core shared
+#: with one busy task at nice n, a task at nice 0 gets 1024 / (1024 + weight[n]) of it.
+NICE_WEIGHTS = (1024, 820, 655, 526, 423, 335, 272, 215, 172, 137, 110, 87, 70, 56, 45, 36, 29, 23, 18, 15)
+
+
+def slowdown(nice: int) -> float:
+    """How many times slower a core runs a task at nice 0 beside one busy task at ``nice``."""
+    return round(1 + NICE_WEIGHTS[nice] / NICE_WEIGHTS[0], 2)
+
+
+def competing_nice(slower: float) -> int:
+    """The nice value of the busy tasks whose ``slowdown`` is nearest ``slower``."""
+    return min(range(len(NICE_WEIGHTS)), key=lambda nice: abs(slowdown(nice) - slower))
+
+
+class CompetingLoad:
+    """One busy process per CPU this process may use, each pinned to its CPU at ``nice`` (above this process's own),
+    in a fresh CPU cgroup for the timed commands to enter too (``enter``): a thread of theirs gets
+    ``1 / slowdown(nice)`` of a core while it runs, as on a CPU that many times slower; waiting (for a child process, a
+    socket, a sleep) is not slowed, as on a slower CPU. ``close`` stops the busy processes by PID and removes the
+    cgroup."""
+
+    def __init__(self, nice: int) -> None:
+        self.nice = nice
+        self.cgroup = CpuCgroup(None)
+        self.busy: list[subprocess.Popen[bytes]] = []
+        try:
+            for cpu in sorted(os.sched_getaffinity(0)):
+                self.busy.append(
+                    subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=self._pinned(cpu))
+                )
+        except BaseException:
+            self.close()
+            raise
+
+    def _pinned(self, cpu: int) -> Callable[[], None]:
+        def pin() -> None:
+            os.sched_setaffinity(0, {cpu})
+            os.nice(self.nice)
+            self.cgroup.enter()
+
+        return pin
+
+    def enter(self) -> None:
+        """Move the calling process into the busy processes' cgroup."""
+        self.cgroup.enter()
+
+    def close(self) -> None:
+        for process in self.busy:
+            process.kill()
+            process.wait()
+        self.cgroup.close()
 
 
 def cpu_description(cpuinfo: str) -> str:
@@ -92,22 +149,24 @@ def pytest_summary(log: str) -> tuple[str, list[tuple[float, str]]]:
     return line, slowest
 
 
-def _timed(command: Sequence[str], cwd: Path, env: Mapping[str, str], quota: CpuQuota | None) -> tuple[int, float, str]:
+def _timed(
+    command: Sequence[str], cwd: Path, env: Mapping[str, str], load: CompetingLoad | None
+) -> tuple[int, float, str]:
     tick = time.perf_counter()
     done = subprocess.run(
-        command, cwd=cwd, env=dict(env), capture_output=True, text=True, preexec_fn=quota.enter if quota else None
+        command, cwd=cwd, env=dict(env), capture_output=True, text=True, preexec_fn=load.enter if load else None
     )
     return done.returncode, time.perf_counter() - tick, done.stdout + done.stderr
 
 
-def time_suite(slowest: int, quota: CpuQuota | None = None) -> SuiteRun:
-    """Clone HEAD, then time ``make setup`` and ``make test`` in the clone (both held to ``quota`` when given)."""
+def time_suite(slowest: int, load: CompetingLoad | None = None) -> SuiteRun:
+    """Clone HEAD, then time ``make setup`` and ``make test`` in the clone (both beside ``load`` when given)."""
     env = {**os.environ, "PYTEST_ADDOPTS": f"{os.environ.get('PYTEST_ADDOPTS', '')} --durations={slowest}".strip()}
     with tempfile.TemporaryDirectory(prefix="fedft-suite-time-") as scratch, LoadWatch() as watch:
         clone = Path(scratch) / "clone"
         subprocess.run(["git", "clone", "--quiet", str(PROJECT_DIR), str(clone)], check=True)
-        install_code, install_seconds, install_log = _timed(["make", "setup"], clone, env, quota)
-        tested = (1, 0.0, "") if install_code else _timed(["make", "test"], clone, env, quota)
+        install_code, install_seconds, install_log = _timed(["make", "setup"], clone, env, load)
+        tested = (1, 0.0, "") if install_code else _timed(["make", "test"], clone, env, load)
         test_code, test_seconds, test_log = tested
         commit = commit_of(clone)
     line, durations = pytest_summary(test_log)
@@ -128,8 +187,8 @@ def time_suite(slowest: int, quota: CpuQuota | None = None) -> SuiteRun:
         slowest=durations,
         log_tail=(install_log + test_log)[-3000:] if failed else "",
     )
-    if quota:
-        run["cpus"], run["throttled_seconds"] = quota.share, round(quota.throttled_seconds(), 1)
+    if load:
+        run["slower"], run["competing_nice"] = slowdown(load.nice), load.nice
     return run
 
 
@@ -138,9 +197,9 @@ def _seconds(value: object) -> str:
 
 
 def _machine_text(run: Mapping[str, object]) -> str:
-    """The machine a row ran on; an emulation says so (``..., AVX512 held to 1.05 CPUs``)."""
-    held = f" held to {run['cpus']:g} CPUs" if isinstance(run.get("cpus"), (int, float)) else ""
-    return f"{run['cpu']}, {run['machine']}{held}"
+    """The machine a row ran on; an emulation says so (``..., AVX512 made 1.8x slower``)."""
+    slower = f" made {run['slower']:g}x slower" if isinstance(run.get("slower"), (int, float)) else ""
+    return f"{run['cpu']}, {run['machine']}{slower}"
 
 
 def _row_text(run: Mapping[str, object], note: int | None = None) -> str:
@@ -184,23 +243,21 @@ def recorded_figure(slowest_shown: int = 10) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = command_line(NAME, __doc__)
     parser.add_argument("--slowest", type=int, default=25, help="how many of the slowest tests to record")
-    parser.add_argument(
-        "--cpus", type=float, default=None, help="hold the install and the tests to this many CPUs (an emulation)"
-    )
+    parser.add_argument("--slower", type=float, default=None, help="emulate a CPU this many times slower (1.1 to 2)")
     args = parser.parse_args(argv)
     if args.slowest < 1:
         parser.error("--slowest must be at least 1")
-    if args.cpus is not None and not 0.01 <= args.cpus <= (os.cpu_count() or 1):
-        parser.error(f"--cpus must be between 0.01 and this machine's {os.cpu_count()} CPUs")
+    if args.slower is not None and not 1.1 <= args.slower <= 2:
+        parser.error("--slower must be between 1.1 and 2")
     try:
-        quota = CpuQuota(args.cpus) if args.cpus is not None else None
+        load = CompetingLoad(competing_nice(args.slower)) if args.slower is not None else None
     except OSError as error:
-        parser.error(f"--cpus needs a cgroup this process may create (Linux, root): {error}")
+        parser.error(f"--slower needs a cgroup this process may create (Linux, root): {error}")
     try:
-        run = time_suite(args.slowest, quota)
+        run = time_suite(args.slowest, load)
     finally:
-        if quota:
-            quota.close()
+        if load:
+            load.close()
     runs = json.loads(OUTPUT.read_text()) if OUTPUT.is_file() else []
     OUTPUT.write_text(json.dumps([*runs, run], indent=1) + "\n")
     print(_row_text(run))

@@ -5,12 +5,13 @@ project (a git repository whose Makefile prints what ``make test`` prints), not 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from benchmarks import CpuQuota, suite_time
+from benchmarks import suite_time
 
 MAKE_TEST_OUTPUT = """\
 .venv/bin/ruff check .
@@ -71,7 +72,7 @@ def test_the_figure_judges_each_row_against_8_minutes_and_lists_each_kinds_lates
         recorded_run("ccc3333", "AVX2", 480.4, slowest=[[40.0, "call newer"], [30.0, "call next"]]),
         recorded_run("ddd4444", "AVX512", 250.0, test_exit_code=1, slowest=[[20.0, "call fast"]]),
         recorded_run("eee5555", "AVX512", 539.0, load_at_start=2.4, load_max=6.5),
-        recorded_run("fff6666", "AVX512", 438.0, cpus=1.05, throttled_seconds=190.0, slowest=[[60.0, "call held"]]),
+        recorded_run("fff6666", "AVX512", 442.0, slower=1.8, competing_nice=1, slowest=[[60.0, "call slowed"]]),
     ]
     (tmp_path / "suite_time.json").write_text(json.dumps(runs))
     monkeypatch.setattr(suite_time, "OUTPUT", tmp_path / "suite_time.json")
@@ -85,8 +86,8 @@ def test_the_figure_judges_each_row_against_8_minutes_and_lists_each_kinds_lates
     assert "call next" not in figure and "call old" not in figure  # one shown; only the latest run of a kind
     assert "on AMD EPYC, AVX512 (ddd4444" in figure and "- 20.0 s call fast" in figure
     # an emulation is named as one, and its slowest tests are not taken for the machine's own
-    assert rows[5].startswith("| fff6666 | 2026-11-29 15:00 | AMD EPYC, AVX512 held to 1.05 CPUs | 438 s |")
-    assert "on AMD EPYC, AVX512 held to 1.05 CPUs (fff6666" in figure and "- 60.0 s call held" in figure
+    assert rows[5].startswith("| fff6666 | 2026-11-29 15:00 | AMD EPYC, AVX512 made 1.8x slower | 442 s |")
+    assert "on AMD EPYC, AVX512 made 1.8x slower (fff6666" in figure and "- 60.0 s call slowed" in figure
 
 
 def stand_in_project(root: Path, test_exit: int) -> Path:
@@ -136,34 +137,61 @@ def test_slowest_below_one_is_refused(capsys: pytest.CaptureFixture[str]) -> Non
     assert "--slowest must be at least 1" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("cpus", ["0", "-1", "4096"])
-def test_cpus_outside_the_machine_are_refused(cpus: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_slowdown_is_the_kernels_share_of_a_core_and_the_nearest_is_chosen() -> None:
+    # nice 0 beside nice 0: half a core; beside nice 1 (weight 820): 1024 / 1844 of it
+    assert [suite_time.slowdown(nice) for nice in (0, 1, 2, 5)] == [2.0, 1.8, 1.64, 1.33]
+    assert [suite_time.competing_nice(slower) for slower in (2.0, 1.95, 1.78, 1.7, 1.1)] == [0, 0, 1, 2, 10]
+
+
+@pytest.mark.parametrize("slower", ["1.05", "-1", "2.5"])
+def test_a_slowdown_outside_what_nice_values_give_is_refused(slower: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
-        suite_time.main(["--cpus", cpus])
-    assert "--cpus must be between 0.01 and this machine's" in capsys.readouterr().err
+        suite_time.main(["--slower", slower])
+    assert "--slower must be between 1.1 and 2" in capsys.readouterr().err
 
 
-def test_an_emulation_runs_both_steps_in_a_cpu_quota_it_records_and_removes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def competing_load_or_skip(nice: int) -> suite_time.CompetingLoad:
     try:
-        CpuQuota(1.5).close()
+        return suite_time.CompetingLoad(nice)
     except OSError as error:
         pytest.skip(f"no cgroup may be made here: {error}")
+
+
+def test_the_competing_load_is_one_busy_process_pinned_to_each_cpu_at_its_nice_value_until_closed() -> None:
+    load = competing_load_or_skip(nice=1)
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+        assert [os.sched_getaffinity(process.pid) for process in load.busy] == [{cpu} for cpu in cpus]
+        own = os.getpriority(os.PRIO_PROCESS, 0)
+        assert [os.getpriority(os.PRIO_PROCESS, process.pid) for process in load.busy] == [own + 1] * len(cpus)
+        for process in load.busy:
+            assert f"{load.cgroup.path.name}\n" in Path(f"/proc/{process.pid}/cgroup").read_text()
+            assert process.poll() is None  # busy
+    finally:
+        load.close()
+    assert all(process.returncode is not None for process in load.busy) and not load.cgroup.path.exists()
+
+
+def test_an_emulation_runs_both_steps_beside_the_load_records_its_slowdown_and_stops_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    competing_load_or_skip(nice=19).close()
     project = stand_in_project(tmp_path / "project", test_exit=2)  # a failed run keeps its log
     output = tmp_path / "suite_time.json"
     monkeypatch.setattr(suite_time, "PROJECT_DIR", project)
     monkeypatch.setattr(suite_time, "OUTPUT", output)
-    made: list[CpuQuota] = []
+    made: list[suite_time.CompetingLoad] = []
+    competing_load = suite_time.CompetingLoad
 
-    def quota(share: float) -> CpuQuota:
-        made.append(CpuQuota(share))
+    def load(nice: int) -> suite_time.CompetingLoad:
+        made.append(competing_load(nice))
         return made[-1]
 
-    monkeypatch.setattr(suite_time, "CpuQuota", quota)
-    assert suite_time.main(["--slowest", "3", "--cpus", "1.5"]) == 1
+    monkeypatch.setattr(suite_time, "CompetingLoad", load)
+    assert suite_time.main(["--slowest", "3", "--slower", "1.78"]) == 1
     [run] = json.loads(output.read_text())
-    assert run["cpus"] == 1.5 and run["throttled_seconds"] >= 0
-    [held] = made
-    assert f"{held.path.name}\n" in run["log_tail"]  # make test ran in the quota's cgroup
-    assert held.path.parent.is_dir() and not held.path.exists()  # and the cgroup is gone
+    assert (run["slower"], run["competing_nice"]) == (1.8, 1)
+    [competing] = made
+    assert f"{competing.cgroup.path.name}\n" in run["log_tail"]  # make test ran in the busy processes' cgroup
+    assert all(process.returncode is not None for process in competing.busy)  # stopped
+    assert competing.cgroup.path.parent.is_dir() and not competing.cgroup.path.exists()  # and the cgroup is gone

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import CpuQuota
+from benchmarks import CpuCgroup
 from deployment.loopback import wait_for
 from strategies.stragglers import constant_stragglers
 from tests.conftest import make_config
@@ -90,7 +90,7 @@ def summary(rounds: list[dict]) -> list[tuple]:
 @pytest.mark.e2e
 @pytest.mark.skipif(os.environ.get("FEDFT_THROTTLE_E2E") != "1", reason="opt-in (minutes): set FEDFT_THROTTLE_E2E=1")
 def test_round_time_is_bounded_by_round_timeout_not_by_a_throttled_node(tmp_path: Path) -> None:
-    quota = CpuQuota(SHARE)
+    quota = CpuCgroup(SHARE)
     deployment = Deployment(tmp_path, num_nodes=3)
     deployment.node_preexec[SLOW] = quota.enter
     watch = NodeRounds(deployment)
