@@ -15,15 +15,20 @@ failed. docs/benchmarks.md shows every row and the slowest tests of the latest r
 ``--slower R`` runs the install and the tests beside one busy process per CPU, each pinned to its CPU at a nice value
 chosen so that a thread of theirs gets 1/R of a core (R from 1.1 to 2, to the nearest the kernel's nice weights
 allow: 2, 1.8, 1.64, 1.51, 1.41, ...; Linux, root, for the CPU cgroup that they and the busy processes share): an
-emulation of a CPU R times slower, not a timing of one; the row records the R it ran. docs/development.md ("Tests")
-says which R stands for which of the 2-core machines, and from what measurements.
+emulation of a CPU R times slower, not a timing of one. Ray's workers start at nice 0 there, not Ray's 15. The row
+records R and the slowdown the same load gave a probe just before (torch's training steps and a Python loop, each on
+one thread, three runs beside the load against three alone). docs/development.md ("Tests") says which R stands for
+which of the 2-core machines, and from what measurements.
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import re
+import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -68,6 +73,7 @@ class SuiteRun(TypedDict):
     slowest: NotRequired[list[tuple[float, str]]]
     slower: NotRequired[float]  # set on an emulation (``--slower``): how many times slower a core was for the suite
     competing_nice: NotRequired[int]  # the nice value of the busy processes beside it
+    measured: NotRequired[Slowdown]  # the slowdown the same load gave ``PROBE``, measured just before
     log_tail: NotRequired[str]
     how: NotRequired[str]  # set on rows not timed by this benchmark
 
@@ -87,12 +93,20 @@ def competing_nice(slower: float) -> int:
     return min(range(len(NICE_WEIGHTS)), key=lambda nice: abs(slowdown(nice) - slower))
 
 
+#: ``prctl``'s option that has the kernel send a process a signal when its parent dies (linux/prctl.h).
+PR_SET_PDEATHSIG = 1
+#: The environment of commands run beside the busy processes: Ray starts its workers at nice 15 (its
+#: ``worker_niceness``), where beside a busy process at nice 1 they would get 4% of a core (36 / (36 + 820)) rather
+#: than 1/1.8 of it, and the documented ``flwr run`` test would never end; at nice 0 they are slowed like the rest.
+EMULATION_ENV = {"RAY_worker_niceness": "0"}
+
+
 class CompetingLoad:
     """One busy process per CPU this process may use, each pinned to its CPU at ``nice`` (above this process's own),
-    in a fresh CPU cgroup for the timed commands to enter too (``enter``): a thread of theirs gets
+    in a fresh CPU cgroup for the timed commands to enter too (``enter``): a thread of theirs at nice 0 gets
     ``1 / slowdown(nice)`` of a core while it runs, as on a CPU that many times slower; waiting (for a child process, a
-    socket, a sleep) is not slowed, as on a slower CPU. ``close`` stops the busy processes by PID and removes the
-    cgroup."""
+    socket, a sleep) is not slowed, as on a slower CPU. The busy processes die with this one; ``close`` stops them by
+    PID and removes the cgroup."""
 
     def __init__(self, nice: int) -> None:
         self.nice = nice
@@ -108,7 +122,12 @@ class CompetingLoad:
             raise
 
     def _pinned(self, cpu: int) -> Callable[[], None]:
+        parent = os.getpid()
+
         def pin() -> None:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            if os.getppid() != parent:  # it died before the line above
+                os._exit(1)
             os.sched_setaffinity(0, {cpu})
             os.nice(self.nice)
             self.cgroup.enter()
@@ -124,6 +143,61 @@ class CompetingLoad:
             process.kill()
             process.wait()
         self.cgroup.close()
+
+
+#: What ``measured_slowdown`` runs in a fresh interpreter: 150 training steps of a small convolutional net on one
+#: torch thread, then a pure-Python loop; it prints the seconds of each.
+PROBE = """
+import time, torch
+torch.manual_seed(0)
+torch.set_num_threads(1)
+net = torch.nn.Sequential(torch.nn.Conv2d(1, 16, 3), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(10816, 10))
+sgd = torch.optim.SGD(net.parameters(), lr=0.01)
+x, y = torch.randn(64, 1, 28, 28), torch.randint(0, 10, (64,))
+tick = time.perf_counter()
+for _ in range(150):
+    sgd.zero_grad()
+    torch.nn.functional.cross_entropy(net(x), y).backward()
+    sgd.step()
+tock, total = time.perf_counter(), 0
+for i in range(3_000_000):
+    total += i * i
+print(tock - tick, time.perf_counter() - tock)
+"""
+
+
+class Slowdown(TypedDict):
+    """How many times slower the probe ran beside a ``CompetingLoad`` than alone."""
+
+    torch: float
+    python: float
+
+
+def _probe_seconds(load: CompetingLoad | None) -> tuple[float, float]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE],
+        capture_output=True,
+        text=True,
+        check=True,
+        preexec_fn=load.enter if load else None,
+    )
+    torch_seconds, python_seconds = map(float, done.stdout.split())
+    return torch_seconds, python_seconds
+
+
+def measured_slowdown(nice: int, repeats: int = 3) -> Slowdown:
+    """The probe's slowdown beside ``CompetingLoad(nice)``: the median of ``repeats`` runs beside it over the median
+    of as many alone, alternating (each loaded run with a load of its own)."""
+    alone, beside = [], []
+    for _ in range(repeats):
+        alone.append(_probe_seconds(None))
+        load = CompetingLoad(nice)
+        try:
+            beside.append(_probe_seconds(load))
+        finally:
+            load.close()
+    ratios = [statistics.median(b[i] for b in beside) / statistics.median(a[i] for a in alone) for i in (0, 1)]
+    return Slowdown(torch=round(ratios[0], 2), python=round(ratios[1], 2))
 
 
 def cpu_description(cpuinfo: str) -> str:
@@ -159,9 +233,11 @@ def _timed(
     return done.returncode, time.perf_counter() - tick, done.stdout + done.stderr
 
 
-def time_suite(slowest: int, load: CompetingLoad | None = None) -> SuiteRun:
+def time_suite(slowest: int, load: CompetingLoad | None = None, measured: Slowdown | None = None) -> SuiteRun:
     """Clone HEAD, then time ``make setup`` and ``make test`` in the clone (both beside ``load`` when given)."""
     env = {**os.environ, "PYTEST_ADDOPTS": f"{os.environ.get('PYTEST_ADDOPTS', '')} --durations={slowest}".strip()}
+    if load:
+        env.update(EMULATION_ENV)
     with tempfile.TemporaryDirectory(prefix="fedft-suite-time-") as scratch, LoadWatch() as watch:
         clone = Path(scratch) / "clone"
         subprocess.run(["git", "clone", "--quiet", str(PROJECT_DIR), str(clone)], check=True)
@@ -189,6 +265,8 @@ def time_suite(slowest: int, load: CompetingLoad | None = None) -> SuiteRun:
     )
     if load:
         run["slower"], run["competing_nice"] = slowdown(load.nice), load.nice
+    if measured:
+        run["measured"] = measured
     return run
 
 
@@ -197,8 +275,12 @@ def _seconds(value: object) -> str:
 
 
 def _machine_text(run: Mapping[str, object]) -> str:
-    """The machine a row ran on; an emulation says so (``..., AVX512 made 1.8x slower``)."""
+    """The machine a row ran on; an emulation says so (``..., AVX512 made 1.8x slower (measured: torch 2.1x, Python
+    1.75x)``)."""
     slower = f" made {run['slower']:g}x slower" if isinstance(run.get("slower"), (int, float)) else ""
+    measured = run.get("measured")
+    if isinstance(measured, dict):
+        slower += f" (measured: torch {measured['torch']:g}x, Python {measured['python']:g}x)"
     return f"{run['cpu']}, {run['machine']}{slower}"
 
 
@@ -250,11 +332,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.slower is not None and not 1.1 <= args.slower <= 2:
         parser.error("--slower must be between 1.1 and 2")
     try:
+        measured = measured_slowdown(competing_nice(args.slower)) if args.slower is not None else None
         load = CompetingLoad(competing_nice(args.slower)) if args.slower is not None else None
     except OSError as error:
         parser.error(f"--slower needs a cgroup this process may create (Linux, root): {error}")
     try:
-        run = time_suite(args.slowest, load)
+        run = time_suite(args.slowest, load, measured)
     finally:
         if load:
             load.close()

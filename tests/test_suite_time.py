@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -72,7 +74,15 @@ def test_the_figure_judges_each_row_against_8_minutes_and_lists_each_kinds_lates
         recorded_run("ccc3333", "AVX2", 480.4, slowest=[[40.0, "call newer"], [30.0, "call next"]]),
         recorded_run("ddd4444", "AVX512", 250.0, test_exit_code=1, slowest=[[20.0, "call fast"]]),
         recorded_run("eee5555", "AVX512", 539.0, load_at_start=2.4, load_max=6.5),
-        recorded_run("fff6666", "AVX512", 442.0, slower=1.8, competing_nice=1, slowest=[[60.0, "call slowed"]]),
+        recorded_run(
+            "fff6666",
+            "AVX512",
+            442.0,
+            slower=1.8,
+            competing_nice=1,
+            measured={"torch": 2.09, "python": 1.75},
+            slowest=[[60.0, "call slowed"]],
+        ),  # fmt: skip
     ]
     (tmp_path / "suite_time.json").write_text(json.dumps(runs))
     monkeypatch.setattr(suite_time, "OUTPUT", tmp_path / "suite_time.json")
@@ -86,8 +96,9 @@ def test_the_figure_judges_each_row_against_8_minutes_and_lists_each_kinds_lates
     assert "call next" not in figure and "call old" not in figure  # one shown; only the latest run of a kind
     assert "on AMD EPYC, AVX512 (ddd4444" in figure and "- 20.0 s call fast" in figure
     # an emulation is named as one, and its slowest tests are not taken for the machine's own
-    assert rows[5].startswith("| fff6666 | 2026-11-29 15:00 | AMD EPYC, AVX512 made 1.8x slower | 442 s |")
-    assert "on AMD EPYC, AVX512 made 1.8x slower (fff6666" in figure and "- 60.0 s call slowed" in figure
+    slowed = "AMD EPYC, AVX512 made 1.8x slower (measured: torch 2.09x, Python 1.75x)"
+    assert rows[5].startswith(f"| fff6666 | 2026-11-29 15:00 | {slowed} | 442 s |")
+    assert f"on {slowed} (fff6666" in figure and "- 60.0 s call slowed" in figure
 
 
 def stand_in_project(root: Path, test_exit: int) -> Path:
@@ -97,7 +108,8 @@ def stand_in_project(root: Path, test_exit: int) -> Path:
     (root / "make-test-output.txt").write_text(MAKE_TEST_OUTPUT)
     (root / "Makefile").write_text(
         "setup:\n\t@echo installed\n"
-        f'test:\n\t@echo "addopts=$$PYTEST_ADDOPTS"\n\t@cat /proc/self/cgroup\n\t@cat make-test-output.txt\n'
+        f'test:\n\t@echo "addopts=$$PYTEST_ADDOPTS ray-niceness=$$RAY_worker_niceness"\n\t@cat /proc/self/cgroup\n'
+        "\t@cat make-test-output.txt\n"
         f"\t@exit {test_exit}\n"
     )
     for command in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "stand-in"]):
@@ -150,6 +162,13 @@ def test_a_slowdown_outside_what_nice_values_give_is_refused(slower: str, capsys
     assert "--slower must be between 1.1 and 2" in capsys.readouterr().err
 
 
+#: A stand-in for the probe: "slower" by 2 and 3 inside a busy load's cgroup, by 1 outside it.
+PROBE_BY_CGROUP = (
+    "import pathlib; inside = 'fedft-cpu-' in pathlib.Path('/proc/self/cgroup').read_text(); "
+    "print(2.0 if inside else 1.0, 3.0 if inside else 1.0)"
+)
+
+
 def competing_load_or_skip(nice: int) -> suite_time.CompetingLoad:
     try:
         return suite_time.CompetingLoad(nice)
@@ -172,10 +191,38 @@ def test_the_competing_load_is_one_busy_process_pinned_to_each_cpu_at_its_nice_v
     assert all(process.returncode is not None for process in load.busy) and not load.cgroup.path.exists()
 
 
+def test_the_busy_processes_die_with_the_process_that_started_them() -> None:
+    competing_load_or_skip(nice=19).close()
+    starter = subprocess.Popen(
+        [sys.executable, "-c", "from benchmarks.suite_time import CompetingLoad; import time\n"
+         "load = CompetingLoad(19); print(load.cgroup.path, *(p.pid for p in load.busy), flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True, cwd=Path(suite_time.__file__).parents[1],
+    )  # fmt: skip
+    assert starter.stdout is not None
+    cgroup, *busy = starter.stdout.readline().split()
+    starter.kill()  # no close(): only the kernel can stop them now
+    starter.wait()
+    try:
+        for pid in map(int, busy):
+            deadline = time.monotonic() + 10
+            while Path(f"/proc/{pid}").exists() and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z":
+                assert time.monotonic() < deadline, f"busy process {pid} outlived its starter"
+                time.sleep(0.05)
+    finally:
+        Path(cgroup).rmdir()
+
+
+def test_the_measured_slowdown_is_the_loaded_runs_over_the_runs_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    competing_load_or_skip(nice=19).close()
+    monkeypatch.setattr(suite_time, "PROBE", PROBE_BY_CGROUP)
+    assert suite_time.measured_slowdown(nice=19, repeats=2) == {"torch": 2.0, "python": 3.0}
+
+
 def test_an_emulation_runs_both_steps_beside_the_load_records_its_slowdown_and_stops_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     competing_load_or_skip(nice=19).close()
+    monkeypatch.setattr(suite_time, "PROBE", PROBE_BY_CGROUP)
     project = stand_in_project(tmp_path / "project", test_exit=2)  # a failed run keeps its log
     output = tmp_path / "suite_time.json"
     monkeypatch.setattr(suite_time, "PROJECT_DIR", project)
@@ -190,8 +237,10 @@ def test_an_emulation_runs_both_steps_beside_the_load_records_its_slowdown_and_s
     monkeypatch.setattr(suite_time, "CompetingLoad", load)
     assert suite_time.main(["--slowest", "3", "--slower", "1.78"]) == 1
     [run] = json.loads(output.read_text())
-    assert (run["slower"], run["competing_nice"]) == (1.8, 1)
-    [competing] = made
+    assert (run["slower"], run["competing_nice"], run["measured"]) == (1.8, 1, {"torch": 2.0, "python": 3.0})
+    *measuring, competing = made  # three for the probe's runs, then the suite's
+    assert len(measuring) == 3 and all(each.nice == 1 for each in made)
     assert f"{competing.cgroup.path.name}\n" in run["log_tail"]  # make test ran in the busy processes' cgroup
-    assert all(process.returncode is not None for process in competing.busy)  # stopped
-    assert competing.cgroup.path.parent.is_dir() and not competing.cgroup.path.exists()  # and the cgroup is gone
+    assert "ray-niceness=0\n" in run["log_tail"]  # Ray's workers at nice 0, slowed like the rest
+    for each in made:  # each stopped, its cgroup gone
+        assert all(process.returncode is not None for process in each.busy) and not each.cgroup.path.exists()
