@@ -1,7 +1,7 @@
 """Helpers for the fault tests of a loopback deployment (``tests/test_deployment_faults.py``): a deployment started
 with the scripts in ``deployment/`` (TLS, SuperNode authentication), a TCP proxy to cut a node's connection, a
 restart loop standing in for systemd's ``Restart=`` and a memory cap that makes a SuperNode run out of memory (the CPU
-quota that makes one slower is ``benchmarks.CpuCgroup``)."""
+quota that makes one slower is ``benchmarks.cpu_share.CpuCgroup``)."""
 
 from __future__ import annotations
 

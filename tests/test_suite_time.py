@@ -5,15 +5,14 @@ project (a git repository whose Makefile prints what ``make test`` prints), not 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from benchmarks import suite_time
+from benchmarks import cpu_share, suite_time
+from benchmarks.cpu_share import CompetingLoad
+from tests.test_cpu_share import competing_load_or_skip, probe_by_cgroup
 
 MAKE_TEST_OUTPUT = """\
 .venv/bin/ruff check .
@@ -149,12 +148,6 @@ def test_slowest_below_one_is_refused(capsys: pytest.CaptureFixture[str]) -> Non
     assert "--slowest must be at least 1" in capsys.readouterr().err
 
 
-def test_the_slowdown_is_the_kernels_share_of_a_core_and_the_nearest_is_chosen() -> None:
-    # nice 0 beside nice 0: half a core; beside nice 1 (weight 820): 1024 / 1844 of it
-    assert [suite_time.slowdown(nice) for nice in (0, 1, 2, 5)] == [2.0, 1.8, 1.64, 1.33]
-    assert [suite_time.competing_nice(slower) for slower in (2.0, 1.95, 1.78, 1.7, 1.1)] == [0, 0, 1, 2, 10]
-
-
 @pytest.mark.parametrize("slower", ["1.05", "-1", "2.5"])
 def test_a_slowdown_outside_what_nice_values_give_is_refused(slower: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
@@ -162,79 +155,23 @@ def test_a_slowdown_outside_what_nice_values_give_is_refused(slower: str, capsys
     assert "--slower must be between 1.1 and 2" in capsys.readouterr().err
 
 
-#: A stand-in for the probe: "slower" by 2 and 3 inside a busy load's cgroup, by 1 outside it.
-PROBE_BY_CGROUP = (
-    "import pathlib; inside = 'fedft-cpu-' in pathlib.Path('/proc/self/cgroup').read_text(); "
-    "print(2.0 if inside else 1.0, 3.0 if inside else 1.0)"
-)
-
-
-def competing_load_or_skip(nice: int) -> suite_time.CompetingLoad:
-    try:
-        return suite_time.CompetingLoad(nice)
-    except OSError as error:
-        pytest.skip(f"no cgroup may be made here: {error}")
-
-
-def test_the_competing_load_is_one_busy_process_pinned_to_each_cpu_at_its_nice_value_until_closed() -> None:
-    load = competing_load_or_skip(nice=1)
-    try:
-        cpus = sorted(os.sched_getaffinity(0))
-        assert [os.sched_getaffinity(process.pid) for process in load.busy] == [{cpu} for cpu in cpus]
-        own = os.getpriority(os.PRIO_PROCESS, 0)
-        assert [os.getpriority(os.PRIO_PROCESS, process.pid) for process in load.busy] == [own + 1] * len(cpus)
-        for process in load.busy:
-            assert f"{load.cgroup.path.name}\n" in Path(f"/proc/{process.pid}/cgroup").read_text()
-            assert process.poll() is None  # busy
-    finally:
-        load.close()
-    assert all(process.returncode is not None for process in load.busy) and not load.cgroup.path.exists()
-
-
-def test_the_busy_processes_die_with_the_process_that_started_them() -> None:
-    competing_load_or_skip(nice=19).close()
-    starter = subprocess.Popen(
-        [sys.executable, "-c", "from benchmarks.suite_time import CompetingLoad; import time\n"
-         "load = CompetingLoad(19); print(load.cgroup.path, *(p.pid for p in load.busy), flush=True); time.sleep(60)"],
-        stdout=subprocess.PIPE, text=True, cwd=Path(suite_time.__file__).parents[1],
-    )  # fmt: skip
-    assert starter.stdout is not None
-    cgroup, *busy = starter.stdout.readline().split()
-    starter.kill()  # no close(): only the kernel can stop them now
-    starter.wait()
-    try:
-        for pid in map(int, busy):
-            deadline = time.monotonic() + 10
-            while Path(f"/proc/{pid}").exists() and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z":
-                assert time.monotonic() < deadline, f"busy process {pid} outlived its starter"
-                time.sleep(0.05)
-    finally:
-        Path(cgroup).rmdir()
-
-
-def test_the_measured_slowdown_is_the_loaded_runs_over_the_runs_alone(monkeypatch: pytest.MonkeyPatch) -> None:
-    competing_load_or_skip(nice=19).close()
-    monkeypatch.setattr(suite_time, "PROBE", PROBE_BY_CGROUP)
-    assert suite_time.measured_slowdown(nice=19, repeats=2) == {"torch": 2.0, "python": 3.0}
-
-
 def test_an_emulation_runs_both_steps_beside_the_load_records_its_slowdown_and_stops_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     competing_load_or_skip(nice=19).close()
-    monkeypatch.setattr(suite_time, "PROBE", PROBE_BY_CGROUP)
+    probe_by_cgroup(monkeypatch)
     project = stand_in_project(tmp_path / "project", test_exit=2)  # a failed run keeps its log
     output = tmp_path / "suite_time.json"
     monkeypatch.setattr(suite_time, "PROJECT_DIR", project)
     monkeypatch.setattr(suite_time, "OUTPUT", output)
-    made: list[suite_time.CompetingLoad] = []
-    competing_load = suite_time.CompetingLoad
+    made: list[cpu_share.CompetingLoad] = []
 
-    def load(nice: int) -> suite_time.CompetingLoad:
-        made.append(competing_load(nice))
+    def load(nice: int) -> cpu_share.CompetingLoad:
+        made.append(CompetingLoad(nice))
         return made[-1]
 
-    monkeypatch.setattr(suite_time, "CompetingLoad", load)
+    monkeypatch.setattr(suite_time, "CompetingLoad", load)  # the suite's load
+    monkeypatch.setattr(cpu_share, "CompetingLoad", load)  # the probe's
     assert suite_time.main(["--slowest", "3", "--slower", "1.78"]) == 1
     [run] = json.loads(output.read_text())
     assert (run["slower"], run["competing_nice"], run["measured"]) == (1.8, 1, {"torch": 2.0, "python": 3.0})

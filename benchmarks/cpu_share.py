@@ -1,0 +1,192 @@
+"""Sharing the CPU, to make a machine slower for what runs in a cgroup: a CFS quota that caps the cgroup's CPU time
+(``CpuCgroup``; the throttled-node test), and busy processes that compete with its every thread for its core
+(``CompetingLoad``; ``python -m benchmarks suite-time --slower``), with a probe of the slowdown they give
+(``measured_slowdown``). Linux and root: each makes a cgroup of the CPU controller."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypedDict
+
+
+class CpuCgroup:
+    """A cgroup of the CPU controller, made inside this process's own (cgroup v1's ``cpu`` controller, else v2's;
+    Linux, root; OSError elsewhere), whose processes share at most ``share`` CPUs (``share=0.1``: 10 ms of CPU per
+    100 ms, a CFS quota) or, with ``share=None``, as much as the machine has: its processes then compete with each
+    other by their nice values alone (the kernel's autogroups, which would weigh each session as one, apply only
+    outside a cgroup). ``enter`` moves the calling process into it: pass it as ``preexec_fn``, so that a command and
+    everything it starts are in it (a SuperNode and its ClientApps; ``make test`` and its workers). ``close`` moves
+    what is left to the parent and removes the cgroup."""
+
+    PERIOD_US = 100_000
+
+    def __init__(self, share: float | None) -> None:
+        root = Path("/sys/fs/cgroup")
+        own = Path("/proc/self/cgroup").read_text().splitlines()
+        quota = None if share is None else max(1000, int(share * self.PERIOD_US))
+        if (root / "cpu" / "cpu.cfs_quota_us").is_file():  # cgroup v1
+            path = next(line.split(":", 2)[2] for line in own if "cpu" in line.split(":", 2)[1].split(","))
+            self.parent = root / "cpu" / path.lstrip("/")
+            self.path = self.parent / f"fedft-cpu-{uuid.uuid4().hex[:12]}"
+            self.path.mkdir()
+            if quota is not None:
+                (self.path / "cpu.cfs_period_us").write_text(str(self.PERIOD_US))
+                (self.path / "cpu.cfs_quota_us").write_text(str(quota))
+        else:  # cgroup v2: the parent must hand the cpu controller down (a root or delegated cgroup)
+            path = next(line.split(":", 2)[2] for line in own if line.startswith("0::"))
+            self.parent = root / path.lstrip("/")
+            (self.parent / "cgroup.subtree_control").write_text("+cpu")
+            self.path = self.parent / f"fedft-cpu-{uuid.uuid4().hex[:12]}"
+            self.path.mkdir()
+            if quota is not None:
+                (self.path / "cpu.max").write_text(f"{quota} {self.PERIOD_US}")
+
+    def enter(self) -> None:
+        """Move the calling process into this cgroup."""
+        (self.path / "cgroup.procs").write_text(str(os.getpid()))
+
+    def throttled_seconds(self) -> float:
+        """How long the quota has held the cgroup's processes back so far, summed over the periods it throttled them
+        (``cpu.stat``)."""
+        stat = dict(line.split() for line in (self.path / "cpu.stat").read_text().splitlines())
+        if "throttled_time" in stat:  # v1, nanoseconds
+            return int(stat["throttled_time"]) / 1e9
+        return int(stat.get("throttled_usec", 0)) / 1e6
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            for pid in (self.path / "cgroup.procs").read_text().split():
+                with contextlib.suppress(OSError):
+                    (self.parent / "cgroup.procs").write_text(pid)
+            self.path.rmdir()
+
+
+#: The kernel's weight of a task at nice 0 to 19 (``sched_prio_to_weight`` in kernel/sched/core.c): on a core shared
+#: with one busy task at nice n, a task at nice 0 gets 1024 / (1024 + weight[n]) of it.
+NICE_WEIGHTS = (1024, 820, 655, 526, 423, 335, 272, 215, 172, 137, 110, 87, 70, 56, 45, 36, 29, 23, 18, 15)
+
+
+def slowdown(nice: int) -> float:
+    """How many times slower a core runs a task at nice 0 beside one busy task at ``nice``."""
+    return round(1 + NICE_WEIGHTS[nice] / NICE_WEIGHTS[0], 2)
+
+
+def competing_nice(slower: float) -> int:
+    """The nice value of the busy tasks whose ``slowdown`` is nearest ``slower``."""
+    return min(range(len(NICE_WEIGHTS)), key=lambda nice: abs(slowdown(nice) - slower))
+
+
+#: ``prctl``'s option that has the kernel send a process a signal when its parent dies (linux/prctl.h).
+PR_SET_PDEATHSIG = 1
+#: The environment of commands run beside the busy processes: Ray starts its workers at nice 15 (its
+#: ``worker_niceness``), where beside a busy process at nice 1 they would get 4% of a core (36 / (36 + 820)) rather
+#: than 1/1.8 of it, and the documented ``flwr run`` test would never end; at nice 0 they are slowed like the rest.
+EMULATION_ENV = {"RAY_worker_niceness": "0"}
+
+
+class CompetingLoad:
+    """One busy process per CPU this process may use, each pinned to its CPU at ``nice`` (above this process's own),
+    in a fresh CPU cgroup for the timed commands to enter too (``enter``): a thread of theirs at nice 0 gets
+    ``1 / slowdown(nice)`` of a core while it runs, as on a CPU that many times slower; waiting (for a child process, a
+    socket, a sleep) is not slowed, as on a slower CPU. The busy processes die with this one; ``close`` stops them by
+    PID and removes the cgroup."""
+
+    def __init__(self, nice: int) -> None:
+        self.nice = nice
+        self.cgroup = CpuCgroup(None)
+        self.busy: list[subprocess.Popen[bytes]] = []
+        try:
+            for cpu in sorted(os.sched_getaffinity(0)):
+                self.busy.append(
+                    subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=self._pinned(cpu))
+                )
+        except BaseException:
+            self.close()
+            raise
+
+    def _pinned(self, cpu: int) -> Callable[[], None]:
+        parent = os.getpid()
+
+        def pin() -> None:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            if os.getppid() != parent:  # it died before the line above
+                os._exit(1)
+            os.sched_setaffinity(0, {cpu})
+            os.nice(self.nice)
+            self.cgroup.enter()
+
+        return pin
+
+    def enter(self) -> None:
+        """Move the calling process into the busy processes' cgroup."""
+        self.cgroup.enter()
+
+    def close(self) -> None:
+        for process in self.busy:
+            process.kill()
+            process.wait()
+        self.cgroup.close()
+
+
+#: What ``measured_slowdown`` runs in a fresh interpreter: 150 training steps of a small convolutional net on one
+#: torch thread, then a pure-Python loop; it prints the seconds of each.
+PROBE = """
+import time, torch
+torch.manual_seed(0)
+torch.set_num_threads(1)
+net = torch.nn.Sequential(torch.nn.Conv2d(1, 16, 3), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(10816, 10))
+sgd = torch.optim.SGD(net.parameters(), lr=0.01)
+x, y = torch.randn(64, 1, 28, 28), torch.randint(0, 10, (64,))
+tick = time.perf_counter()
+for _ in range(150):
+    sgd.zero_grad()
+    torch.nn.functional.cross_entropy(net(x), y).backward()
+    sgd.step()
+tock, total = time.perf_counter(), 0
+for i in range(3_000_000):
+    total += i * i
+print(tock - tick, time.perf_counter() - tock)
+"""
+
+
+class Slowdown(TypedDict):
+    """How many times slower the probe ran beside a ``CompetingLoad`` than alone."""
+
+    torch: float
+    python: float
+
+
+def _probe_seconds(load: CompetingLoad | None) -> tuple[float, float]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE],
+        capture_output=True,
+        text=True,
+        check=True,
+        preexec_fn=load.enter if load else None,
+    )
+    torch_seconds, python_seconds = map(float, done.stdout.split())
+    return torch_seconds, python_seconds
+
+
+def measured_slowdown(nice: int, repeats: int = 3) -> Slowdown:
+    """The probe's slowdown beside ``CompetingLoad(nice)``: the median of ``repeats`` runs beside it over the median
+    of as many alone, alternating (each loaded run with a load of its own)."""
+    alone, beside = [], []
+    for _ in range(repeats):
+        alone.append(_probe_seconds(None))
+        load = CompetingLoad(nice)
+        try:
+            beside.append(_probe_seconds(load))
+        finally:
+            load.close()
+    ratios = [statistics.median(b[i] for b in beside) / statistics.median(a[i] for a in alone) for i in (0, 1)]
+    return Slowdown(torch=round(ratios[0], 2), python=round(ratios[1], 2))
