@@ -5,6 +5,7 @@ project (a git repository whose Makefile prints what ``make test`` prints), not 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -73,21 +74,19 @@ def test_the_figure_judges_each_row_against_8_minutes_and_lists_each_kinds_lates
         recorded_run("ccc3333", "AVX2", 480.4, slowest=[[40.0, "call newer"], [30.0, "call next"]]),
         recorded_run("ddd4444", "AVX512", 250.0, test_exit_code=1, slowest=[[20.0, "call fast"]]),
         recorded_run("eee5555", "AVX512", 539.0, load_at_start=2.4, load_max=6.5),
+        # emulations: the load less 2 busy processes, 4.1, within 4 x 1.8; 7.3 not
         recorded_run(
-            "fff6666",
-            "AVX512",
-            442.0,
-            slower=1.8,
-            competing_nice=1,
-            measured={"torch": 2.09, "python": 1.75},
-            slowest=[[60.0, "call slowed"]],
-        ),  # fmt: skip
-    ]
+            "fff6666", "AVX512", 442.0, slower=1.8, competing_nice=1, measured={"torch": 2.09, "python": 1.75},
+            busy_processes=2, load_at_start=2.5, load_max=6.1, slowest=[[60.0, "call slowed"]],
+        ),
+        recorded_run("ggg7777", "AVX512", 450.0, slower=1.8, busy_processes=2, load_at_start=2.5, load_max=9.3),
+    ]  # fmt: skip
     (tmp_path / "suite_time.json").write_text(json.dumps(runs))
     monkeypatch.setattr(suite_time, "OUTPUT", tmp_path / "suite_time.json")
     figure = suite_time.recorded_figure(slowest_shown=1)
     rows = [line for line in figure.splitlines() if line.startswith("| ") and "commit" not in line]
-    assert [row.split(" | ")[4] for row in rows] == ["no", "yes", "no", "failed", "not a timing (load)", "yes"]
+    verdicts = ["no", "yes", "no", "failed", "not a timing (load)", "yes", "not a timing (load)"]
+    assert [row.split(" | ")[4] for row in rows] == verdicts
     assert rows[0].startswith("| aaa1111 | 2026-11-29 15:00 (note 1) | AMD EPYC, AVX2 | 491 s |")
     assert "| 2.1 / 2.4 |" in rows[1] and rows[0].endswith("| – |")
     assert "Note 1: timed by hand." in figure
@@ -97,7 +96,7 @@ def test_the_figure_judges_each_row_against_8_minutes_and_lists_each_kinds_lates
     # an emulation is named as one, and its slowest tests are not taken for the machine's own
     slowed = "AMD EPYC, AVX512 made 1.8x slower (measured: torch 2.09x, Python 1.75x)"
     assert rows[5].startswith(f"| fff6666 | 2026-11-29 15:00 | {slowed} | 442 s |")
-    assert f"on {slowed} (fff6666" in figure and "- 60.0 s call slowed" in figure
+    assert "on AMD EPYC, AVX512 made 1.8x slower (fff6666" in figure and "- 60.0 s call slowed" in figure
 
 
 def stand_in_project(root: Path, test_exit: int) -> Path:
@@ -175,6 +174,7 @@ def test_an_emulation_runs_both_steps_beside_the_load_records_its_slowdown_and_s
     assert suite_time.main(["--slowest", "3", "--slower", "1.78"]) == 1
     [run] = json.loads(output.read_text())
     assert (run["slower"], run["competing_nice"], run["measured"]) == (1.8, 1, {"torch": 2.0, "python": 3.0})
+    assert run["busy_processes"] == len(os.sched_getaffinity(0))
     *measuring, competing = made  # three for the probe's runs, then the suite's
     assert len(measuring) == 3 and all(each.nice == 1 for each in made)
     assert f"{competing.cgroup.path.name}\n" in run["log_tail"]  # make test ran in the busy processes' cgroup
