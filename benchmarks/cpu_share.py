@@ -17,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypedDict
 
+from simulation.local_run import stop_found
+
 
 class CpuCgroup:
     """A cgroup of the CPU controller, made inside this process's own (cgroup v1's ``cpu`` controller, else v2's;
@@ -54,6 +56,10 @@ class CpuCgroup:
         """Move the calling process into this cgroup."""
         (self.path / "cgroup.procs").write_text(str(os.getpid()))
 
+    def pids(self) -> list[int]:
+        """The processes in this cgroup now."""
+        return [int(pid) for pid in (self.path / "cgroup.procs").read_text().split()]
+
     def throttled_seconds(self) -> float:
         """How long the quota has held the cgroup's processes back so far, summed over the periods it throttled them
         (``cpu.stat``)."""
@@ -87,6 +93,9 @@ def competing_nice(slower: float) -> int:
 
 #: ``prctl``'s option that has the kernel send a process a signal when its parent dies (linux/prctl.h).
 PR_SET_PDEATHSIG = 1
+#: libc's ``prctl``, looked up here: a child between fork and exec may not load a library (another thread of the
+#: parent may have held the loader's lock at the fork).
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl
 #: The environment of commands run beside the busy processes: Ray starts its workers at nice 15 (its
 #: ``worker_niceness``), where beside a busy process at nice 1 they would get 4% of a core (36 / (36 + 820)) rather
 #: than 1/1.8 of it, and the documented ``flwr run`` test would never end; at nice 0 they are slowed like the rest.
@@ -96,9 +105,11 @@ EMULATION_ENV = {"RAY_worker_niceness": "0"}
 class CompetingLoad:
     """One busy process per CPU this process may use, each pinned to its CPU at ``nice`` (above this process's own),
     in a fresh CPU cgroup for the timed commands to enter too (``enter``): a thread of theirs at nice 0 gets
-    ``1 / slowdown(nice)`` of a core while it runs, as on a CPU that many times slower; waiting (for a child process, a
-    socket, a sleep) is not slowed, as on a slower CPU. The busy processes die with this one; ``close`` stops them by
-    PID and removes the cgroup."""
+    ``1 / slowdown(nice)`` of a core while it is the only such thread there, as on a CPU that many times slower;
+    waiting (for a child process, a socket, a sleep) is not slowed, as on a slower CPU. Two such threads sharing a core
+    are slowed less (at nice 1: 1.4x each instead of 1.8x), so a workload of more threads than cores is slowed less
+    than ``slowdown(nice)``. The busy processes die with this one; ``close`` stops them and anything else left in the
+    cgroup by PID, and removes the cgroup."""
 
     def __init__(self, nice: int) -> None:
         self.nice = nice
@@ -117,8 +128,7 @@ class CompetingLoad:
         parent = os.getpid()
 
         def pin() -> None:
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-            if os.getppid() != parent:  # it died before the line above
+            if _PRCTL(PR_SET_PDEATHSIG, signal.SIGKILL) != 0 or os.getppid() != parent:  # or it died before
                 os._exit(1)
             os.sched_setaffinity(0, {cpu})
             os.nice(self.nice)
@@ -131,9 +141,11 @@ class CompetingLoad:
         self.cgroup.enter()
 
     def close(self) -> None:
+        """Stop the busy processes, then anything else left in the cgroup (by PID), and remove the cgroup."""
         for process in self.busy:
             process.kill()
             process.wait()
+        stop_found(self.cgroup.pids, grace=2.0)
         self.cgroup.close()
 
 

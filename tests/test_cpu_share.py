@@ -5,7 +5,9 @@ skipped, saying why."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -76,6 +78,10 @@ def test_the_busy_processes_die_with_the_process_that_started_them() -> None:
                 assert time.monotonic() < deadline, f"busy process {pid} outlived its starter"
                 time.sleep(0.05)
     finally:
+        for pid in map(int, busy):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.2)
         Path(cgroup).rmdir()
 
 
