@@ -1,6 +1,9 @@
-"""A real deployment on loopback: SuperLink with TLS, SuperNode authentication and the loopback gate,
-SuperNodes reading their own exported data, a FedFT-EDS run with FedEntOpt selection submitted with ``flwr``
-(the scripts in ``deployment/`` start and stop everything); and, opt-in (``FEDFT_SLOW_E2E=1``, docs/development.md),
+"""A real deployment on loopback: SuperLink with TLS, SuperNode authentication and the loopback gate, an outsider
+refused, a registered SuperNode on its own exported data joining and training a FedAvg round submitted with ``flwr``
+while an unregistered key and a node without the CA certificate cannot join (the scripts in ``deployment/`` start and
+stop everything); and, opt-in (``FEDFT_SLOW_E2E=1``, docs/development.md): a 2-round FedFT-EDS run with FedEntOpt
+selection and the pretraining round over three such nodes, one more refused for its missing data (11 ClientApp
+processes, each importing torch: 77 s of the default suite's 238 s on the 2-core machine when it was in it), and
 ``flwr stop`` of a deployed run.
 
 The SuperLink listens on 0.0.0.0. Its "public" address in this test is 127.0.0.2, which the gate treats like
@@ -138,31 +141,101 @@ def deployment(tmp_path: Path) -> Iterator[Deployment]:
     assert leftovers == [], "a SuperLink, SuperNode or app process outlived stop.sh"
 
 
+def refuse_the_outsider(d: Deployment) -> None:
+    """An outsider with the CA certificate, on the public address: cannot register its key (with Flower's CLI, as an
+    operator would), start, list or stop runs, or take the ServerApp's task from the Runtime API (the gate answers
+    before Flower, which would answer 415 to these empty requests; each CLI call costs seconds of imports, and `flwr
+    run` seconds more to pack the app)."""
+    outsider_key = str(d.keys / "supernode-4.pub")
+    assert_refused_by_gate(d.flwr("supernode", "register", outsider_key, "outside", "--format", "json"))
+    trust_ca = ssl.create_default_context(cafile=str(d.keys / "ca.crt"))
+    paths = ("/v1/control/start-run", "/v1/control/list-runs", "/v1/control/stop-run", "/v1/runtime/acquire-task")
+    for path in paths:
+        reply = httpx.post(f"https://{d.public}{path}", verify=trust_ca, timeout=30)
+        assert reply.status_code == 403 and REFUSED in reply.json()["detail"], path
+
+
+def start_the_refused_nodes(d: Deployment) -> tuple[Path, Path]:
+    """A SuperNode whose key was never registered, and one that trusts the system's CA bundle instead of ours (it
+    cannot verify the SuperLink's certificate); their logs."""
+    intruder_log = d.supernode("intruder", "supernode-4", "partition-id=0 num-partitions=4")
+    no_ca_log = d.supernode(
+        "no-ca", "supernode-5", "partition-id=1 num-partitions=4", ca=Path("/etc/ssl/certs/ca-certificates.crt")
+    )
+    return intruder_log, no_ca_log
+
+
+def assert_the_refused_nodes_never_joined(d: Deployment, intruder_log: Path, no_ca_log: Path) -> None:
+    """Registered nodes log the id the SuperLink gave them; the unregistered key and the node that cannot verify the
+    SuperLink's certificate never get one (everything else about them is the same). The node without our CA fails
+    the TLS handshake: Flower either retries ("Connection attempt failed") or exits at once with code 305 naming the
+    certificate, depending on when the handshake fails."""
+    for refused, signs in (
+        (intruder_log, ("Connection attempt failed",)),
+        (no_ca_log, ("Connection attempt failed", "CERTIFICATE_VERIFY_FAILED")),
+    ):
+
+        def shows_a_sign(log: Path = refused, signs: tuple[str, ...] = signs) -> bool:
+            return any(sign in read_text(log) for sign in signs)
+
+        wait_for(shows_a_sign, 60, f"{refused.parent.name} refused")
+        text = refused.read_text()
+        assert "SuperNode ID:" not in text and "Receiving:" not in text, text[-2000:]
+    assert "SuperNode ID:" in (d.homes / "node-0" / "supernode.log").read_text()
+
+
+def read_text(path: Path) -> str:
+    """The text of ``path``; empty while it does not exist."""
+    return path.read_text() if path.is_file() else ""
+
+
+def finished_run(d: Deployment, run_id: str) -> str:
+    """Stream the run's log until it ends, check it is the one run and completed; the log."""
+    streamed = d.flwr("log", run_id, "deploy", "--stream", timeout=400)
+    log = streamed.stdout + streamed.stderr
+    (d.tmp_path / "flwr-run.log").write_text(log)
+    listing = json.loads(d.flwr("ls", "deploy", "--format", "json").stdout)
+    assert [(r["run-id"], r["status"]) for r in listing["runs"]] == [(run_id, "finished:completed")], log[-4000:]
+    return log
+
+
 @pytest.mark.e2e
+def test_tls_authenticated_deployment_admits_registered_nodes_and_trains_a_round(tmp_path: Path) -> None:
+    with deployment(tmp_path) as d:
+        d.start_superlink()
+        refuse_the_outsider(d)
+        d.register(1)
+        node_log = d.data_node(0)
+        intruder_log, no_ca_log = start_the_refused_nodes(d)
+        # Its node config says 4 partitions; the run waits for none of the 3 that never come (node-wait-seconds=0).
+        wait_for(lambda: "SuperNode ID:" in read_text(node_log), 60, "node 0 to join")
+        overrides = (
+            'method="fedavg" model="lenet5" pretrain="none" num-server-rounds=1 local-epochs=1 fraction-train=1.0 '
+            f'min-train-nodes=1 node-wait-seconds=0.0 client-threads=1 run-name="deployed" '
+            f'results-dir="{tmp_path / "results"}" feature-cache-dir="{tmp_path / "features"}" dirichlet-alpha=0.5'
+        )
+        finished_run(d, json.loads(d.submit(overrides).stdout)["run-id"])
+        nodes = json.loads(d.flwr("supernode", "list", "deploy", "--format", "json").stdout)["nodes"]
+        assert len(nodes) == 1  # supernode-4's registration from outside did not happen
+        [record] = map(json.loads, read_lines(tmp_path / "results" / "deployed" / "rounds.jsonl"))
+        assert record["round"] == 1 and record["clients"] == [0] and record["failed"] == []
+        exported = json.loads((tmp_path / "data" / "node-0" / "partition.json").read_text())
+        assert [s["num_local"] for s in record["client_stats"]] == [exported["num-samples"]]  # its own folder
+        assert_the_refused_nodes_never_joined(d, intruder_log, no_ca_log)
+
+
+@pytest.mark.e2e
+@pytest.mark.slow_e2e
 def test_tls_authenticated_deployment_runs_fedft_eds_with_fedentopt(tmp_path: Path) -> None:
     with deployment(tmp_path) as d:
         d.start_superlink()
-        # An outsider with the CA certificate, on the public address: cannot register its key (with Flower's CLI,
-        # as an operator would), start, list or stop runs, or take the ServerApp's task from the Runtime API (the gate
-        # answers before Flower, which would answer 415 to these empty requests; each CLI call costs seconds of
-        # imports, and `flwr run` seconds more to pack the app).
-        outsider_key = str(d.keys / "supernode-4.pub")
-        assert_refused_by_gate(d.flwr("supernode", "register", outsider_key, "outside", "--format", "json"))
-        trust_ca = ssl.create_default_context(cafile=str(d.keys / "ca.crt"))
-        paths = ("/v1/control/start-run", "/v1/control/list-runs", "/v1/control/stop-run", "/v1/runtime/acquire-task")
-        for path in paths:
-            reply = httpx.post(f"https://{d.public}{path}", verify=trust_ca, timeout=30)
-            assert reply.status_code == 403 and REFUSED in reply.json()["detail"], path
+        refuse_the_outsider(d)
         d.register(4)  # node 4 and node 5 stay unregistered
         for i in range(3):
             d.data_node(i)
         # Registered, but its data-path does not exist: fails on its first data access, the run goes on.
         d.supernode("node-3", "supernode-3", f'partition-id=3 num-partitions=4 data-path="{tmp_path / "missing"}"')
-        intruder_log = d.supernode("intruder", "supernode-4", "partition-id=0 num-partitions=4")
-        # The CA bundle of the system instead of ours: the SuperLink's certificate cannot be verified.
-        no_ca_log = d.supernode(
-            "no-ca", "supernode-5", "partition-id=1 num-partitions=4", ca=Path("/etc/ssl/certs/ca-certificates.crt")
-        )
+        intruder_log, no_ca_log = start_the_refused_nodes(d)
 
         overrides = (
             'method="fedft-eds" model="lenet5" pretrain-epochs=2 pretrain-samples=600 num-server-rounds=2 '
@@ -171,14 +244,8 @@ def test_tls_authenticated_deployment_runs_fedft_eds_with_fedentopt(tmp_path: Pa
             f'run-name="deployed" results-dir="{tmp_path / "results"}" pretrain-cache-dir="{tmp_path / "pretrained"}" '
             f'feature-cache-dir="{tmp_path / "features"}" dirichlet-alpha=0.5'
         )
-        run_id = json.loads(d.submit(overrides).stdout)["run-id"]
         # Pretraining and 2 rounds: minutes on a loaded machine.
-        streamed = d.flwr("log", run_id, "deploy", "--stream", timeout=400)
-        log = streamed.stdout + streamed.stderr
-        (tmp_path / "flwr-run.log").write_text(log)
-        # One run, completed.
-        listing = json.loads(d.flwr("ls", "deploy", "--format", "json").stdout)
-        assert [(r["run-id"], r["status"]) for r in listing["runs"]] == [(run_id, "finished:completed")], log[-4000:]
+        log = finished_run(d, json.loads(d.submit(overrides).stdout)["run-id"])
         nodes = json.loads(d.flwr("supernode", "list", "deploy", "--format", "json").stdout)["nodes"]
         assert len(nodes) == 4  # supernode-4's registration from outside did not happen
         assert "proceeding with" not in log  # node 3 is connected and refused: no round waited for it
@@ -203,18 +270,7 @@ def test_tls_authenticated_deployment_runs_fedft_eds_with_fedentopt(tmp_path: Pa
         assert why.startswith("error reply: NodeDataError: node config 'data-path'") and "is not a folder" in why
         assert (results / "model.pt").stat().st_size > 0
 
-        # Registered nodes log the id the SuperLink gave them; the unregistered key and the node that cannot
-        # verify the SuperLink's certificate never get one (everything else about them is the same).
-        # The node without our CA fails the TLS handshake: Flower either retries ("Connection attempt failed") or exits
-        # at once with code 305 naming the certificate, depending on when the handshake fails.
-        for refused, signs in (
-            (intruder_log, ("Connection attempt failed",)),
-            (no_ca_log, ("Connection attempt failed", "CERTIFICATE_VERIFY_FAILED")),
-        ):
-            text = refused.read_text()
-            assert any(sign in text for sign in signs) and "SuperNode ID:" not in text, text[-2000:]
-            assert "Receiving:" not in text
-        assert "SuperNode ID:" in (d.homes / "node-0" / "supernode.log").read_text()
+        assert_the_refused_nodes_never_joined(d, intruder_log, no_ca_log)
 
 
 @pytest.mark.e2e
