@@ -93,9 +93,9 @@ def competing_nice(slower: float) -> int:
 
 #: ``prctl``'s option that has the kernel send a process a signal when its parent dies (linux/prctl.h).
 PR_SET_PDEATHSIG = 1
-#: libc's ``prctl``, looked up here: a child between fork and exec may not load a library (another thread of the
-#: parent may have held the loader's lock at the fork).
-_PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+#: libc's ``prctl`` (Linux; None elsewhere), looked up here: a child between fork and exec may not load a library
+#: (another thread of the parent may have held the loader's lock at the fork).
+_PRCTL = getattr(ctypes.CDLL(None, use_errno=True), "prctl", None)
 #: The environment of commands run beside the busy processes: Ray starts its workers at nice 15 (its
 #: ``worker_niceness``), where beside a busy process at nice 1 they would get 4% of a core (36 / (36 + 820)) rather
 #: than 1/1.8 of it, and the documented ``flwr run`` test would never end; at nice 0 they are slowed like the rest.
@@ -112,6 +112,8 @@ class CompetingLoad:
     cgroup by PID, and removes the cgroup."""
 
     def __init__(self, nice: int) -> None:
+        if _PRCTL is None:
+            raise OSError("a competing load needs Linux (prctl)")
         self.nice = nice
         self.cgroup = CpuCgroup(None)
         self.busy: list[subprocess.Popen[bytes]] = []
@@ -128,7 +130,8 @@ class CompetingLoad:
         parent = os.getpid()
 
         def pin() -> None:
-            if _PRCTL(PR_SET_PDEATHSIG, signal.SIGKILL) != 0 or os.getppid() != parent:  # or it died before
+            # killed when this process dies; gone at once if it died before that was asked
+            if _PRCTL is None or _PRCTL(PR_SET_PDEATHSIG, signal.SIGKILL) != 0 or os.getppid() != parent:
                 os._exit(1)
             os.sched_setaffinity(0, {cpu})
             os.nice(self.nice)
