@@ -96,10 +96,6 @@ PR_SET_PDEATHSIG = 1
 #: libc's ``prctl`` (Linux; None elsewhere), looked up here: a child between fork and exec may not load a library
 #: (another thread of the parent may have held the loader's lock at the fork).
 _PRCTL = getattr(ctypes.CDLL(None, use_errno=True), "prctl", None)
-#: The environment of commands run beside the busy processes: Ray starts its workers at nice 15 (its
-#: ``worker_niceness``), where beside a busy process at nice 1 they would get 4% of a core (36 / (36 + 820)) rather
-#: than 1/1.8 of it, and the documented ``flwr run`` test would never end; at nice 0 they are slowed like the rest.
-EMULATION_ENV = {"RAY_worker_niceness": "0"}
 
 
 class CompetingLoad:
@@ -114,6 +110,7 @@ class CompetingLoad:
     def __init__(self, nice: int) -> None:
         if _PRCTL is None:
             raise OSError("a competing load needs Linux (prctl)")
+        self._prctl = _PRCTL
         self.nice = nice
         self.cgroup = CpuCgroup(None)
         self.busy: list[subprocess.Popen[bytes]] = []
@@ -131,7 +128,7 @@ class CompetingLoad:
 
         def pin() -> None:
             # killed when this process dies; gone at once if it died before that was asked
-            if _PRCTL is None or _PRCTL(PR_SET_PDEATHSIG, signal.SIGKILL) != 0 or os.getppid() != parent:
+            if self._prctl(PR_SET_PDEATHSIG, signal.SIGKILL) != 0 or os.getppid() != parent:
                 os._exit(1)
             os.sched_setaffinity(0, {cpu})
             os.nice(self.nice)

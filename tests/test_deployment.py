@@ -37,9 +37,14 @@ from tests.conftest import make_config
 REFUSED = "answers its Control and Runtime APIs only on 127.0.0.1"
 
 
+def read_text(path: Path) -> str:
+    """The text of ``path``; empty while it does not exist."""
+    return path.read_text() if path.is_file() else ""
+
+
 def read_lines(path: Path) -> list[str]:
     """The lines of ``path``; none while it does not exist."""
-    return path.read_text().splitlines() if path.is_file() else []
+    return read_text(path).splitlines()
 
 
 def assert_refused_by_gate(result: subprocess.CompletedProcess) -> None:
@@ -182,11 +187,6 @@ def assert_the_refused_nodes_never_joined(d: Deployment, intruder_log: Path, no_
         text = refused.read_text()
         assert "SuperNode ID:" not in text and "Receiving:" not in text, text[-2000:]
     assert "SuperNode ID:" in (d.homes / "node-0" / "supernode.log").read_text()
-
-
-def read_text(path: Path) -> str:
-    """The text of ``path``; empty while it does not exist."""
-    return path.read_text() if path.is_file() else ""
 
 
 def finished_run(d: Deployment, run_id: str) -> str:
