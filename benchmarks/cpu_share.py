@@ -1,80 +1,19 @@
-"""Sharing the CPU, to make a machine slower for what runs in a cgroup: a CFS quota that caps the cgroup's CPU time
-(``CpuCgroup``; the throttled-node test), and busy processes that compete with its every thread for its core
+"""A machine made slower for what runs in a cgroup: busy processes that compete with its every thread for its core
 (``CompetingLoad``; ``python -m benchmarks suite-time --slower``), with a probe of the slowdown they give
-(``measured_slowdown``). Linux and root: each makes a cgroup of the CPU controller."""
+(``measured_slowdown``). Linux and root: the load lives in a CPU cgroup (``benchmarks.cgroup.CpuCgroup``)."""
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
 import signal
 import statistics
 import subprocess
 import sys
-import uuid
 from collections.abc import Callable
-from pathlib import Path
 from typing import TypedDict
 
-from simulation.local_run import stop_found
-
-
-class CpuCgroup:
-    """A cgroup of the CPU controller, made inside this process's own (cgroup v1's ``cpu`` controller, else v2's;
-    Linux, root; OSError elsewhere), whose processes share at most ``share`` CPUs (``share=0.1``: 10 ms of CPU per
-    100 ms, a CFS quota) or, with ``share=None``, as much as the machine has: its processes then compete with each
-    other by their nice values alone (the kernel's autogroups, which would weigh each session as one, apply only
-    outside a cgroup). ``enter`` moves the calling process into it: pass it as ``preexec_fn``, so that a command and
-    everything it starts are in it (a SuperNode and its ClientApps; ``make test`` and its workers). ``close`` moves
-    what is left to the parent and removes the cgroup."""
-
-    PERIOD_US = 100_000
-
-    def __init__(self, share: float | None) -> None:
-        root = Path("/sys/fs/cgroup")
-        own = Path("/proc/self/cgroup").read_text().splitlines()
-        quota = None if share is None else max(1000, int(share * self.PERIOD_US))
-        if (root / "cpu" / "cpu.cfs_quota_us").is_file():  # cgroup v1
-            path = next(line.split(":", 2)[2] for line in own if "cpu" in line.split(":", 2)[1].split(","))
-            self.parent = root / "cpu" / path.lstrip("/")
-            self.path = self.parent / f"fedft-cpu-{uuid.uuid4().hex[:12]}"
-            self.path.mkdir()
-            if quota is not None:
-                (self.path / "cpu.cfs_period_us").write_text(str(self.PERIOD_US))
-                (self.path / "cpu.cfs_quota_us").write_text(str(quota))
-        else:  # cgroup v2: the parent must hand the cpu controller down (a root or delegated cgroup)
-            path = next(line.split(":", 2)[2] for line in own if line.startswith("0::"))
-            self.parent = root / path.lstrip("/")
-            (self.parent / "cgroup.subtree_control").write_text("+cpu")
-            self.path = self.parent / f"fedft-cpu-{uuid.uuid4().hex[:12]}"
-            self.path.mkdir()
-            if quota is not None:
-                (self.path / "cpu.max").write_text(f"{quota} {self.PERIOD_US}")
-
-    def enter(self) -> None:
-        """Move the calling process into this cgroup."""
-        (self.path / "cgroup.procs").write_text(str(os.getpid()))
-
-    def pids(self) -> list[int]:
-        """The processes in this cgroup now."""
-        return [int(pid) for pid in (self.path / "cgroup.procs").read_text().split()]
-
-    def throttled_seconds(self) -> float:
-        """How long the quota has held the cgroup's processes back so far, summed over the periods it throttled them
-        (``cpu.stat``)."""
-        stat = dict(line.split() for line in (self.path / "cpu.stat").read_text().splitlines())
-        if "throttled_time" in stat:  # v1, nanoseconds
-            return int(stat["throttled_time"]) / 1e9
-        return int(stat.get("throttled_usec", 0)) / 1e6
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            for pid in (self.path / "cgroup.procs").read_text().split():
-                with contextlib.suppress(OSError):
-                    (self.parent / "cgroup.procs").write_text(pid)
-            self.path.rmdir()
-
+from benchmarks.cgroup import CpuCgroup
 
 #: The kernel's weight of a task at nice 0 to 19 (``sched_prio_to_weight`` in kernel/sched/core.c): on a core shared
 #: with one busy task at nice n, a task at nice 0 gets 1024 / (1024 + weight[n]) of it.
@@ -145,7 +84,6 @@ class CompetingLoad:
         for process in self.busy:
             process.kill()
             process.wait()
-        stop_found(self.cgroup.pids, grace=2.0)
         self.cgroup.close()
 
 

@@ -3,8 +3,7 @@
     python -m benchmarks memory-limit --case scale10|default-cached|default-first [--checkout DIR]
         [--low 1] [--high 8] [--step 0.125]
 
-Needs root and a cgroup memory controller (``MemoryCgroup`` below); CI has neither, so this is a benchmark, not a
-test.
+Needs root and a cgroup memory controller; CI has neither, so this is a benchmark, not a test.
 
 Why: the other benchmarks report the peak PSS of a run's processes, which counts every page they map, clean
 file-backed pages included: the memory-mapped dataset and feature files, the libraries' code. The kernel can drop
@@ -30,14 +29,9 @@ The cases:
 The limit is bisected on a grid from ``--low`` to ``--high`` GiB in steps of ``--step``, on the assumption that a run
 that passes at L also passes at any larger limit; every run is kept in ``--out``.
 
-The cgroup (``MemoryCgroup``, Linux, root): the kernel charges a cgroup for its processes' anonymous memory and for the
-page cache they read or write; above the hard limit it first reclaims the cgroup's clean file pages (which are read
-again when needed) and, when that is not enough, kills one of its processes (an OOM kill, counted here). Swap is limited
-to nothing where the kernel accounts for it, so anonymous memory cannot be paged out instead. The new cgroup is made
-inside this process's own, so that the limits of whatever contains this process still hold. Measured with the cgroup-v1
-memory controller (``/sys/fs/cgroup/memory``). Under cgroup v2 this works only where this process's cgroup may hand the
-memory controller to a child: the real root, or a delegated cgroup that holds no process itself (a systemd session scope
-does, and then making the cgroup fails with an OSError).
+The cgroup (``benchmarks.cgroup.MemoryCgroup``, Linux, root) is made inside this process's own, so that the limits of
+whatever contains this process still hold; swap is limited to nothing where the kernel accounts for it, so anonymous
+memory cannot be paged out instead. Measured with the cgroup-v1 memory controller (``/sys/fs/cgroup/memory``).
 """
 
 from __future__ import annotations
@@ -46,108 +40,20 @@ import json
 import os
 import shutil
 import tempfile
-import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from benchmarks import PROJECT_DIR, RESULTS_DIR, command_line, commit_of
+from benchmarks.cgroup import MemoryCgroup
 from benchmarks.measured_run import cache_overrides, run_simulation_measured
 from benchmarks.scale import SCALE_WORKLOAD
 from run_config.text import parse_overrides
-from simulation.local_run import stop_found
 
 NAME = "memory-limit"
 RESULTS = RESULTS_DIR / "memory_limit.json"
 GIB = 2**30
-
-CGROUP_ROOT = Path("/sys/fs/cgroup")
-
-
-@dataclass(frozen=True)
-class Controller:
-    """Where a cgroup version keeps what this module reads and writes, relative to a cgroup's folder."""
-
-    mount: Path
-    limit: str
-    swap_limit: str
-    peak: str
-    events: str
-
-    def own_cgroup(self, proc_cgroup: str) -> Path:
-        """This process's cgroup folder under ``mount``, from the text of /proc/self/cgroup."""
-        for line in proc_cgroup.splitlines():
-            _, controllers, path = line.split(":", 2)
-            if (self is V1 and "memory" in controllers.split(",")) or (self is V2 and controllers == ""):
-                return self.mount / path.lstrip("/")
-        raise OSError("this process is in no memory cgroup")
-
-
-V1 = Controller(CGROUP_ROOT / "memory", "memory.limit_in_bytes", "memory.memsw.limit_in_bytes",
-                "memory.max_usage_in_bytes", "memory.oom_control")  # fmt: skip
-V2 = Controller(CGROUP_ROOT, "memory.max", "memory.swap.max", "memory.peak", "memory.events")
-
-
-def controller() -> Controller:
-    """The memory controller this machine has: cgroup v1's when mounted, else v2's (OSError when neither)."""
-    if (V1.mount / V1.limit).is_file():
-        return V1
-    if "memory" in (CGROUP_ROOT / "cgroup.controllers").read_text().split():
-        return V2
-    raise OSError("no cgroup memory controller is mounted")
-
-
-def oom_kills(events_text: str) -> int:
-    """The ``oom_kill`` count in a cgroup's ``memory.oom_control`` (v1) or ``memory.events`` (v2); 0 when the kernel
-    does not report it."""
-    for line in events_text.splitlines():
-        name, _, value = line.partition(" ")
-        if name == "oom_kill":
-            return int(value)
-    return 0
-
-
-class MemoryCgroup:
-    """A fresh cgroup limited to ``limit_bytes`` (None: no limit, only accounting), removed on ``close``.
-
-    ``enter`` moves the calling process into it: pass it as ``preexec_fn`` to ``subprocess`` so that the command and
-    everything it starts are charged to it from their first page.
-    """
-
-    def __init__(self, limit_bytes: int | None) -> None:
-        self.controller = controller()
-        parent = self.controller.own_cgroup(Path("/proc/self/cgroup").read_text())
-        if self.controller is V2:
-            (parent / "cgroup.subtree_control").write_text("+memory")
-        self.path = parent / f"fedft-{uuid.uuid4().hex[:12]}"
-        self.path.mkdir()
-        if limit_bytes is not None:
-            (self.path / self.controller.limit).write_text(str(limit_bytes))
-            swap = self.path / self.controller.swap_limit
-            if swap.exists():  # v1: memory + swap, so the same value; v2: swap alone
-                swap.write_text(str(limit_bytes) if self.controller is V1 else "0")
-
-    def enter(self) -> None:
-        """Move the calling process into this cgroup."""
-        (self.path / "cgroup.procs").write_text(str(os.getpid()))
-
-    def pids(self) -> list[int]:
-        """The processes in this cgroup now."""
-        return [int(pid) for pid in (self.path / "cgroup.procs").read_text().split()]
-
-    def peak_bytes(self) -> int:
-        """The most memory charged to this cgroup at once (page cache included)."""
-        return int((self.path / self.controller.peak).read_text())
-
-    def oom_kills(self) -> int:
-        """How many of its processes the kernel killed for want of memory."""
-        return oom_kills((self.path / self.controller.events).read_text())
-
-    def close(self) -> None:
-        """Stop what still runs in it (by PID), then remove it."""
-        stop_found(self.pids, grace=2.0)
-        self.path.rmdir()
 
 
 def drop_page_cache() -> None:

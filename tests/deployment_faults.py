@@ -1,7 +1,7 @@
 """Helpers for the fault tests of a loopback deployment (``tests/test_deployment_faults.py``): a deployment started
 with the scripts in ``deployment/`` (TLS, SuperNode authentication), a TCP proxy to cut a node's connection, a
 restart loop standing in for systemd's ``Restart=`` and a memory cap that makes a SuperNode run out of memory (the CPU
-quota that makes one slower is ``benchmarks.cpu_share.CpuCgroup``)."""
+quota that makes one slower is ``benchmarks.cgroup.CpuCgroup``)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.memory_limit import MemoryCgroup
+from benchmarks.cgroup import MemoryCgroup
 from deployment.loopback import LoopbackFederation
 from simulation.local_run import free_port
 
@@ -106,34 +106,15 @@ class Proxy:
 
 
 class MemoryCap(MemoryCgroup):
-    """A memory cgroup whose processes may hold at most ``mib`` MiB between them, page cache included (swap too, where
-    the kernel accounts for it), made inside this process's own (``benchmarks/memory_limit.py``: cgroup v1's
-    ``memory`` controller, else v2's ``memory.max``; Linux, root). Above the cap the kernel reclaims the cgroup's
-    clean file pages, then kills its largest process. ``enter`` moves the calling process into it: pass it as
-    ``preexec_fn``, so that a SuperNode, its SuperExec and every ClientApp they start share the cap. ``close`` stops
-    what is left in it by PID and removes it."""
+    """A ``MemoryCgroup`` (``benchmarks/cgroup.py``) capped in MiB, for a SuperNode, its SuperExec and every ClientApp
+    they start to share (pass ``enter`` as their ``preexec_fn``); closing it never fails the test that made it."""
 
     def __init__(self, mib: int | None) -> None:
         super().__init__(None if mib is None else mib * 2**20)
 
     def set_mib(self, mib: int | None) -> None:
-        """Change the cap while its processes run (None: no cap). Lowering it below what is charged makes the kernel
-        reclaim first, and fails (OSError, EBUSY) when it cannot."""
-        if self.controller.limit == "memory.limit_in_bytes":  # v1: memory + swap may never be below memory alone
-            value = "-1" if mib is None else str(mib * 2**20)
-            first, second = ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes")
-            if mib is None:
-                first, second = second, first
-            for name in (first, second):
-                if (self.path / name).exists():
-                    (self.path / name).write_text(value)
-        else:
-            (self.path / "memory.max").write_text("max" if mib is None else str(mib * 2**20))
-
-    def usage_bytes(self) -> int:
-        """What is charged to the cgroup now."""
-        name = "memory.usage_in_bytes" if (self.path / "memory.usage_in_bytes").is_file() else "memory.current"
-        return int((self.path / name).read_text())
+        """Change the cap while its processes run (None: no cap); see ``set_limit``."""
+        self.set_limit(None if mib is None else mib * 2**20)
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.cpu_share import CpuCgroup
+from benchmarks.cgroup import CpuCgroup
 from deployment.loopback import wait_for
 from strategies.stragglers import constant_stragglers
 from tests.conftest import make_config
