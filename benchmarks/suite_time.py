@@ -8,7 +8,8 @@ through ``PYTEST_ADDOPTS``. The install reads pip's cache as this machine holds 
 wheels as well). Appends a row to ``measurements/benchmarks/suite_time.json``: the commit, the CPU (its name, family
 and model, and torch's kernel level: the 2-core machines this project is given are of several kinds), the 1-minute
 load at the start and the highest sampled, the exit codes, the seconds of the install and of the tests, pytest's own
-count line and its slowest tests. Other work on the machine slows the suite as much as it slows that work: only a
+count line and its slowest tests. Stopped (SIGTERM, ^C), it stops the install or the tests it started, with their
+processes, and removes the clone. Other work on the machine slows the suite as much as it slows that work: only a
 row whose load stayed near 2 (the suite's own two workers) is a timing. Exits 1 when the install or the tests
 failed. docs/benchmarks.md shows every row and the slowest tests of the latest run of each machine kind.
 
@@ -38,6 +39,7 @@ import torch
 
 from benchmarks import PROJECT_DIR, RESULTS_DIR, LoadWatch, command_line, commit_of
 from benchmarks.cpu_share import CompetingLoad, Slowdown, competing_nice, measured_slowdown, slowdown
+from simulation.local_run import exit_on_sigterm, stop_process_tree
 
 NAME = "suite-time"
 OUTPUT = RESULTS_DIR / "suite_time.json"
@@ -108,11 +110,24 @@ def pytest_summary(log: str) -> tuple[str, list[tuple[float, str]]]:
 def _timed(
     command: Sequence[str], cwd: Path, env: Mapping[str, str], load: CompetingLoad | None
 ) -> tuple[int, float, str]:
+    """Run ``command``, returning its exit code, seconds and output; stopped with everything it started (by PID) when
+    this process is (SIGTERM, ^C), so that a stopped benchmark leaves no test running."""
     tick = time.perf_counter()
-    done = subprocess.run(
-        command, cwd=cwd, env=dict(env), capture_output=True, text=True, preexec_fn=load.enter if load else None
+    process = subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=dict(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=load.enter if load else None,
     )
-    return done.returncode, time.perf_counter() - tick, done.stdout + done.stderr
+    try:
+        output, _ = process.communicate()
+    except BaseException:
+        stop_process_tree(process)
+        raise
+    return process.returncode, time.perf_counter() - tick, output
 
 
 def time_suite(slowest: int, load: CompetingLoad | None = None) -> SuiteRun:
@@ -218,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--slowest must be at least 1")
     if args.slower is not None and not 1.1 <= args.slower <= 2:
         parser.error("--slower must be between 1.1 and 2")
+    exit_on_sigterm()  # SIGTERM unwinds: the command's processes, the load and the clone are stopped and removed
     measured: Slowdown | None = None
     load: CompetingLoad | None = None
     if args.slower is not None:

@@ -4,15 +4,21 @@ project (a git repository whose Makefile prints what ``make test`` prints), not 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from benchmarks import cpu_share, suite_time
 from benchmarks.cpu_share import CompetingLoad
+from simulation.local_run import stop_processes
 from tests.test_cpu_share import competing_load_or_skip, probe_by_cgroup
 
 MAKE_TEST_OUTPUT = """\
@@ -99,17 +105,24 @@ def test_the_figure_judges_each_row_against_8_minutes_and_lists_each_kinds_lates
     assert "on AMD EPYC, AVX512 made 1.8x slower (fff6666" in figure and "- 60.0 s call slowed" in figure
 
 
-def stand_in_project(root: Path, test_exit: int) -> Path:
+@pytest.fixture(autouse=True)
+def sigterm_handler_restored() -> Iterator[None]:
+    """``main`` makes SIGTERM raise SystemExit in the process that calls it: this test worker's, put back after."""
+    handler = signal.getsignal(signal.SIGTERM)
+    yield
+    signal.signal(signal.SIGTERM, handler)
+
+
+def stand_in_project(root: Path, test_exit: int, test_recipe: str = "") -> Path:
     """A git repository whose ``make setup`` and ``make test`` print what the real ones print, ``make test`` exiting
-    with ``test_exit`` and echoing PYTEST_ADDOPTS and the cgroups it runs in."""
+    with ``test_exit`` and echoing PYTEST_ADDOPTS and the cgroups it runs in (or running ``test_recipe``)."""
     root.mkdir()
     (root / "make-test-output.txt").write_text(MAKE_TEST_OUTPUT)
-    (root / "Makefile").write_text(
-        "setup:\n\t@echo installed\n"
-        f'test:\n\t@echo "addopts=$$PYTEST_ADDOPTS ray-niceness=$$RAY_worker_niceness"\n\t@cat /proc/self/cgroup\n'
-        "\t@cat make-test-output.txt\n"
-        f"\t@exit {test_exit}\n"
+    recipe = test_recipe or (
+        '@echo "addopts=$$PYTEST_ADDOPTS ray-niceness=$$RAY_worker_niceness"\n\t@cat /proc/self/cgroup\n'
+        f"\t@cat make-test-output.txt\n\t@exit {test_exit}"
     )
+    (root / "Makefile").write_text(f"setup:\n\t@echo installed\ntest:\n\t{recipe}\n")
     for command in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "stand-in"]):
         subprocess.run(
             ["git", "-c", "user.name=t", "-c", "user.email=t@t", *command], cwd=root, check=True, capture_output=True
@@ -139,6 +152,41 @@ def test_a_run_clones_times_both_steps_and_appends_its_row(
     assert run["machine"] and run["cpu"] and run["load_max"] >= 0
     assert ("addopts=--durations=7" in run["log_tail"]) == bool(test_exit)  # the log is kept only for a failure
     assert run["commit"] in capsys.readouterr().out
+
+
+def test_a_benchmark_stopped_by_sigterm_stops_the_tests_it_started_and_removes_its_clone(tmp_path: Path) -> None:
+    started = tmp_path / "started"  # the test recipe's shell, its child and its folder (the clone)
+    project = stand_in_project(
+        tmp_path / "project", 0, f'@sleep 600 & echo "$$$$ $$! $$PWD" > {started}; wait'
+    )  # fmt: skip
+    benchmark = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from pathlib import Path; from benchmarks import suite_time as s\n"
+         "s.PROJECT_DIR, s.OUTPUT = Path(sys.argv[1]), Path(sys.argv[2]); sys.exit(s.main([]))",
+         str(project), str(tmp_path / "suite_time.json")],
+        cwd=Path(suite_time.__file__).parents[1], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not started.is_file() or not started.read_text().endswith("\n"):
+            assert benchmark.poll() is None and time.monotonic() < deadline, benchmark.communicate()[0]
+            time.sleep(0.05)
+        benchmark.send_signal(signal.SIGTERM)
+        output = benchmark.communicate(timeout=30)[0]
+    finally:
+        benchmark.kill()
+    shell, sleeper, clone = started.read_text().split()
+    left = [pid for pid in map(int, (shell, sleeper)) if still_runs(pid)]
+    stop_processes(left)  # what a failure leaves, not left running
+    assert benchmark.returncode == 128 + signal.SIGTERM, output
+    assert left == []
+    assert not Path(clone).exists() and not (tmp_path / "suite_time.json").exists()
+
+
+def still_runs(pid: int) -> bool:
+    stat = Path(f"/proc/{pid}/stat")
+    with contextlib.suppress(FileNotFoundError):
+        return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    return False
 
 
 def test_slowest_below_one_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
