@@ -4,9 +4,10 @@ their CPU time (``CpuCgroup``), or to let them compete by nice value alone (``be
 OSError elsewhere.
 
 Cgroup v1 mounts each controller in a folder of its own (``/sys/fs/cgroup/memory``); v2 has one tree, in which a
-cgroup can use a controller only when its parent hands it down (``cgroup.subtree_control``): the real root, or a
-delegated cgroup that holds no process itself (a systemd session scope does, and then making the cgroup fails with an
-OSError). The machines this project measured on have v1."""
+cgroup may use a controller only when its parent hands it down (``cgroup.subtree_control``), and a parent holding
+processes may not hand a controller down: on v2 this works where this process's cgroup is the root (a container's,
+for one). The machines this project measured on have v1.
+"""
 
 from __future__ import annotations
 
@@ -115,10 +116,10 @@ class MemoryCgroup(Cgroup):
     def set_limit(self, limit_bytes: int | None) -> None:
         """Change the limit, also while its processes run (None: no limit). Lowering it below what is charged makes
         the kernel reclaim first, and fails (OSError, EBUSY) when it cannot."""
-        if self.version == 2:
+        if self.version == 2:  # memory and swap apart: no swap under a limit, as much as the machine has without one
             self.write(self.limit_file, "max" if limit_bytes is None else str(limit_bytes))
-            if limit_bytes is not None and self.has(self.swap_file):
-                self.write(self.swap_file, "0")
+            if self.has(self.swap_file):
+                self.write(self.swap_file, "max" if limit_bytes is None else "0")
             return
         # v1: the swap file limits memory + swap, which may never be below memory alone: raised first when the limit
         # goes up, lowered last when it goes down

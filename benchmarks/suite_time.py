@@ -31,6 +31,7 @@ import re
 import subprocess
 import tempfile
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NotRequired, TypedDict
@@ -39,7 +40,7 @@ import torch
 
 from benchmarks import PROJECT_DIR, RESULTS_DIR, LoadWatch, command_line, commit_of
 from benchmarks.cpu_share import CompetingLoad, Slowdown, competing_nice, measured_slowdown, slowdown
-from simulation.local_run import exit_on_sigterm, stop_process_tree
+from simulation.local_run import exit_on_sigterm, processes_marked, stop_found, stop_process_tree
 
 NAME = "suite-time"
 OUTPUT = RESULTS_DIR / "suite_time.json"
@@ -54,6 +55,8 @@ QUIET_LOAD = 4.0
 #: ``worker_niceness``), where beside a busy process at nice 1 they would get 4% of a core (36 / (36 + 820)) rather
 #: than 1/1.8 of it, and the documented ``flwr run`` test would never end; at nice 0 they are slowed like the rest.
 EMULATION_ENV = {"RAY_worker_niceness": "0"}
+#: The variable whose value (one per run) marks every process the timed commands start, to be found by when stopped.
+SUITE_MARKER = "FEDFT_SUITE_TIME_ID"
 #: pytest's last line under ``-q``: its counts and its own wall time.
 PYTEST_LINE = re.compile(r"^=*\s*((?:\d+ \w+(?:, )?)+) in ([\d.]+)s\b", re.MULTILINE)
 #: One line of ``--durations``: seconds, phase, test id.
@@ -110,8 +113,10 @@ def pytest_summary(log: str) -> tuple[str, list[tuple[float, str]]]:
 def _timed(
     command: Sequence[str], cwd: Path, env: Mapping[str, str], load: CompetingLoad | None
 ) -> tuple[int, float, str]:
-    """Run ``command``, returning its exit code, seconds and output; stopped with everything it started (by PID) when
-    this process is (SIGTERM, ^C), so that a stopped benchmark leaves no test running."""
+    """Run ``command``, returning its exit code, seconds and output. Stopped when this process is (SIGTERM, ^C), by
+    PID: the command and its descendants, then every process that inherited ``env``'s ``SUITE_MARKER`` (SuperLinks
+    and SuperNodes the tests start in sessions of their own, which init adopts), so that a stopped benchmark leaves
+    none of the suite's processes running."""
     tick = time.perf_counter()
     process = subprocess.Popen(
         command,
@@ -126,13 +131,18 @@ def _timed(
         output, _ = process.communicate()
     except BaseException:
         stop_process_tree(process)
+        stop_found(lambda: processes_marked(env[SUITE_MARKER], SUITE_MARKER))
         raise
     return process.returncode, time.perf_counter() - tick, output
 
 
 def time_suite(slowest: int, load: CompetingLoad | None = None) -> SuiteRun:
     """Clone HEAD, then time ``make setup`` and ``make test`` in the clone (both beside ``load`` when given)."""
-    env = {**os.environ, "PYTEST_ADDOPTS": f"{os.environ.get('PYTEST_ADDOPTS', '')} --durations={slowest}".strip()}
+    env = {
+        **os.environ,
+        "PYTEST_ADDOPTS": f"{os.environ.get('PYTEST_ADDOPTS', '')} --durations={slowest}".strip(),
+        SUITE_MARKER: uuid.uuid4().hex,
+    }
     if load:
         env.update(EMULATION_ENV)
     with tempfile.TemporaryDirectory(prefix="fedft-suite-time-") as scratch, LoadWatch() as watch:

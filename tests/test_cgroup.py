@@ -159,6 +159,20 @@ def test_a_process_over_the_memory_limit_is_killed_and_one_under_it_is_not() -> 
         assert not cgroup.path.exists()
 
 
+def test_a_memory_limit_is_raised_lifted_and_lowered_in_the_order_the_kernel_accepts() -> None:
+    try:
+        cgroup = MemoryCgroup(100 * 2**20)
+    except OSError as err:
+        pytest.skip(f"cannot make a memory cgroup here: {err}")
+    try:
+        for limit_mib, allocate_mib, killed in ((400, 300, False), (None, 300, False), (100, 300, True)):
+            cgroup.set_limit(None if limit_mib is None else limit_mib * 2**20)
+            code = subprocess.call([sys.executable, "-c", ALLOCATE, str(allocate_mib)], preexec_fn=cgroup.enter)
+            assert (code == -9) is killed, (limit_mib, code)
+    finally:
+        cgroup.close()
+
+
 def test_a_busy_process_under_a_cpu_quota_gets_its_share_and_close_stops_what_is_left() -> None:
     try:
         cgroup = CpuCgroup(0.1)
@@ -173,7 +187,7 @@ def test_a_busy_process_under_a_cpu_quota_gets_its_share_and_close_stops_what_is
         utime, stime = Path(f"/proc/{busy.pid}/stat").read_text().rsplit(")", 1)[1].split()[11:13]
         used = (int(utime) + int(stime)) / os.sysconf("SC_CLK_TCK")
         assert used < 0.5  # 0.15 s of CPU in 1.5 s at a tenth of a CPU; a whole CPU would give it about 1.5 s
-        assert cgroup.throttled_seconds() > 0.5
+        assert cgroup.throttled_seconds() > 0.3  # about 1.35 s held back alone; more than 12 busy threads lower it
     finally:
         cgroup.close()
     assert busy.wait(timeout=5) is not None and not cgroup.path.exists()

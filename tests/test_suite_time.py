@@ -4,7 +4,6 @@ project (a git repository whose Makefile prints what ``make test`` prints), not 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -18,7 +17,7 @@ import pytest
 
 from benchmarks import cpu_share, suite_time
 from benchmarks.cpu_share import CompetingLoad
-from simulation.local_run import stop_processes
+from simulation.local_run import start_times, still_running, stop_processes
 from tests.test_cpu_share import competing_load_or_skip, probe_by_cgroup
 
 MAKE_TEST_OUTPUT = """\
@@ -155,9 +154,12 @@ def test_a_run_clones_times_both_steps_and_appends_its_row(
 
 
 def test_a_benchmark_stopped_by_sigterm_stops_the_tests_it_started_and_removes_its_clone(tmp_path: Path) -> None:
-    started = tmp_path / "started"  # the test recipe's shell, its child and its folder (the clone)
+    """The stand-in's ``make test`` runs a shell with a child, and a process whose parent has exited (init adopts it,
+    as it does the SuperLinks the deployment tests start with ``setsid``): none outlives the stopped benchmark."""
+    started, orphan = tmp_path / "started", tmp_path / "orphan"  # the shell, its child and its folder (the clone)
     project = stand_in_project(
-        tmp_path / "project", 0, f'@sleep 600 & echo "$$$$ $$! $$PWD" > {started}; wait'
+        tmp_path / "project", 0,
+        f'@(sleep 600 & echo $$! > {orphan}); sleep 600 & echo "$$$$ $$! $$PWD" > {started}; wait',
     )  # fmt: skip
     benchmark = subprocess.Popen(
         [sys.executable, "-c", "import sys; from pathlib import Path; from benchmarks import suite_time as s\n"
@@ -165,28 +167,24 @@ def test_a_benchmark_stopped_by_sigterm_stops_the_tests_it_started_and_removes_i
          str(project), str(tmp_path / "suite_time.json")],
         cwd=Path(suite_time.__file__).parents[1], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
+    pids: list[int] = []
     try:
         deadline = time.monotonic() + 60
         while not started.is_file() or not started.read_text().endswith("\n"):
             assert benchmark.poll() is None and time.monotonic() < deadline, benchmark.communicate()[0]
             time.sleep(0.05)
+        shell, sleeper, clone = started.read_text().split()
+        pids = [int(shell), int(sleeper), int(orphan.read_text())]
+        found = start_times(pids)
         benchmark.send_signal(signal.SIGTERM)
-        output = benchmark.communicate(timeout=30)[0]
+        output = benchmark.communicate(timeout=60)[0]
+        left = still_running(found)
     finally:
         benchmark.kill()
-    shell, sleeper, clone = started.read_text().split()
-    left = [pid for pid in map(int, (shell, sleeper)) if still_runs(pid)]
-    stop_processes(left)  # what a failure leaves, not left running
+        stop_processes(pids)  # what a failure leaves, not left running
     assert benchmark.returncode == 128 + signal.SIGTERM, output
     assert left == []
     assert not Path(clone).exists() and not (tmp_path / "suite_time.json").exists()
-
-
-def still_runs(pid: int) -> bool:
-    stat = Path(f"/proc/{pid}/stat")
-    with contextlib.suppress(FileNotFoundError):
-        return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    return False
 
 
 def test_slowest_below_one_is_refused(capsys: pytest.CaptureFixture[str]) -> None:

@@ -151,6 +151,6 @@ def test_round_time_is_bounded_by_round_timeout_not_by_a_throttled_node(tmp_path
     finally:
         watch.close()
         leftovers = deployment.close()
-        quota.close()
         (tmp_path / "report.json").write_text(json.dumps(report, indent=1))
+        quota.close()
     assert leftovers == [], "a SuperLink, SuperNode or app process outlived stop.sh"
