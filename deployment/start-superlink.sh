@@ -9,14 +9,15 @@
 # 127.0.0.1:PORT from this machine (deployment/loopback_gate.py). HOST must be 0.0.0.0, ::, 127.0.0.1 or ::1.
 # STATE_DIR receives superlink.db (registered SuperNodes and runs survive a restart), superlink.log, superlink.pid
 # and flwr-home/ (the copies of the app its ServerApps install): one STATE_DIR per SuperLink. The script refuses a
-# STATE_DIR whose SuperLink is still running, and exits 1 with the log's last lines when the SuperLink stops during
-# its start (e.g. PORT in use). --insecure (testing only) turns TLS and authentication off; CERT_DIR is then ignored.
+# STATE_DIR whose SuperLink is still running, and exits 1 with the log's last lines when the SuperLink stops during its
+# start (PORT in use) or is not serving within SUPERLINK_START_SECONDS (60). --insecure (testing only) turns TLS and
+# authentication off; CERT_DIR is then ignored.
 # The interpreter is that of the environment where the app is installed (pip install .): $PYTHON, else the active
 # virtual environment, else the project's .venv, else python3 (deployment/python-env.sh).
 set -euo pipefail
 insecure=0
 if [[ "${1:-}" == "--insecure" ]]; then insecure=1; shift; fi
-if [[ $# -lt 2 ]]; then sed -n '2,15p' "$0"; exit 2; fi
+if [[ $# -lt 2 ]]; then sed -n '2,16p' "$0"; exit 2; fi
 state=$1 certs=$2 host=${3:-0.0.0.0} port=${4:-9093}
 source "$(dirname "$0")/python-env.sh"
 # Refuse here, not only in the background process, a HOST the gate cannot protect (and a missing install).
@@ -47,17 +48,26 @@ FLWR_HOME="$state/flwr-home" setsid "$python" -m deployment.gated_superlink \
   --disable-runtime-dependency-installation >>"$state/superlink.log" 2>&1 </dev/null &
 pid=$!
 echo $pid >"$state/superlink.pid"
-# Wait (up to 60 s) until it serves, so that a SuperLink that stops at start (PORT in use, a bad certificate) is
-# reported here rather than only in its log.
-for _ in $(seq 1 120); do
+# Wait (up to SUPERLINK_START_SECONDS, default 60) until it serves, so that a SuperLink that stops at start (PORT in
+# use, a bad certificate) or is not serving by then is reported here rather than only in its log.
+wait_seconds=${SUPERLINK_START_SECONDS:-60}
+serving=0
+for _ in $(seq 1 $((wait_seconds * 2))); do
   if ! kill -0 "$pid" 2>/dev/null; then
     rm -f "$state/superlink.pid"
     echo "error: the SuperLink stopped during its start; the end of $state/superlink.log:" >&2
     tail -c "+$log_start" "$state/superlink.log" | tail -n 8 >&2
     exit 1
   fi
-  [[ "$(tail -c "+$log_start" "$state/superlink.log")" == *"Uvicorn running on"* ]] && break
+  [[ "$(tail -c "+$log_start" "$state/superlink.log")" == *"Uvicorn running on"* ]] && { serving=1; break; }
   sleep 0.5
 done
+if (( ! serving )); then
+  echo "error: the SuperLink (PID $pid) is not serving after $wait_seconds s; it is left running, as it may be" \
+       "still starting (a slow machine: SUPERLINK_START_SECONDS=300), or stop it: deployment/stop.sh $state;" \
+       "the end of $state/superlink.log:" >&2
+  tail -c "+$log_start" "$state/superlink.log" | tail -n 8 >&2
+  exit 1
+fi
 echo "SuperLink PID $pid on $host:$port (Control API: 127.0.0.1:$port only)"
 echo "log: $state/superlink.log"
