@@ -19,6 +19,11 @@ insecure=0
 if [[ "${1:-}" == "--insecure" ]]; then insecure=1; shift; fi
 if [[ $# -lt 2 ]]; then sed -n '2,16p' "$0"; exit 2; fi
 state=$1 certs=$2 host=${3:-0.0.0.0} port=${4:-9093}
+wait_seconds=${SUPERLINK_START_SECONDS:-60}
+if [[ ! "$wait_seconds" =~ ^[1-9][0-9]*$ ]]; then
+  echo "error: SUPERLINK_START_SECONDS must be a whole number of seconds, at least 1: '$wait_seconds'" >&2
+  exit 2
+fi
 source "$(dirname "$0")/python-env.sh"
 # Refuse here, not only in the background process, a HOST the gate cannot protect (and a missing install).
 "$python" -c 'import os, sys; from deployment.gated_superlink import refuse_if_unprotected as refuse
@@ -50,7 +55,6 @@ pid=$!
 echo $pid >"$state/superlink.pid"
 # Wait (up to SUPERLINK_START_SECONDS, default 60) until it serves, so that a SuperLink that stops at start (PORT in
 # use, a bad certificate) or is not serving by then is reported here rather than only in its log.
-wait_seconds=${SUPERLINK_START_SECONDS:-60}
 serving=0
 for _ in $(seq 1 $((wait_seconds * 2))); do
   if ! kill -0 "$pid" 2>/dev/null; then

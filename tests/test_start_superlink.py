@@ -1,7 +1,8 @@
 """deployment/start-superlink.sh's wait for its SuperLink: a SuperLink that stops during its start (PORT in use) and
-one not serving within ``SUPERLINK_START_SECONDS`` are each reported with the log's last lines and exit code 1. The
-SuperLink here is a stand-in (``PYTHON`` points at a script that runs the real interpreter for everything but
-``-m deployment.gated_superlink``); the real one starting and serving is tests/test_deployment.py's."""
+one not serving within ``SUPERLINK_START_SECONDS`` are each reported with the log's last lines and exit code 1; a
+wait that is not a whole number of seconds is refused before anything starts. The SuperLink here is a stand-in
+(``PYTHON`` points at a script that runs the real interpreter for everything but ``-m deployment.gated_superlink``);
+the real one starting and serving is tests/test_deployment.py's."""
 
 from __future__ import annotations
 
@@ -28,11 +29,12 @@ exec {python} "$@"
 """
 
 
-def start(tmp_path: Path, behaviour: str) -> subprocess.CompletedProcess[str]:
+def start(tmp_path: Path, behaviour: str, wait_seconds: str = "1") -> subprocess.CompletedProcess[str]:
     python = tmp_path / "python"
     python.write_text(STAND_IN.format(python=sys.executable))
     python.chmod(0o755)
-    env = {**os.environ, "PYTHON": str(python), "STAND_IN_SUPERLINK": behaviour, "SUPERLINK_START_SECONDS": "1"}
+    env = {**os.environ, "PYTHON": str(python), "STAND_IN_SUPERLINK": behaviour}
+    env["SUPERLINK_START_SECONDS"] = wait_seconds
     command = [str(SCRIPTS / "start-superlink.sh"), "--insecure", str(tmp_path / "state"), "-", "127.0.0.1", "9"]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
 
@@ -54,6 +56,18 @@ def test_a_superlink_not_serving_in_time_is_reported_and_left_running(tmp_path: 
     assert f"error: the SuperLink (PID {pid}) is not serving after 1 s" in done.stderr
     assert "SUPERLINK_START_SECONDS=300" in done.stderr and "stand-in superlink: silent" in done.stderr
     assert running == [pid] and "SuperLink PID" not in done.stdout
+
+
+@pytest.mark.parametrize("wait_seconds", ["1.5", "0", "a minute"])
+def test_a_wait_that_is_not_a_whole_number_of_seconds_is_refused_before_anything_starts(
+    tmp_path: Path, wait_seconds: str
+) -> None:
+    done = start(tmp_path, "silent", wait_seconds)
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"error: SUPERLINK_START_SECONDS must be a whole number of seconds, at least 1: '{wait_seconds}'\n"
+    )
+    assert not (tmp_path / "state").exists()
 
 
 @pytest.fixture(autouse=True)
