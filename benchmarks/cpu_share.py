@@ -52,6 +52,7 @@ class CompetingLoad:
         self._prctl = _PRCTL
         self.nice = nice
         self.cgroup = CpuCgroup(None)
+        self.closed = False
         self.busy: list[subprocess.Popen[bytes]] = []
         try:
             for cpu in sorted(os.sched_getaffinity(0)):
@@ -80,11 +81,14 @@ class CompetingLoad:
         self.cgroup.enter()
 
     def close(self) -> None:
-        """Stop the busy processes, then anything else left in the cgroup (by PID), and remove the cgroup."""
+        """Stop the busy processes, then anything else left in the cgroup (by PID), and remove the cgroup; once."""
+        if self.closed:
+            return
         for process in self.busy:
             process.kill()
             process.wait()
         self.cgroup.close()
+        self.closed = True
 
 
 #: What ``measured_slowdown`` runs in a fresh interpreter: 150 training steps of a small convolutional net on one

@@ -137,7 +137,8 @@ def _timed(
 
 
 def time_suite(slowest: int, load: CompetingLoad | None = None) -> SuiteRun:
-    """Clone HEAD, then time ``make setup`` and ``make test`` in the clone (both beside ``load`` when given)."""
+    """Clone HEAD, then time ``make setup`` and ``make test`` in the clone (both beside ``load`` when given, which is
+    closed once they have run)."""
     env = {
         **os.environ,
         "PYTEST_ADDOPTS": f"{os.environ.get('PYTEST_ADDOPTS', '')} --durations={slowest}".strip(),
@@ -152,6 +153,8 @@ def time_suite(slowest: int, load: CompetingLoad | None = None) -> SuiteRun:
         tested = (1, 0.0, "") if install_code else _timed(["make", "test"], clone, env, load)
         test_code, test_seconds, test_log = tested
         commit = commit_of(clone)
+        if load:  # before the clone's removal, which the busy processes would slow for minutes
+            load.close()
     line, durations = pytest_summary(test_log)
     failed = install_code or test_code
     run = SuiteRun(

@@ -56,7 +56,8 @@ def wait_for(predicate: Callable[[], T], timeout: float, what: str, every: float
 
 def deployment_env(flwr_home: Path, marker: str, supernode_args: str) -> dict[str, str]:
     """The environment of a loopback federation's scripts and CLI calls: this virtual environment's Flower first on
-    PATH, ``marker`` under ``MARKER``, its own Flower home, no update check, ``supernode_args`` for the SuperNodes."""
+    PATH, ``marker`` under ``MARKER``, its own Flower home, no update check, ``supernode_args`` for the SuperNodes,
+    and 150 s for a SuperLink to start serving (a loaded machine; start-superlink.sh's default is 60 s)."""
     return {
         **os.environ,
         "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
@@ -65,6 +66,7 @@ def deployment_env(flwr_home: Path, marker: str, supernode_args: str) -> dict[st
         "FLWR_DISABLE_UPDATE_CHECK": "1",
         "SUPERNODE_EXTRA_ARGS": supernode_args,
         "PYTHON": sys.executable,
+        "SUPERLINK_START_SECONDS": "150",
     }
 
 

@@ -20,8 +20,8 @@ if [[ "${1:-}" == "--insecure" ]]; then insecure=1; shift; fi
 if [[ $# -lt 2 ]]; then sed -n '2,16p' "$0"; exit 2; fi
 state=$1 certs=$2 host=${3:-0.0.0.0} port=${4:-9093}
 wait_seconds=${SUPERLINK_START_SECONDS:-60}
-if [[ ! "$wait_seconds" =~ ^[1-9][0-9]*$ ]]; then
-  echo "error: SUPERLINK_START_SECONDS must be a whole number of seconds, at least 1: '$wait_seconds'" >&2
+if [[ ! "$wait_seconds" =~ ^[1-9][0-9]{0,5}$ ]]; then
+  echo "error: SUPERLINK_START_SECONDS must be a whole number of seconds from 1 to 999999: '$wait_seconds'" >&2
   exit 2
 fi
 source "$(dirname "$0")/python-env.sh"
@@ -55,8 +55,8 @@ pid=$!
 echo $pid >"$state/superlink.pid"
 # Wait (up to SUPERLINK_START_SECONDS, default 60) until it serves, so that a SuperLink that stops at start (PORT in
 # use, a bad certificate) or is not serving by then is reported here rather than only in its log.
-serving=0
-for _ in $(seq 1 $((wait_seconds * 2))); do
+serving=0 deadline=$((SECONDS + wait_seconds))
+while :; do  # checked once more after the last wait
   if ! kill -0 "$pid" 2>/dev/null; then
     rm -f "$state/superlink.pid"
     echo "error: the SuperLink stopped during its start; the end of $state/superlink.log:" >&2
@@ -64,11 +64,12 @@ for _ in $(seq 1 $((wait_seconds * 2))); do
     exit 1
   fi
   [[ "$(tail -c "+$log_start" "$state/superlink.log")" == *"Uvicorn running on"* ]] && { serving=1; break; }
+  (( SECONDS < deadline )) || break
   sleep 0.5
 done
 if (( ! serving )); then
-  echo "error: the SuperLink (PID $pid) is not serving after $wait_seconds s; it is left running, as it may be" \
-       "still starting (a slow machine: SUPERLINK_START_SECONDS=300), or stop it: deployment/stop.sh $state;" \
+  echo "error: the SuperLink (PID $pid) is not serving after $wait_seconds s; it is left running, as it may still be" \
+       "starting (a slow machine: SUPERLINK_START_SECONDS=300), or stop it: deployment/stop.sh $state;" \
        "the end of $state/superlink.log:" >&2
   tail -c "+$log_start" "$state/superlink.log" | tail -n 8 >&2
   exit 1

@@ -51,13 +51,13 @@ def test_killed_and_cut_nodes_rejoin_and_the_run_resumes_after_a_superlink_resta
             "round 2's messages at nodes 1 and 2",
             every=0.05,  # a ClientApp starts, trains and replies within seconds: the kill and the cut come first
         )
-        replies_begun = [deployment.node_log(i).count("Sending: train") - 1 for i in (1, 2)]  # round 2's, if any
+        replies_sent = [deployment.node_log(i).count("Sending: train") - 1 for i in (1, 2)]  # round 2's, if any
         deployment.kill_node(1)
         proxy.stop()
         # Round 2 completes with node 0 alone (the others time out or fail); the run goes on.
         wait_for(lambda: len(read_rounds(results)) >= 2, ROUND_TIMEOUT + 120, "round 2")
         second = read_rounds(results)[1]
-        assert trained(second) == [0], (second, f"round 2's replies begun at nodes 1 and 2 before: {replies_begun}")
+        assert trained(second) == [0], (second, f"round 2's replies sent by nodes 1 and 2 before: {replies_sent}")
         missing = set(second["timed_out"]) | set(second["failed"])
         assert {1, 2} <= missing, second
         # The cut lasts longer than a round: reopened once round 2 is over. Node 1 is restarted by the loop, and is

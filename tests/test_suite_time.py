@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -209,10 +210,20 @@ def test_an_emulation_runs_both_steps_beside_the_load_records_its_slowdown_and_s
     output = tmp_path / "suite_time.json"
     monkeypatch.setattr(suite_time, "PROJECT_DIR", project)
     monkeypatch.setattr(suite_time, "OUTPUT", output)
+    scratch = tmp_path / "tmp"  # where the benchmark's temporary clone goes
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     made: list[cpu_share.CompetingLoad] = []
+    clone_there_at_close: list[bool] = []
+
+    class Load(CompetingLoad):
+        def close(self) -> None:
+            if not self.closed:
+                clone_there_at_close.append(any(scratch.glob("fedft-suite-time-*/clone")))
+            super().close()
 
     def load(nice: int) -> cpu_share.CompetingLoad:
-        made.append(CompetingLoad(nice))
+        made.append(Load(nice))
         return made[-1]
 
     monkeypatch.setattr(suite_time, "CompetingLoad", load)  # the suite's load
@@ -225,5 +236,7 @@ def test_an_emulation_runs_both_steps_beside_the_load_records_its_slowdown_and_s
     assert len(measuring) == 3 and all(each.nice == 1 for each in made)
     assert f"{competing.cgroup.path.name}\n" in run["log_tail"]  # make test ran in the busy processes' cgroup
     assert "ray-niceness=0\n" in run["log_tail"]  # Ray's workers at nice 0, slowed like the rest
+    # the suite's load closed once, while its clone was still there (its removal is not slowed)
+    assert clone_there_at_close == [False, False, False, True]
     for each in made:  # each stopped, its cgroup gone
         assert all(process.returncode is not None for process in each.busy) and not each.cgroup.path.exists()
