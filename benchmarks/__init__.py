@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import threading
@@ -22,6 +23,19 @@ def command_line(name: str, doc: str | None) -> argparse.ArgumentParser:
     return argparse.ArgumentParser(
         prog=f"python -m benchmarks {name}", description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+
+
+def json_lines(result: dict[str, object]) -> str:
+    """``result`` as JSON with each top-level key on a line and each item of a list value on its own: readable diffs,
+    and smaller than indented JSON (the recorded results live in git; pfl_side_by_side.json: 101 KB against 174 KB)."""
+    parts = []
+    for key, value in result.items():
+        if isinstance(value, list):
+            body = ",\n".join(json.dumps(item) for item in value)
+            parts.append(f"{json.dumps(key)}: [\n{body}\n]" if value else f"{json.dumps(key)}: []")
+        else:
+            parts.append(f"{json.dumps(key)}: {json.dumps(value)}")
+    return "{\n" + ",\n".join(parts) + "\n}\n"
 
 
 def commit_of(checkout: Path = PROJECT_DIR) -> str:

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from benchmarks import RESULTS_DIR, command_line
+from benchmarks import RESULTS_DIR, command_line, json_lines
 from run_config.choices import AGGREGATION_RULES
 from run_config.defaults import load_defaults
 from run_config.fail_partitions import ATTACK_MODES
@@ -326,18 +326,6 @@ def recorded_figure() -> str:
     )
 
 
-def dump(result: dict[str, Any]) -> str:
-    """The results as JSON with one run per line (readable diffs, a tenth of the size of indented JSON)."""
-    parts = []
-    for key, value in result.items():
-        if isinstance(value, list):
-            body = ",\n".join(json.dumps(run) for run in value)
-            parts.append(f"{json.dumps(key)}: [\n{body}\n]" if value else f"{json.dumps(key)}: []")
-        else:
-            parts.append(f"{json.dumps(key)}: {json.dumps(value)}")
-    return "{\n" + ",\n".join(parts) + "\n}\n"
-
-
 def _mean_std(values: list[float], signed: bool = False) -> str:
     mean = 100 * statistics.fmean(values)
     std = 100 * statistics.stdev(values) if len(values) > 1 else 0.0
@@ -378,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.part in ("cost", "all"):
         result["cost"] = cost_grid(work, args.rounds, args.local_epochs, args.cost_seeds)
     result["seconds"] = round(time.perf_counter() - tick)
-    args.out.write_text(dump(result))
+    args.out.write_text(json_lines(result))
     table = "\n\n".join(
         filter(None, [attack_table(result["attacks"]), tuning_table(result["tune"]), cost_table(result["cost"])])
     )

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from benchmarks import RESULTS_DIR, command_line
+from benchmarks import RESULTS_DIR, command_line, json_lines
 from data.catalog import DatasetInfo
 from run_config import RunConfig
 from run_config.text import format_overrides
@@ -590,7 +590,7 @@ def main(argv: list[str] | None = None) -> int:
             with tempfile.TemporaryDirectory() as tmp:
                 recorded["export"] = export(Path(tmp) / "job.npz")
         recorded["summary"] = summarise_pairs(recorded["runs"], recorded["export"])
-        args.out.write_text(json.dumps(recorded, indent=1) + "\n")
+        args.out.write_text(json_lines(recorded))
         args.out.with_suffix(".md").write_text(markdown(recorded))
         print(markdown(recorded))
         return 0
@@ -641,7 +641,7 @@ def main(argv: list[str] | None = None) -> int:
                     "runs": records,
                 }
                 args.out.parent.mkdir(parents=True, exist_ok=True)
-                args.out.write_text(json.dumps(result, indent=1) + "\n")  # after every run: a stop keeps what ran
+                args.out.write_text(json_lines(result))  # after every run: a stop keeps what ran
                 args.out.with_suffix(".md").write_text(markdown(result))
     print(markdown(result))
     return 0

@@ -5,6 +5,7 @@ module)."""
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import __main__ as suite
+from benchmarks import json_lines
 
 PROJECT = Path(__file__).resolve().parents[1]
 BENCHMARKS_DIR = PROJECT / "benchmarks"
@@ -130,3 +132,13 @@ def test_the_check_finds_an_import_of_the_tests_and_a_patch() -> None:
         "line 5: assigns data_selection.RULES",
         "line 6: calls setattr",
     ]
+
+
+def test_recorded_results_are_written_a_list_item_a_line_and_read_back_the_same() -> None:
+    result = {"date": "d", "job": {"a": 1, "b": [1, 2]}, "runs": [{"x": 1}, {"x": [2, 3]}], "none": []}
+    text = json_lines(result)
+    assert json.loads(text) == result
+    assert text.splitlines() == [
+        "{", '"date": "d",', '"job": {"a": 1, "b": [1, 2]},', '"runs": [', '{"x": 1},', '{"x": [2, 3]}', "],",
+        '"none": []', "}",
+    ]  # fmt: skip
