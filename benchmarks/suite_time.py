@@ -40,7 +40,7 @@ import torch
 
 from benchmarks import PROJECT_DIR, RESULTS_DIR, LoadWatch, command_line, commit_of
 from benchmarks.cpu_share import CompetingLoad, Slowdown, competing_nice, measured_slowdown, slowdown
-from simulation.local_run import exit_on_sigterm, processes_marked, stop_found, stop_process_tree
+from simulation.local_run import exit_on_sigterm, stop_marked, stop_process_tree
 
 NAME = "suite-time"
 OUTPUT = RESULTS_DIR / "suite_time.json"
@@ -131,7 +131,7 @@ def _timed(
         output, _ = process.communicate()
     except BaseException:
         stop_process_tree(process)
-        stop_found(lambda: processes_marked(env[SUITE_MARKER], SUITE_MARKER))
+        stop_marked(env[SUITE_MARKER], variable=SUITE_MARKER)
         raise
     return process.returncode, time.perf_counter() - tick, output
 

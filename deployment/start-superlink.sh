@@ -53,6 +53,7 @@ FLWR_HOME="$state/flwr-home" setsid "$python" -m deployment.gated_superlink \
   --disable-runtime-dependency-installation >>"$state/superlink.log" 2>&1 </dev/null &
 pid=$!
 echo $pid >"$state/superlink.pid"
+show_log_end() { tail -c "+$log_start" "$state/superlink.log" | tail -n 8 >&2; }  # what this start logged
 # Wait (up to SUPERLINK_START_SECONDS, default 60) until it serves, so that a SuperLink that stops at start (PORT in
 # use, a bad certificate) or is not serving by then is reported here rather than only in its log.
 serving=0 deadline=$((SECONDS + wait_seconds))
@@ -60,7 +61,7 @@ while :; do  # checked once more after the last wait
   if ! kill -0 "$pid" 2>/dev/null; then
     rm -f "$state/superlink.pid"
     echo "error: the SuperLink stopped during its start; the end of $state/superlink.log:" >&2
-    tail -c "+$log_start" "$state/superlink.log" | tail -n 8 >&2
+    show_log_end
     exit 1
   fi
   [[ "$(tail -c "+$log_start" "$state/superlink.log")" == *"Uvicorn running on"* ]] && { serving=1; break; }
@@ -71,7 +72,7 @@ if (( ! serving )); then
   echo "error: the SuperLink (PID $pid) is not serving after $wait_seconds s; it is left running, as it may still be" \
        "starting (a slow machine: SUPERLINK_START_SECONDS=300), or stop it: deployment/stop.sh $state;" \
        "the end of $state/superlink.log:" >&2
-  tail -c "+$log_start" "$state/superlink.log" | tail -n 8 >&2
+  show_log_end
   exit 1
 fi
 echo "SuperLink PID $pid on $host:$port (Control API: 127.0.0.1:$port only)"

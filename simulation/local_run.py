@@ -92,9 +92,10 @@ def processes_marked(marker: str, variable: str = RUN_MARKER) -> list[int]:
     return found
 
 
-def stop_marked(marker: str, timeout: float = 30.0, grace: float = 1.0) -> None:
-    """Stop, by PID, every process carrying ``marker``: Ray's daemons detach from the SuperLink's tree."""
-    stop_found(lambda: processes_marked(marker), timeout, grace)
+def stop_marked(marker: str, timeout: float = 30.0, grace: float = 1.0, variable: str = RUN_MARKER) -> None:
+    """Stop, by PID, every process carrying ``marker`` under ``variable``: Ray's daemons detach from the SuperLink's
+    tree."""
+    stop_found(lambda: processes_marked(marker, variable), timeout, grace)
 
 
 def stop_found(find_pids: Callable[[], list[int]], timeout: float = 30.0, grace: float = 1.0) -> None:

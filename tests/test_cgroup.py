@@ -8,12 +8,15 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 import pytest
 
 from benchmarks.cgroup import Cgroup, CpuCgroup, MemoryCgroup, hierarchy, oom_kills
+
+C = TypeVar("C", bound=Cgroup)
 
 #: /proc/self/cgroup of a process in cgroup v1's memory and cpu hierarchies and in v2's tree.
 PROC_CGROUP = "9:name=systemd:/\n4:memory:/process_api/abc\n1:cpu,cpuacct:/x\n0::/user.slice/session\n"
@@ -140,15 +143,21 @@ def test_oom_kills_reads_both_cgroup_versions() -> None:
     assert oom_kills("oom_kill_disable 0\nunder_oom 0\n") == 0  # an old kernel that does not count
 
 
+def made_or_skip(kind: Callable[..., C], limit: float) -> C:
+    """A real cgroup of ``kind`` with ``limit``, or the test skipped where this machine lets us make none (not root,
+    no such controller)."""
+    try:
+        return kind(limit)
+    except OSError as err:
+        pytest.skip(f"cannot make a cgroup here: {err}")
+
+
 ALLOCATE = "import sys; b = bytearray(int(sys.argv[1]) * 2**20); b[:: 4096] = b'x' * len(b[:: 4096])"
 
 
 def test_a_process_over_the_memory_limit_is_killed_and_one_under_it_is_not() -> None:
     for limit_mib, allocate_mib, killed in ((100, 300, True), (400, 100, False)):
-        try:
-            cgroup = MemoryCgroup(limit_mib * 2**20)
-        except OSError as err:
-            pytest.skip(f"cannot make a memory cgroup here: {err}")
+        cgroup = made_or_skip(MemoryCgroup, limit_mib * 2**20)
         try:
             code = subprocess.call([sys.executable, "-c", ALLOCATE, str(allocate_mib)], preexec_fn=cgroup.enter)
             assert (code == -9) is killed
@@ -160,10 +169,7 @@ def test_a_process_over_the_memory_limit_is_killed_and_one_under_it_is_not() -> 
 
 
 def test_a_memory_limit_is_raised_lifted_and_lowered_in_the_order_the_kernel_accepts() -> None:
-    try:
-        cgroup = MemoryCgroup(100 * 2**20)
-    except OSError as err:
-        pytest.skip(f"cannot make a memory cgroup here: {err}")
+    cgroup = made_or_skip(MemoryCgroup, 100 * 2**20)
     try:
         for limit_mib, allocate_mib, killed in ((400, 300, False), (None, 300, False), (100, 300, True)):
             cgroup.set_limit(None if limit_mib is None else limit_mib * 2**20)
@@ -174,10 +180,7 @@ def test_a_memory_limit_is_raised_lifted_and_lowered_in_the_order_the_kernel_acc
 
 
 def test_a_busy_process_under_a_cpu_quota_gets_its_share_and_close_stops_what_is_left() -> None:
-    try:
-        cgroup = CpuCgroup(0.1)
-    except OSError as err:
-        pytest.skip(f"cannot make a CPU cgroup here: {err}")
+    cgroup = made_or_skip(CpuCgroup, 0.1)
     try:
         busy = subprocess.Popen(
             [sys.executable, "-c", "import time\nwhile time.process_time() < 60: pass"], preexec_fn=cgroup.enter
